@@ -1,0 +1,1 @@
+"""sessiontree: LLM agent conversations stored as append-only trees (pi session format v3)."""

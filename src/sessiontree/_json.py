@@ -1,0 +1,140 @@
+"""JSON exactly as JavaScript's ``JSON.stringify`` writes it, and a tolerant strict parser.
+
+pi writes every line with ``JSON.stringify``; a line we write must be byte-identical to what pi
+would write for the same value (FORMAT.md section 2). msgspec already agrees with JavaScript on
+strings (``\\b \\t \\n \\f \\r``, other control characters as lowercase ``\\u00xx``, everything else
+raw) and on most numbers; it differs on floats that are integral (``1.0``) or that it writes with
+an exponent (``9e-6``, ``1e16``). Those are rewritten here. Strings holding lone surrogates, which
+msgspec cannot encode, take a pure-Python path.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+import msgspec
+
+__all__ = ["dumps", "js_number", "loads", "JSONError"]
+
+_encoder = msgspec.json.Encoder()
+_decoder = msgspec.json.Decoder()
+
+JSONError = ValueError
+"""Raised by :func:`loads` for text that is not strict JSON."""
+
+# A float that msgspec writes differently from JavaScript contains an exponent or ends in ".0".
+_MAYBE_FLOAT_DIFF = re.compile(rb"[0-9]e|\.0(?![0-9])")
+_TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
+_NEEDS_ESCAPE = re.compile("[\"\\\\\x00-\x1f\ud800-\udfff]")
+_JSON_FALLBACK = re.compile("surrogate|out of range")
+
+
+def js_number(x: float) -> str:
+    """``Number.prototype.toString`` of a double: shortest round-trip digits, JavaScript layout."""
+    if math.isnan(x) or math.isinf(x):
+        return "null"
+    if x == 0:
+        return "0"
+    sign = "-" if x < 0 else ""
+    mantissa, _, exp_text = repr(abs(x)).partition("e")
+    whole, _, frac = mantissa.partition(".")
+    if frac == "0":
+        frac = ""
+    all_digits = whole + frac
+    stripped = all_digits.lstrip("0")
+    # value = 0.<digits> * 10**point
+    point = len(whole) + int(exp_text or 0) - (len(all_digits) - len(stripped))
+    digits = stripped.rstrip("0")
+    k = len(digits)
+    if k <= point <= 21:
+        body = digits + "0" * (point - k)
+    elif 0 < point <= 21:
+        body = digits[:point] + "." + digits[point:]
+    elif -6 < point <= 0:
+        body = "0." + "0" * -point + digits
+    else:
+        e = point - 1
+        exp = ("+" if e >= 0 else "-") + str(abs(e))
+        body = (digits if k == 1 else digits[0] + "." + digits[1:]) + "e" + exp
+    return sign + body
+
+
+def _fix_number(match: re.Match[bytes]) -> bytes:
+    token = match.group()
+    if token[0] == 0x22 or not (b"." in token or b"e" in token):
+        return token
+    return js_number(float(token)).encode()
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _ESCAPES.get(ch) or f"\\u{ord(ch):04x}"
+
+
+def _dump_str(s: str) -> str:
+    if any("\ud800" <= c <= "\udfff" for c in s):
+        # Join valid surrogate pairs into one code point, as a JavaScript string would read them.
+        s = s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
+    return '"' + _NEEDS_ESCAPE.sub(_escape_char, s) + '"'
+
+
+def _dump_py(value: Any) -> str:
+    """The slow, general path (lone surrogates, huge integers)."""
+    if isinstance(value, str):
+        return _dump_str(value)
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if value is None:
+        return "null"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return js_number(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(_dump_str(k) + ":" + _dump_py(v) for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ",".join(_dump_py(v) for v in value) + "]"
+    if isinstance(value, (msgspec.Struct, msgspec.Raw)):
+        if isinstance(value, msgspec.Raw):
+            return bytes(value).decode("utf-8", "surrogatepass")
+        return _dump_py(msgspec.to_builtins(value))
+    raise TypeError(f"cannot serialize {type(value).__name__} as JSON")
+
+
+def dumps(value: Any) -> bytes:
+    """Serialize ``value`` (builtins, msgspec Structs, ``msgspec.Raw``) as ``JSON.stringify`` would."""
+    try:
+        out = _encoder.encode(value)
+    except (UnicodeEncodeError, OverflowError):
+        return _dump_py(value).encode("utf-8", "surrogatepass")
+    if _MAYBE_FLOAT_DIFF.search(out):
+        out = _TOKEN.sub(_fix_number, out)
+    return out
+
+
+def _reject_constant(name: str) -> Any:
+    raise JSONError(f"invalid JSON constant {name}")
+
+
+def loads(data: bytes | memoryview | str) -> Any:
+    """Parse strict JSON; lone surrogate escapes and invalid UTF-8 (as U+FFFD) are accepted as pi does.
+
+    Raises:
+        ValueError: the text is not JSON.
+    """
+    try:
+        return _decoder.decode(data)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        if isinstance(exc, msgspec.DecodeError) and not _JSON_FALLBACK.search(str(exc)):
+            raise JSONError(str(exc)) from None
+    text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+    try:
+        return json.loads(text, parse_constant=_reject_constant)
+    except json.JSONDecodeError as exc:
+        raise JSONError(str(exc)) from None

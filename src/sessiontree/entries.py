@@ -1,0 +1,189 @@
+"""The session header and every version 3 entry type, as one tagged union on ``type``.
+
+Invariants:
+* Field order is pi's key order on disk (FORMAT.md section 4): ``type, id, parentId, timestamp``
+  then the payload, except ``custom`` and ``custom_message`` whose payload comes first.
+* Optional keys default to ``msgspec.UNSET`` so that an absent key stays absent when written.
+* An entry of a type this library does not know, or one whose fields do not fit its type, is an
+  :class:`UnknownEntry` that holds the stored object unchanged; the original line's bytes are
+  kept by the session, so nothing is lost either way.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from typing import Any, Union
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from .messages import AgentMessage, TextContent, ImageContent, UnknownMessage, message_from_builtins
+
+__all__ = [
+    "CURRENT_VERSION",
+    "BranchSummary",
+    "Compaction",
+    "Custom",
+    "CustomMessageEntry",
+    "Entry",
+    "FileDetails",
+    "Label",
+    "MessageEntry",
+    "ModelChange",
+    "SessionHeader",
+    "SessionInfo",
+    "ThinkingLevelChange",
+    "UnknownEntry",
+    "entry_from_builtins",
+    "iso_now",
+]
+
+CURRENT_VERSION = 3
+"""The session format version this library writes (pi's ``CURRENT_SESSION_VERSION``)."""
+
+
+def iso_now() -> str:
+    """The current UTC time as JavaScript's ``Date.prototype.toISOString`` writes it."""
+    now = _dt.datetime.now(_dt.timezone.utc)
+    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
+
+
+class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="camel"):
+    """The first line of a session file."""
+
+    version: int | UnsetType = CURRENT_VERSION
+    id: str = ""
+    timestamp: str = ""
+    cwd: str = ""
+    parent_session: str | UnsetType = UNSET
+
+
+class FileDetails(msgspec.Struct, rename="camel"):
+    """The ``details`` pi writes on compactions and branch summaries: files the summarized part touched."""
+
+    read_files: list[str] = msgspec.field(default_factory=list)
+    modified_files: list[str] = msgspec.field(default_factory=list)
+
+
+class _EntryBase(msgspec.Struct, tag_field="type", rename="camel", frozen=True):
+    id: str
+    parent_id: str | None
+    timestamp: str
+
+
+class _PayloadFirstBase(msgspec.Struct, tag_field="type", rename="camel", frozen=True, kw_only=True):
+    # kw_only on the base puts id, parentId and timestamp after the payload, as pi writes custom entries.
+    id: str
+    parent_id: str | None
+    timestamp: str
+
+
+class MessageEntry(_EntryBase, tag="message", frozen=True):
+    """A conversation message. ``message`` is an :class:`~sessiontree.messages.UnknownMessage` when
+    its role or fields do not fit the known types."""
+
+    message: AgentMessage
+
+
+class ThinkingLevelChange(_EntryBase, tag="thinking_level_change", frozen=True):
+    thinking_level: str
+
+
+class ModelChange(_EntryBase, tag="model_change", frozen=True):
+    provider: str
+    model_id: str
+
+
+class Compaction(_EntryBase, tag="compaction", frozen=True):
+    summary: str
+    first_kept_entry_id: str | UnsetType = UNSET
+    tokens_before: int | float = 0
+    details: Any = UNSET
+    from_hook: bool | UnsetType = UNSET
+
+
+class BranchSummary(_EntryBase, tag="branch_summary", frozen=True):
+    from_id: str
+    summary: str
+    details: Any = UNSET
+    from_hook: bool | UnsetType = UNSET
+
+
+class Label(_EntryBase, tag="label", frozen=True):
+    target_id: str
+    label: str | UnsetType = UNSET
+
+
+class SessionInfo(_EntryBase, tag="session_info", frozen=True):
+    name: str | UnsetType = UNSET
+
+
+class Custom(_PayloadFirstBase, tag="custom", frozen=True):
+    """Extension state: stored in the tree, never sent to the model."""
+
+    custom_type: str
+    data: Any = UNSET
+
+
+class CustomMessageEntry(_PayloadFirstBase, tag="custom_message", frozen=True):
+    """A message an extension injects into the model context."""
+
+    custom_type: str
+    content: str | list[TextContent | ImageContent]
+    display: bool = True
+    details: Any = UNSET
+
+
+class UnknownEntry(msgspec.Struct, frozen=True):
+    """An entry this library cannot type; ``data`` is the stored object, unchanged."""
+
+    type: str
+    id: str
+    parent_id: str | None
+    timestamp: str | None
+    data: dict[str, Any]
+
+
+Entry = Union[
+    MessageEntry,
+    ThinkingLevelChange,
+    ModelChange,
+    Compaction,
+    BranchSummary,
+    Label,
+    SessionInfo,
+    Custom,
+    CustomMessageEntry,
+]
+"""Every typed entry. Code that reads sessions should also expect :class:`UnknownEntry`."""
+
+AnyEntry = Union[Entry, UnknownEntry]
+
+_entry_type: Any = Entry
+
+
+def entry_from_builtins(data: dict[str, Any]) -> AnyEntry:
+    """Type an entry decoded from JSON; an unknown type or an unfitting field gives :class:`UnknownEntry`."""
+    try:
+        return msgspec.convert(data, _entry_type)  # type: ignore[no-any-return]
+    except msgspec.ValidationError:
+        pass
+    parent = data.get("parentId")
+    timestamp = data.get("timestamp")
+    envelope_fits = (
+        isinstance(data.get("id"), str)
+        and (parent is None or isinstance(parent, str))
+        and isinstance(timestamp, str)
+    )
+    if envelope_fits and data.get("type") == "message" and isinstance(data.get("message"), dict):
+        return MessageEntry(
+            id=data["id"], parent_id=parent, timestamp=timestamp,
+            message=message_from_builtins(data["message"]),  # type: ignore[arg-type]
+        )
+    return UnknownEntry(
+        type=str(data.get("type", "")),
+        id=str(data.get("id", "")),
+        parent_id=parent if isinstance(parent, str) else None,
+        timestamp=timestamp if isinstance(timestamp, str) else None,
+        data=data,
+    )

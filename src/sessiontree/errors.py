@@ -1,0 +1,125 @@
+"""Every error sessiontree raises, under one root.
+
+    SessionTreeError
+    ├── CorruptHeader          the first parsed line is not a session header (file left untouched)
+    ├── CorruptLine            a bad line, raised when opening with strict=True
+    ├── UnsupportedVersion     a header version newer than this library knows
+    ├── EntryNotFound          an id that is not in the session
+    ├── SessionNotFound        a session file or stored session that does not exist
+    ├── SessionLocked          another writer held the file lock past the timeout
+    ├── ConcurrentModification the file shrank or was replaced under a writer
+    ├── InvalidEntry           an entry or argument that cannot be written
+    └── MissingExtra           an optional dependency is not installed
+
+Each error carries the fields that locate it (``path``, ``lineno``, ``entry_id``) and a
+message that names them, so a user can find the line without reading a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+
+__all__ = [
+    "ConcurrentModification",
+    "CorruptHeader",
+    "CorruptLine",
+    "EntryNotFound",
+    "InvalidEntry",
+    "MissingExtra",
+    "SessionLocked",
+    "SessionNotFound",
+    "SessionTreeError",
+    "UnsupportedVersion",
+]
+
+
+class SessionTreeError(Exception):
+    """Root of every sessiontree error.
+
+    Attributes:
+        path: the session file concerned, when there is one.
+        lineno: the 1-based physical line number, when the error is about a line.
+        entry_id: the entry concerned, when the error is about an entry.
+        reason: the bare reason, without the location prefix.
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        path: str | os.PathLike[str] | None = None,
+        lineno: int | None = None,
+        entry_id: str | None = None,
+    ) -> None:
+        self.reason = reason
+        self.path = os.fspath(path) if path is not None else None
+        self.lineno = lineno
+        self.entry_id = entry_id
+        super().__init__(self._format())
+
+    def _format(self) -> str:
+        where = []
+        if self.path is not None:
+            where.append(self.path)
+        if self.lineno is not None:
+            where.append(f"line {self.lineno}")
+        prefix = " ".join(where)
+        text = f"{prefix}: {self.reason}" if prefix else self.reason
+        if self.entry_id is not None and self.entry_id not in self.reason:
+            text += f" (entry {self.entry_id})"
+        return text
+
+
+class CorruptHeader(SessionTreeError):
+    """The file's first parsed line is not a valid session header; the file was not touched."""
+
+
+class CorruptLine(SessionTreeError):
+    """A line that is not a valid entry, raised by ``strict=True`` opens.
+
+    Attributes:
+        kind: the problem kind (``corrupt``, ``torn``, ``duplicate_id``, ``orphan``, ``cycle``).
+    """
+
+    def __init__(
+        self,
+        reason: str,
+        *,
+        kind: str,
+        path: str | os.PathLike[str] | None = None,
+        lineno: int | None = None,
+        entry_id: str | None = None,
+    ) -> None:
+        self.kind = kind
+        super().__init__(reason, path=path, lineno=lineno, entry_id=entry_id)
+
+
+class UnsupportedVersion(SessionTreeError):
+    """The header's version is newer than ``CURRENT_VERSION``; upgrade sessiontree to read it."""
+
+
+class EntryNotFound(SessionTreeError, KeyError):
+    """An entry id that the session does not contain."""
+
+    def __str__(self) -> str:  # KeyError would otherwise quote the message
+        return self._format()
+
+
+class SessionNotFound(SessionTreeError):
+    """A session file or stored session that does not exist."""
+
+
+class SessionLocked(SessionTreeError):
+    """Another sessiontree writer held the session's lock longer than the timeout."""
+
+
+class ConcurrentModification(SessionTreeError):
+    """The session file shrank or was replaced since this writer read it; nothing was written."""
+
+
+class InvalidEntry(SessionTreeError, ValueError):
+    """An entry or argument that cannot be written as given."""
+
+
+class MissingExtra(SessionTreeError, ImportError):
+    """A feature needs an optional dependency: the message gives the pip command."""
