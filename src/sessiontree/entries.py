@@ -11,7 +11,6 @@ Invariants:
 
 from __future__ import annotations
 
-import datetime as _dt
 from typing import Any, Union
 
 import msgspec
@@ -35,17 +34,11 @@ __all__ = [
     "ThinkingLevelChange",
     "UnknownEntry",
     "entry_from_builtins",
-    "iso_now",
+    "AnyEntry",
 ]
 
 CURRENT_VERSION = 3
 """The session format version this library writes (pi's ``CURRENT_SESSION_VERSION``)."""
-
-
-def iso_now() -> str:
-    """The current UTC time as JavaScript's ``Date.prototype.toISOString`` writes it."""
-    now = _dt.datetime.now(_dt.timezone.utc)
-    return now.strftime("%Y-%m-%dT%H:%M:%S.") + f"{now.microsecond // 1000:03d}Z"
 
 
 class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="camel"):

@@ -1,0 +1,82 @@
+"""Timestamps and ids in the forms pi writes them."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import re
+import secrets
+import time
+import uuid
+
+__all__ = ["file_stamp", "iso_now", "iso_to_ms", "new_entry_id", "uuid7"]
+
+_ISO = re.compile(
+    r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})\Z"
+)
+
+
+def iso_now() -> str:
+    """Now, as ``new Date().toISOString()``: ``YYYY-MM-DDTHH:mm:ss.sssZ``."""
+    ns = time.time_ns()
+    whole = _dt.datetime.fromtimestamp(ns // 1_000_000_000, tz=_dt.timezone.utc)
+    return whole.strftime("%Y-%m-%dT%H:%M:%S.") + f"{(ns // 1_000_000) % 1000:03d}Z"
+
+
+def iso_to_ms(text: object) -> int | None:
+    """Epoch milliseconds of an ISO timestamp ending in ``Z`` or a numeric offset; else ``None``.
+
+    This is ``new Date(text).getTime()`` for the forms pi writes; other strings give ``None``
+    (JavaScript's parse of other forms is implementation-defined, FORMAT.md section 11).
+    """
+    if not isinstance(text, str):
+        return None
+    m = _ISO.match(text)
+    if m is None:
+        return None
+    year, month, day, hour, minute = (int(m.group(i)) for i in range(1, 6))
+    second = int(m.group(6) or 0)
+    frac = (m.group(7) or "0")[:3].ljust(3, "0")
+    try:
+        moment = _dt.datetime(year, month, day, hour, minute, second, tzinfo=_dt.timezone.utc)
+    except ValueError:
+        return None
+    ms = (moment - _EPOCH) // _dt.timedelta(milliseconds=1) + int(frac)
+    zone = m.group(8)
+    if zone != "Z":
+        sign = 1 if zone[0] == "+" else -1
+        ms -= sign * (int(zone[1:3]) * 60 + int(zone[4:6])) * 60_000
+    return ms
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def file_stamp(iso: str) -> str:
+    """The timestamp part of a session file name: every ``:`` and ``.`` replaced by ``-``."""
+    return iso.replace(":", "-").replace(".", "-")
+
+
+def new_entry_id(taken: object) -> str:
+    """A new entry id as pi draws it: 8 lowercase hex digits, redrawn while it collides.
+
+    Args:
+        taken: any container supporting ``in`` with the ids already used.
+    """
+    for _ in range(100):
+        candidate = secrets.token_hex(4)
+        if candidate not in taken:  # type: ignore[operator]
+            return candidate
+    return str(uuid.uuid4())
+
+
+def uuid7() -> str:
+    """A UUID version 7 (time-ordered), the kind pi 0.73 uses for session ids."""
+    ms = time.time_ns() // 1_000_000
+    rand = int.from_bytes(os.urandom(10), "big")
+    value = (ms & ((1 << 48) - 1)) << 80
+    value |= 0x7 << 76
+    value |= ((rand >> 62) & 0xFFF) << 64
+    value |= 0b10 << 62
+    value |= rand & ((1 << 62) - 1)
+    return str(uuid.UUID(int=value))

@@ -1,0 +1,262 @@
+"""The tree over indexed entries: parents, paths, children, roots, labels, name. No I/O.
+
+Invariants (FORMAT.md sections 12 and 18.1):
+* For a duplicate id the later line wins; the earlier line is not a node.
+* A root is an entry whose ``parentId`` is null, names no indexed entry (an orphan), or was chosen
+  to break a cycle (the first member in file order of each cycle). After that, following parents
+  always ends, so every walk terminates.
+* Roots are in file order; :meth:`TreeIndex.tree` orders children by timestamp instant, stably.
+* Labels and the session name are replayed in file order over the indexed entries.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+from ._scan import Problem, Record
+from ._time import iso_to_ms
+
+if TYPE_CHECKING:
+    from .entries import AnyEntry
+
+__all__ = ["TreeIndex", "TreeNode", "path_to_root"]
+
+
+class _Node(Protocol):
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+
+
+N = TypeVar("N", bound=_Node)
+
+
+def path_to_root(by_id: Mapping[str, N], leaf_id: str, roots: Iterable[str] = ()) -> list[N]:
+    """The root-to-``leaf_id`` path over ``by_id``; cycle-safe, ``[]`` for an unknown id.
+
+    Args:
+        by_id: entries by id (anything with ``id`` and ``parent_id``).
+        leaf_id: where the path ends.
+        roots: ids to treat as roots whatever their ``parent_id`` (broken cycles).
+    """
+    forced = roots if isinstance(roots, (set, frozenset)) else set(roots)
+    path: list[N] = []
+    seen: set[str] = set()
+    node = by_id.get(leaf_id)
+    while node is not None and node.id not in seen:
+        seen.add(node.id)
+        path.append(node)
+        parent = node.parent_id
+        if parent is None or node.id in forced:
+            break
+        node = by_id.get(parent)
+    path.reverse()
+    return path
+
+
+class TreeNode:
+    """One node of :meth:`Session.tree`: the entry's envelope, its children and its label.
+
+    ``entry`` decodes the full entry on first access, so walking a large tree stays cheap.
+    """
+
+    __slots__ = ("id", "parent_id", "type", "timestamp", "children", "label", "label_timestamp",
+                 "_record", "_load", "_entry")
+
+    def __init__(self, record: Record, label: tuple[str, str | None] | None,
+                 load: Callable[[Record], AnyEntry]) -> None:
+        self.id = record.id
+        self.parent_id = record.parent_id
+        self.type = record.type
+        self.timestamp = record.timestamp
+        self.children: list[TreeNode] = []
+        self.label = label[0] if label else None
+        self.label_timestamp = label[1] if label else None
+        self._record = record
+        self._load = load
+        self._entry: AnyEntry | None = None
+
+    @property
+    def entry(self) -> AnyEntry:
+        if self._entry is None:
+            self._entry = self._load(self._record)
+        return self._entry
+
+    @property
+    def role(self) -> str | None:
+        """The message role for ``message`` entries, without decoding the payload."""
+        return self._record.role
+
+    def walk(self) -> Iterator[tuple[TreeNode, int]]:
+        """This node and its descendants in pre-order, with depths relative to this node."""
+        stack: list[tuple[TreeNode, int]] = [(self, 0)]
+        while stack:
+            node, depth = stack.pop()
+            yield node, depth
+            stack.extend((child, depth + 1) for child in reversed(node.children))
+
+    def __repr__(self) -> str:
+        return f"TreeNode(id={self.id!r}, type={self.type!r}, children={len(self.children)})"
+
+
+def _sibling_key(records: list[Record]) -> Callable[[Record], Any]:
+    stamps = [r.timestamp for r in records]
+    if all(s is not None and len(s) == 24 and s.endswith("Z") for s in stamps):
+        return lambda r: r.timestamp  # one fixed-width UTC form: string order is instant order
+    inf = float("inf")
+
+    def instant(r: Record) -> float:
+        ms = iso_to_ms(r.timestamp)
+        return inf if ms is None else ms
+
+    return instant
+
+
+class TreeIndex:
+    """The session's entries as a tree; built once on load, then kept up to date on appends."""
+
+    def __init__(self, records: Iterable[Record], problems: list[Problem]) -> None:
+        self.by_id: dict[str, Record] = {}
+        self.cycle_roots: set[str] = set()
+        self.labels: dict[str, tuple[str, str | None]] = {}
+        self.name: str | None = None
+        self._children: dict[str, list[Record]] | None = None
+        self._roots: list[Record] | None = None
+        by_id = self.by_id
+        for rec in records:
+            old = by_id.pop(rec.id, None)
+            if old is not None:
+                problems.append(Problem(
+                    rec.line, "duplicate_id",
+                    f"id {rec.id} is also used on line {old.line}; this later line wins", rec.id,
+                ))
+            by_id[rec.id] = rec
+        for rec in by_id.values():
+            parent = rec.parent_id
+            if parent is not None and parent not in by_id:
+                problems.append(Problem(
+                    rec.line, "orphan", f"parent {parent} is not in the session; treated as a root",
+                    rec.id,
+                ))
+            self._replay(rec)
+        self._break_cycles(problems)
+
+    def _replay(self, rec: Record) -> None:
+        if rec.type == "label":
+            target, label = rec.extra
+            if target is not None:
+                if label is None:
+                    self.labels.pop(target, None)
+                else:
+                    self.labels[target] = (label, rec.timestamp)
+        elif rec.type == "session_info":
+            self.name = rec.extra or None
+
+    def _break_cycles(self, problems: list[Problem]) -> None:
+        by_id = self.by_id
+        done: set[str] = set()
+        for start in by_id.values():
+            if start.id in done:
+                continue
+            stack: list[Record] = []
+            on_stack: set[str] = set()
+            node: Record | None = start
+            while node is not None and node.id not in done and node.id not in on_stack:
+                stack.append(node)
+                on_stack.add(node.id)
+                node = self.parent(node)
+            if node is not None and node.id in on_stack:
+                members = stack[stack.index(node):]
+                first = min(members, key=lambda r: r.line)
+                self.cycle_roots.add(first.id)
+                what = ("is its own parent" if len(members) == 1
+                        else f"is in a parent cycle of {len(members)} entries")
+                problems.append(Problem(first.line, "cycle", f"{first.id} {what}; treated as a root",
+                                        first.id))
+            done.update(on_stack)
+
+    # -- updates -----------------------------------------------------------------------------
+
+    def extend(self, records: Iterable[Record], problems: list[Problem]) -> None:
+        """Index lines another writer appended; duplicates, orphans and cycles are checked again."""
+        new = list(records)
+        by_id = self.by_id
+        for rec in new:
+            old = by_id.pop(rec.id, None)
+            if old is not None and old.offset != rec.offset:  # same offset: a tail read again whole
+                problems.append(Problem(
+                    rec.line, "duplicate_id",
+                    f"id {rec.id} is also used on line {old.line}; this later line wins", rec.id,
+                ))
+            by_id[rec.id] = rec
+        for rec in new:
+            if rec.parent_id is not None and rec.parent_id not in by_id:
+                problems.append(Problem(
+                    rec.line, "orphan",
+                    f"parent {rec.parent_id} is not in the session; treated as a root", rec.id,
+                ))
+            self._replay(rec)
+        self._break_cycles(problems)
+        self._children = self._roots = None
+
+    def add(self, rec: Record) -> None:
+        """Index a new entry whose parent is indexed (or null) and whose id is new."""
+        self.by_id[rec.id] = rec
+        self._replay(rec)
+        if self._children is not None and self._roots is not None:
+            if rec.parent_id is None:
+                self._roots.append(rec)
+            else:
+                self._children.setdefault(rec.parent_id, []).append(rec)
+
+    # -- queries -----------------------------------------------------------------------------
+
+    def parent(self, rec: Record) -> Record | None:
+        """The effective parent: ``None`` for roots (null parent, orphan, broken cycle)."""
+        if rec.parent_id is None or rec.id in self.cycle_roots:
+            return None
+        return self.by_id.get(rec.parent_id)
+
+    def path(self, leaf_id: str) -> list[Record]:
+        return path_to_root(self.by_id, leaf_id, self.cycle_roots)
+
+    def _index_children(self) -> tuple[dict[str, list[Record]], list[Record]]:
+        if self._children is None or self._roots is None:
+            children: dict[str, list[Record]] = {}
+            roots: list[Record] = []
+            for rec in self.by_id.values():
+                parent = self.parent(rec)
+                if parent is None:
+                    roots.append(rec)
+                else:
+                    children.setdefault(parent.id, []).append(rec)
+            self._children, self._roots = children, roots
+        return self._children, self._roots
+
+    def children(self, entry_id: str) -> list[Record]:
+        """Direct children in file order (pi's ``getChildren``)."""
+        return list(self._index_children()[0].get(entry_id, ()))
+
+    def roots(self) -> list[Record]:
+        return list(self._index_children()[1])
+
+    def leaves(self) -> list[Record]:
+        children = self._index_children()[0]
+        return [rec for rec in self.by_id.values() if rec.id not in children]
+
+    def branch_points(self) -> list[Record]:
+        children = self._index_children()[0]
+        return [rec for rec in self.by_id.values() if len(children.get(rec.id, ())) > 1]
+
+    def tree(self, load: Callable[[Record], AnyEntry]) -> list[TreeNode]:
+        """Every indexed entry as nodes: roots in file order, children by timestamp (stable)."""
+        children, roots = self._index_children()
+        labels = self.labels
+        nodes = {rec.id: TreeNode(rec, labels.get(rec.id), load) for rec in self.by_id.values()}
+        for parent_id, kids in children.items():
+            if len(kids) > 1:
+                kids = sorted(kids, key=_sibling_key(kids))
+            nodes[parent_id].children = [nodes[k.id] for k in kids]
+        return [nodes[r.id] for r in roots]

@@ -1,0 +1,287 @@
+"""Building the model context from a root-to-leaf path, exactly as pi's ``buildSessionContext``.
+
+Rules (FORMAT.md section 10): over the whole path the last ``thinking_level_change`` sets the
+thinking level (default ``"off"``) and the later of ``model_change`` and assistant messages sets
+the model. Without a compaction every path entry emits its message; with one, the last
+compaction's summary comes first, then the path entries before it starting at its
+``firstKeptEntryId`` (none if that id is not there), then everything after it. Message entries
+emit their stored message unchanged; ``custom_message`` and non-empty ``branch_summary`` entries
+emit synthesized messages; everything else emits nothing.
+
+Only the entries the result needs are decoded, so building costs O(depth) envelope steps plus
+the payloads of the emitted messages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from . import _json
+from ._time import iso_to_ms
+from ._tree import path_to_root
+from .messages import (
+    AgentMessage,
+    TextContent,
+    UnknownMessage,
+    UserMessage,
+    message_from_builtins,
+)
+
+__all__ = [
+    "ModelRef",
+    "SessionContext",
+    "build_context",
+    "context_from_path",
+    "convert_to_llm",
+]
+
+
+class ModelRef(msgspec.Struct, rename="camel", omit_defaults=True):
+    """The model in effect at a leaf; a key the source entry lacks stays absent."""
+
+    provider: str | UnsetType = UNSET
+    model_id: str | UnsetType = UNSET
+
+
+class PathItem(Protocol):
+    """What context building needs of a path entry: its envelope, and its payload on demand."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def parent_id(self) -> str | None: ...
+    @property
+    def type(self) -> str: ...
+    @property
+    def role(self) -> str | None: ...
+
+
+class SessionContext:
+    """The messages to send to a model from one leaf, with the thinking level and model.
+
+    ``messages`` are typed; :meth:`to_builtins` and :meth:`to_json` give pi's exact JSON shape
+    (FORMAT.md section 11), stored messages unchanged, unknown fields included.
+    """
+
+    __slots__ = ("_data", "_typed", "_thinking_level", "model")
+
+    def __init__(self, data: list[dict[str, Any]], thinking_level: Any, model: ModelRef | None) -> None:
+        self._data = data
+        self._typed: list[AgentMessage] | None = None
+        self._thinking_level = thinking_level
+        self.model = model
+
+    @property
+    def thinking_level(self) -> str:
+        level = self._thinking_level
+        return level if isinstance(level, str) else "off"
+
+    @property
+    def messages(self) -> list[AgentMessage]:
+        """Typed messages; one that does not fit its type is an :class:`UnknownMessage`."""
+        if self._typed is None:
+            self._typed = [message_from_builtins(m) for m in self._data]  # type: ignore[misc]
+        return self._typed
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def to_builtins(self) -> dict[str, Any]:
+        """``{"messages", "thinkingLevel", "model"}`` as plain JSON values, in pi's shape."""
+        out: dict[str, Any] = {"messages": self._data}
+        if self._thinking_level is not UNSET:
+            out["thinkingLevel"] = self._thinking_level
+        out["model"] = msgspec.to_builtins(self.model) if self.model is not None else None
+        return out
+
+    def to_json(self) -> bytes:
+        """The JSON pi's ``JSON.stringify(buildSessionContext(...))`` would print."""
+        return _json.dumps(self.to_builtins())
+
+    def to_llm(self) -> list[AgentMessage]:
+        """The messages as a model receives them (:func:`convert_to_llm`)."""
+        return convert_to_llm(self.messages)
+
+    def __repr__(self) -> str:
+        return (f"SessionContext({len(self._data)} messages, thinking_level={self.thinking_level!r}, "
+                f"model={self.model!r})")
+
+
+def _truthy(value: Any) -> bool:
+    """JavaScript truthiness of a JSON value."""
+    if isinstance(value, (dict, list)):
+        return True
+    return bool(value)
+
+
+def _ms(timestamp: Any) -> int | None:
+    return iso_to_ms(timestamp)
+
+
+def _pick(source: Mapping[str, Any], out: dict[str, Any], *keys: str) -> None:
+    for key in keys:
+        if key in source:
+            out[key] = source[key]
+
+
+def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]], out: list[dict[str, Any]]) -> None:
+    kind = item.type
+    if kind == "message":
+        data = load(item)
+        if "message" in data:
+            out.append(data["message"])
+    elif kind == "custom_message":
+        data = load(item)
+        msg: dict[str, Any] = {"role": "custom"}
+        _pick(data, msg, "customType", "content", "display", "details")
+        msg["timestamp"] = _ms(data.get("timestamp"))
+        out.append(msg)
+    elif kind == "branch_summary":
+        data = load(item)
+        if _truthy(data.get("summary")):
+            msg = {"role": "branchSummary"}
+            _pick(data, msg, "summary", "fromId")
+            msg["timestamp"] = _ms(data.get("timestamp"))
+            out.append(msg)
+
+
+def context_from_path(path: Sequence[Any], load: Callable[[Any], dict[str, Any]]) -> SessionContext:
+    """Build the context of a root-to-leaf ``path``.
+
+    Args:
+        path: the path entries, root first; each has ``id``, ``type`` and ``role`` (the message
+            role of ``message`` entries) without needing its payload.
+        load: returns an entry's whole object (decoded JSON, on-disk key names); called only for
+            the entries the context needs.
+    """
+    thinking: Any = "off"
+    model: ModelRef | None = None
+    compaction_at = -1
+    need_thinking = need_model = need_compaction = True
+    for index in range(len(path) - 1, -1, -1):
+        item = path[index]
+        kind = item.type
+        if need_thinking and kind == "thinking_level_change":
+            thinking = load(item).get("thinkingLevel", UNSET)
+            need_thinking = False
+        elif need_model and kind == "model_change":
+            data = load(item)
+            model = ModelRef(provider=data.get("provider", UNSET), model_id=data.get("modelId", UNSET))
+            need_model = False
+        elif need_model and kind == "message" and item.role == "assistant":
+            message = load(item).get("message", {})
+            model = ModelRef(provider=message.get("provider", UNSET),
+                             model_id=message.get("model", UNSET))
+            need_model = False
+        elif need_compaction and kind == "compaction":
+            compaction_at = index
+            need_compaction = False
+        if not (need_thinking or need_model or need_compaction):
+            break
+
+    messages: list[dict[str, Any]] = []
+    if compaction_at < 0:
+        for item in path:
+            _emit(item, load, messages)
+    else:
+        compaction = load(path[compaction_at])
+        summary: dict[str, Any] = {"role": "compactionSummary"}
+        _pick(compaction, summary, "summary", "tokensBefore")
+        summary["timestamp"] = _ms(compaction.get("timestamp"))
+        messages.append(summary)
+        first_kept = compaction.get("firstKeptEntryId")
+        start = next((i for i in range(compaction_at) if path[i].id == first_kept), compaction_at)
+        for item in path[start:compaction_at]:
+            _emit(item, load, messages)
+        for item in path[compaction_at + 1:]:
+            _emit(item, load, messages)
+    return SessionContext(messages, thinking, model)
+
+
+class _DictItem:
+    __slots__ = ("data", "id", "parent_id", "type", "role")
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.id = data.get("id")
+        parent = data.get("parentId")
+        self.parent_id = parent if isinstance(parent, str) else None
+        self.type = data.get("type")
+        message = data.get("message")
+        self.role = message.get("role") if isinstance(message, dict) else None
+
+
+def build_context(entries: Sequence[Mapping[str, Any] | msgspec.Struct],
+                  leaf_id: str | None | UnsetType = UNSET) -> SessionContext:
+    """pi's ``buildSessionContext(entries, leafId)`` over entries in file order, without a session.
+
+    Args:
+        entries: the entries (no header), as on-disk dicts or typed entries.
+        leaf_id: the leaf; ``None`` means "before the first entry" (empty context); omitted or
+            unknown means the last entry.
+    """
+    items = [_DictItem(e if isinstance(e, dict) else msgspec.to_builtins(e)) for e in entries]
+    if leaf_id is None or not items:
+        return SessionContext([], "off", None)
+    by_id = {item.id: item for item in items if isinstance(item.id, str)}
+    leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
+    if leaf is None:
+        leaf = items[-1]
+    path = path_to_root(by_id, leaf.id) if isinstance(leaf.id, str) else [leaf]
+    return context_from_path(path, lambda item: item.data)
+
+
+_BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"
+_COMPACTION_PREFIX = ("The conversation history before this point was compacted into the following "
+                      "summary:\n\n<summary>\n")
+
+
+def _bash_text(data: Mapping[str, Any]) -> str:
+    text = f"Ran `{data.get('command', '')}`\n"
+    output = data.get("output") or ""
+    text += f"```\n{output}\n```" if output else "(no output)"
+    exit_code = data.get("exitCode")
+    if data.get("cancelled"):
+        text += "\n\n(command cancelled)"
+    elif isinstance(exit_code, (int, float)) and not isinstance(exit_code, bool) and exit_code != 0:
+        text += f"\n\nCommand exited with code {_json.js_number(exit_code) if isinstance(exit_code, float) else exit_code}"
+    if data.get("truncated") and data.get("fullOutputPath"):
+        text += f"\n\n[Output truncated. Full output: {data['fullOutputPath']}]"
+    return text
+
+
+def convert_to_llm(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
+    """pi's ``convertToLlm``: turn session-only roles into user messages a model accepts.
+
+    ``bashExecution`` becomes a user text (dropped when ``exclude_from_context``), ``custom`` a
+    user message, branch and compaction summaries user texts with pi's exact wording; user,
+    assistant and tool result messages pass unchanged.
+    """
+    out: list[AgentMessage] = []
+    for message in messages:
+        data = msgspec.to_builtins(message) if not isinstance(message, UnknownMessage) else message.data
+        role = data.get("role")
+        stamp = data.get("timestamp") if isinstance(data.get("timestamp"), int) else 0
+        if role == "bashExecution":
+            if data.get("excludeFromContext"):
+                continue
+            out.append(UserMessage(content=[TextContent(text=_bash_text(data))], timestamp=stamp))
+        elif role == "custom":
+            content = data.get("content")
+            typed = message_from_builtins({"role": "user", "content": content, "timestamp": stamp})
+            if isinstance(content, str):
+                typed = UserMessage(content=[TextContent(text=content)], timestamp=stamp)
+            out.append(typed)  # type: ignore[arg-type]
+        elif role == "branchSummary":
+            text = _BRANCH_PREFIX + str(data.get("summary", "")) + "</summary>"
+            out.append(UserMessage(content=[TextContent(text=text)], timestamp=stamp))
+        elif role == "compactionSummary":
+            text = _COMPACTION_PREFIX + str(data.get("summary", "")) + "\n</summary>"
+            out.append(UserMessage(content=[TextContent(text=text)], timestamp=stamp))
+        else:
+            out.append(message)
+    return out

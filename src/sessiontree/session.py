@@ -1,0 +1,678 @@
+"""``Session``: one agent conversation as an append-only tree, over a JSONL file or memory.
+
+Invariants:
+* Every append creates a child of the current leaf and makes it the leaf; nothing stored is
+  ever rewritten in place (migrations replace the whole file atomically, keeping a backup).
+* Entries are indexed by envelope only; a payload is decoded when asked for, so opening costs
+  one pass over the file and ``build_context`` costs O(depth).
+* A line once written is never re-serialized: copies reuse its bytes.
+* On open the leaf is the last entry in file order (pi's rule); ``branch``/``reset_leaf`` move it
+  in memory only, ``checkout`` persists the move with a marker entry (FORMAT.md 17 g).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from msgspec import UNSET, UnsetType
+
+from . import _json
+from ._scan import Problem, Record
+from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
+from ._tree import TreeIndex, TreeNode
+from .context import SessionContext, context_from_path
+from .entries import (
+    CURRENT_VERSION,
+    AnyEntry,
+    BranchSummary,
+    Compaction,
+    Custom,
+    CustomMessageEntry,
+    Entry,
+    FileDetails,
+    Label,
+    ModelChange,
+    SessionHeader,
+    SessionInfo,
+    ThinkingLevelChange,
+    entry_from_builtins,
+)
+from .errors import CorruptLine, EntryNotFound, InvalidEntry, SessionNotFound, UnsupportedVersion
+from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage
+from .stores.base import LoadResult, SessionListing, SessionLog
+from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
+from .stores.memory import MemoryLog
+
+__all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
+
+CHECKOUT_CUSTOM_TYPE = "sessiontree.checkout"
+"""``customType`` of the marker entry that persists a leaf move (FORMAT.md 17 g)."""
+
+_PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
+_entry_decoder = msgspec.json.Decoder(Entry)
+
+
+class LoadWarning(UserWarning):
+    """Opening a session found bad lines; they are listed in ``Session.problems``."""
+
+
+def _ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: str,
+                   payload: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry object in pi's key order for its type (FORMAT.md section 4)."""
+    body = {k: v for k, v in payload.items() if k not in ("type", "id", "parentId", "timestamp")}
+    envelope = {"id": entry_id, "parentId": parent_id, "timestamp": timestamp}
+    if kind in _PAYLOAD_FIRST:
+        return {"type": kind, **body, **envelope}
+    return {"type": kind, **envelope, **body}
+
+
+class Session:
+    """A session tree. Open one with :meth:`open`, :meth:`create` or :meth:`in_memory`.
+
+    Use it as a context manager (or call :meth:`close`) to release the file.
+    """
+
+    def __init__(self, log: SessionLog, *, header: SessionHeader | None = None,
+                 strict: bool = False, warn: bool = True) -> None:
+        """Wrap an already-migrated log. Prefer :meth:`open`, :meth:`create`, :meth:`in_memory`."""
+        self._log = log
+        result = log.load()
+        self._header_data = result.header
+        self._header = header if result.header is None else _typed_header(result.header)
+        problems = list(result.problems)
+        self._index = TreeIndex(result.records, problems)
+        problems.sort(key=lambda p: (p.line, p.kind))
+        self._problems = problems
+        self._leaf: str | None = next(reversed(self._index.by_id), None)
+        if problems:
+            first = problems[0]
+            if strict:
+                log.close()
+                raise CorruptLine(f"{first.kind}: {first.reason}", kind=first.kind,
+                                  path=log.location, lineno=first.line, entry_id=first.entry_id)
+            if warn:
+                shown = "; ".join(p.describe() for p in problems[:3])
+                more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+                warnings.warn(LoadWarning(
+                    f"{log.location or 'session'}: {len(problems)} problem(s): {shown}{more}"
+                ), stacklevel=3)
+
+    # -- constructors ---------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], *, strict: bool = False, durable: bool = False,
+             lock_timeout: float = 10.0, migrate: bool = True, warn: bool = True) -> Session:
+        """Open a session file.
+
+        Args:
+            path: the ``.jsonl`` file. A file of an older format version (or the first seed's
+                draft format) is migrated in place first, its original kept as
+                ``<file>.v<N>.bak``.
+            strict: raise :class:`~sessiontree.errors.CorruptLine` on the first bad line instead
+                of reporting it in :attr:`problems`.
+            durable: fsync after every append.
+            lock_timeout: seconds to wait for another sessiontree writer's lock.
+            migrate: set False to refuse (raise) instead of migrating an old file.
+            warn: emit one :class:`LoadWarning` when the file has problems.
+
+        Raises:
+            SessionNotFound: the file does not exist.
+            CorruptHeader: the first parsed line is not a session header (the file is untouched).
+            CorruptLine: ``strict`` and a bad line.
+            UnsupportedVersion: a newer format version, or an old one with ``migrate=False``.
+        """
+        from .migrate import migrate_file, needs_migration
+
+        log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout)
+        if not log.exists():
+            raise SessionNotFound("no such session file", path=path)
+        header = _peek_header(log)
+        if header is not None:
+            version = header.get("version", 1)
+            if isinstance(version, int) and version > CURRENT_VERSION:
+                raise UnsupportedVersion(
+                    f"format version {version} is newer than this library's {CURRENT_VERSION}; "
+                    "upgrade sessiontree", path=path, lineno=1)
+            if needs_migration(header):
+                if not migrate:
+                    raise UnsupportedVersion(
+                        f"format version {version} needs migrating: run 'sessiontree migrate "
+                        f"{os.fspath(path)}'", path=path)
+                result = migrate_file(os.fspath(path), strict=strict)
+                if result.skipped and warn:
+                    warnings.warn(LoadWarning(
+                        f"{os.fspath(path)}: migration skipped {len(result.skipped)} line(s) that do "
+                        f"not parse (lines {', '.join(map(str, result.skipped[:5]))}); the original "
+                        f"is kept in {result.backup}"), stacklevel=2)
+                log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout)
+        return cls(log, strict=strict, warn=warn)
+
+    @classmethod
+    def create(cls, directory: str | os.PathLike[str] | None = None, cwd: str | None = None, *,
+               session_id: str | None = None, parent_session: str | None = None,
+               root: str | os.PathLike[str] | None = None, durable: bool = False) -> Session:
+        """Start a new session. No file exists until the first append (FORMAT.md 17 f).
+
+        Args:
+            directory: the folder for the file; default pi's folder for ``cwd`` under ``root``
+                (``<root>/--<cwd>--/``, root default ``~/.pi/agent/sessions``).
+            cwd: the working directory recorded in the header (default: the current one).
+            session_id: the session id (default: a new UUIDv7).
+            parent_session: recorded in the header when this session was forked from another.
+        """
+        cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+        header = SessionHeader(id=session_id or uuid7(), timestamp=iso_now(), cwd=cwd,
+                               parent_session=parent_session if parent_session else UNSET)
+        folder = Path(directory) if directory is not None else default_session_dir(cwd, root)
+        log = JsonlFile(folder / session_file_name(header), durable=durable)
+        if log.exists():
+            raise InvalidEntry("a session file with this name already exists", path=log.path)
+        return cls(log, header=header)
+
+    @classmethod
+    def in_memory(cls, cwd: str | None = None, *, session_id: str | None = None) -> Session:
+        """A session that lives only in memory (nothing is ever written to disk)."""
+        header = SessionHeader(id=session_id or uuid7(), timestamp=iso_now(),
+                               cwd=cwd if cwd is not None else os.getcwd())
+        return cls(MemoryLog(), header=header)
+
+    # -- resources ------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Release the file. The session cannot be read or appended to afterwards."""
+        self._log.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the header and the load report ---------------------------------------------------------
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (what the first line holds, or will hold once written)."""
+        if self._header is None:
+            self._header = SessionHeader(id=uuid7(), timestamp=iso_now(), cwd=os.getcwd())
+        return self._header
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    @property
+    def cwd(self) -> str:
+        return self.header.cwd
+
+    @property
+    def file(self) -> str | None:
+        """The session file's path (it may not exist yet), or ``None`` in memory."""
+        return self._log.location
+
+    @property
+    def problems(self) -> list[Problem]:
+        """The load report: every skipped, repaired or re-rooted line, sorted by line."""
+        return list(self._problems)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._index.by_id)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._index.by_id
+
+    @property
+    def leaf_id(self) -> str | None:
+        """Where the next append goes; ``None`` before the first entry (a new root)."""
+        return self._leaf
+
+    @property
+    def name(self) -> str | None:
+        """The session name: the latest ``session_info`` on any branch, trimmed; None if cleared."""
+        return self._index.name
+
+    def _record(self, entry_id: str) -> Record:
+        try:
+            return self._index.by_id[entry_id]
+        except KeyError:
+            raise EntryNotFound(f"no entry {entry_id!r} in this session", path=self._log.location,
+                                entry_id=entry_id) from None
+
+    def _raw(self, record: Record) -> bytes:
+        return self._log.read(record)
+
+    def _decode(self, record: Record) -> AnyEntry:
+        raw = self._log.read(record)
+        try:
+            return _entry_decoder.decode(raw)  # type: ignore[no-any-return]
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            return entry_from_builtins(_json.loads(raw))
+
+    def _data(self, record: Record) -> dict[str, Any]:
+        value = _json.loads(self._log.read(record))
+        assert isinstance(value, dict)
+        return value
+
+    def entry(self, entry_id: str) -> AnyEntry:
+        """The typed entry with this id.
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        return self._decode(self._record(entry_id))
+
+    def raw_line(self, entry_id: str) -> bytes:
+        """The entry's line exactly as stored (without its line ending)."""
+        return self._raw(self._record(entry_id))
+
+    def ids(self) -> list[str]:
+        """Every indexed entry id, in file order (no payload decoded)."""
+        return list(self._index.by_id)
+
+    def entries(self) -> Iterator[AnyEntry]:
+        """Every indexed entry in file order, decoded one at a time."""
+        for record in list(self._index.by_id.values()):
+            yield self._decode(record)
+
+    def custom_entries(self, prefix: str = "") -> Iterator[Custom]:
+        """The ``custom`` entries whose ``customType`` starts with ``prefix``, in file order.
+
+        Only those lines are decoded, so this is cheap on large sessions.
+        """
+        for record in list(self._index.by_id.values()):
+            if record.type == "custom" and (record.custom_type or "").startswith(prefix):
+                entry = self._decode(record)
+                if isinstance(entry, Custom):
+                    yield entry
+
+    def _message_payloads(self) -> Iterator[tuple[Record, dict[str, Any]]]:
+        for record in list(self._index.by_id.values()):
+            if record.type == "message":
+                message = self._data(record).get("message")
+                if isinstance(message, dict):
+                    yield record, message
+
+    def children(self, entry_id: str) -> list[AnyEntry]:
+        """Direct children of an entry, in file order.
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        self._record(entry_id)
+        return [self._decode(r) for r in self._index.children(entry_id)]
+
+    def children_ids(self, entry_id: str) -> list[str]:
+        """Ids of the direct children, in file order (no payload decoded)."""
+        self._record(entry_id)
+        return [r.id for r in self._index.children(entry_id)]
+
+    def path_ids(self, entry_id: str | None | UnsetType = UNSET) -> list[str]:
+        """Ids on the root-to-entry path (default: to the current leaf); no payload decoded."""
+        target = self._leaf if entry_id is UNSET else entry_id
+        if target is None:
+            return []
+        self._record(target)  # type: ignore[arg-type]
+        return [r.id for r in self._index.path(target)]  # type: ignore[arg-type]
+
+    def path(self, entry_id: str | None | UnsetType = UNSET) -> list[AnyEntry]:
+        """The entries from the root to ``entry_id`` (default: the current leaf), root first.
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        target = self._leaf if entry_id is UNSET else entry_id
+        if target is None:
+            return []
+        self._record(target)  # type: ignore[arg-type]
+        return [self._decode(r) for r in self._index.path(target)]  # type: ignore[arg-type]
+
+    def tree(self) -> list[TreeNode]:
+        """Every entry as a tree: roots in file order, children oldest first (stable).
+
+        Nodes carry the envelope and label; ``node.entry`` decodes the payload on demand.
+        """
+        return self._index.tree(self._decode)
+
+    def leaves(self) -> list[str]:
+        """Ids of the entries without children, in file order."""
+        return [r.id for r in self._index.leaves()]
+
+    def branch_points(self) -> list[str]:
+        """Ids of the entries with more than one child, in file order."""
+        return [r.id for r in self._index.branch_points()]
+
+    def label(self, entry_id: str) -> str | None:
+        """The entry's current label (the last label entry for it in file order wins)."""
+        found = self._index.labels.get(entry_id)
+        return found[0] if found else None
+
+    def labels(self) -> dict[str, tuple[str, str | None]]:
+        """Every resolved label: target id -> (label, timestamp of the label entry that set it)."""
+        return dict(self._index.labels)
+
+    def build_context(self, leaf_id: str | None | UnsetType = UNSET) -> SessionContext:
+        """The messages to send to a model from ``leaf_id`` (default: the current leaf).
+
+        ``None`` means "before the first entry": an empty context.
+
+        Raises:
+            EntryNotFound: ``leaf_id`` is not in the session.
+        """
+        target = self._leaf if leaf_id is UNSET else leaf_id
+        if target is None:
+            return SessionContext([], "off", None)
+        self._record(target)  # type: ignore[arg-type]
+        return context_from_path(self._index.path(target), self._data)  # type: ignore[arg-type]
+
+    def listing(self, path: str | None = None) -> SessionListing:
+        """This session as a listing row (pi's ``SessionInfo``)."""
+        header = self.header
+        first = ""
+        modified: int | None = None
+        messages = 0
+        for record, message in self._message_payloads():
+            messages += 1
+            role = message.get("role")
+            if role not in ("user", "assistant"):
+                continue
+            stamp = message.get("timestamp")
+            when = stamp if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) \
+                else iso_to_ms(record.timestamp)
+            if when is not None:
+                modified = int(when) if modified is None else max(modified, int(when))
+            if role == "user" and not first:
+                first = _message_text(message)
+        if modified is None:
+            modified = iso_to_ms(header.timestamp)
+        location = path or self.file or ""
+        if modified is None and location and os.path.exists(location):
+            modified = int(os.stat(location).st_mtime * 1000)
+        return SessionListing(
+            path=os.path.abspath(location) if self.file else location, id=header.id,
+            cwd=header.cwd, name=self.name,
+            parent_session=header.parent_session or None, created=header.timestamp,
+            modified_ms=modified or 0, message_count=messages, entry_count=len(self),
+            first_message=first or "(no messages)",
+        )
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def _integrate(self, fresh: LoadResult | None) -> None:
+        """Index what another writer appended (FORMAT.md 18.5); our leaf stays where it is."""
+        if fresh is None:
+            return
+        if self._header_data is None and fresh.header is not None:
+            self._header_data = fresh.header
+            self._header = _typed_header(fresh.header)
+        problems = list(fresh.problems)
+        known = {(p.line, p.kind) for p in self._problems}
+        self._index.extend(fresh.records, problems)
+        self._problems.extend(p for p in problems if (p.line, p.kind) not in known)
+        self._problems.sort(key=lambda p: (p.line, p.kind))
+
+    def _serialized_header(self) -> bytes:
+        return _json.dumps(self.header)
+
+    def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
+        fresh = self._log.begin_append()
+        try:
+            self._integrate(fresh)
+            entry_id = new_entry_id(self._index.by_id)
+            line = _json.dumps(make(entry_id, self._leaf, iso_now()))
+            header = None if self._header_data is not None else self._serialized_header()
+            (record,) = self._log.write([line], header)
+            if header is not None:
+                self._header_data = _json.loads(header)
+        finally:
+            self._log.end_append()
+        self._index.add(record)
+        self._leaf = entry_id
+        return entry_id
+
+    def append_entry(self, entry: Mapping[str, Any] | AnyEntry) -> str:
+        """Append any entry at the leaf; its ``id``, ``parentId`` and ``timestamp`` are set anew.
+
+        Args:
+            entry: a typed entry, or a dict in the on-disk shape (camelCase keys, a string
+                ``type``); other keys are written as given, in pi's key order.
+
+        Returns:
+            The new entry's id (it is now the leaf).
+        """
+        data = entry if isinstance(entry, Mapping) else _entry_builtins(entry)
+        kind = data.get("type")
+        if not isinstance(kind, str) or not kind or kind == "session":
+            raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
+        return self._append(lambda i, p, t: _ordered_entry(kind, i, p, t, data))
+
+    def append_message(self, message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> str:
+        """Append a conversation message (user, assistant, toolResult, bashExecution, custom).
+
+        Args:
+            message: a typed message, or a dict in the on-disk shape; a dict without
+                ``timestamp`` gets the current time in epoch milliseconds.
+
+        Returns:
+            The new entry's id.
+        """
+        if isinstance(message, UnknownMessage):
+            message = message.data
+        if isinstance(message, Mapping):
+            role = message.get("role")
+            if not isinstance(role, str) or not role:
+                raise InvalidEntry(f"a message needs a string 'role', got {role!r}")
+            if role in ("branchSummary", "compactionSummary"):
+                raise InvalidEntry(f"{role} messages are synthesized from entries; use "
+                                   "branch_with_summary() or append_compaction()")
+            if "timestamp" not in message:
+                message = {**message, "timestamp": _now_ms()}
+        elif type(message).__name__ in ("BranchSummaryMessage", "CompactionSummaryMessage"):
+            raise InvalidEntry("summary messages are synthesized from entries; use "
+                               "branch_with_summary() or append_compaction()")
+        payload = message
+        return self._append(lambda i, p, t: {"type": "message", "id": i, "parentId": p,
+                                             "timestamp": t, "message": payload})
+
+    def append_thinking_level_change(self, thinking_level: str) -> str:
+        """Record a thinking level (``off``, ``minimal``, ``low``, ``medium``, ``high``, ``xhigh``)."""
+        return self._append(lambda i, p, t: ThinkingLevelChange(
+            id=i, parent_id=p, timestamp=t, thinking_level=thinking_level))
+
+    def append_model_change(self, provider: str, model_id: str) -> str:
+        """Record a model switch; it sets the context's model until a later change or reply."""
+        return self._append(lambda i, p, t: ModelChange(
+            id=i, parent_id=p, timestamp=t, provider=provider, model_id=model_id))
+
+    def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
+                          details: FileDetails | Any = UNSET, from_hook: bool = False) -> str:
+        """Append a compaction: the context from here on starts with ``summary``, then the path
+        from ``first_kept_entry_id`` on.
+
+        Raises:
+            EntryNotFound: ``first_kept_entry_id`` is not on the current path.
+        """
+        if first_kept_entry_id not in self.path_ids():
+            raise EntryNotFound(f"first kept entry {first_kept_entry_id!r} is not on the current "
+                                "path", path=self.file, entry_id=first_kept_entry_id)
+        return self._append(lambda i, p, t: Compaction(
+            id=i, parent_id=p, timestamp=t, summary=summary, first_kept_entry_id=first_kept_entry_id,
+            tokens_before=tokens_before, details=details, from_hook=from_hook))
+
+    def append_custom(self, custom_type: str, data: Any = UNSET) -> str:
+        """Append extension state: stored in the tree, never sent to the model."""
+        return self._append(lambda i, p, t: Custom(
+            id=i, parent_id=p, timestamp=t, custom_type=custom_type, data=data))
+
+    def append_custom_message(self, custom_type: str,
+                              content: str | Sequence[TextContent | ImageContent],
+                              display: bool = True, details: Any = UNSET) -> str:
+        """Append a message an extension injects into the model context (as a user message)."""
+        body = content if isinstance(content, str) else list(content)
+        return self._append(lambda i, p, t: CustomMessageEntry(
+            id=i, parent_id=p, timestamp=t, custom_type=custom_type, content=body,
+            display=display, details=details))
+
+    def set_label(self, target_id: str, label: str | None) -> str:
+        """Label an entry (``None`` or ``""`` clears it); appends a ``label`` entry at the leaf.
+
+        Raises:
+            EntryNotFound: no such target.
+        """
+        self._record(target_id)
+        return self._append(lambda i, p, t: Label(
+            id=i, parent_id=p, timestamp=t, target_id=target_id, label=label or UNSET))
+
+    def set_name(self, name: str | None) -> str:
+        """Name the session (trimmed; ``None`` or blank clears it)."""
+        text = (name or "").strip()
+        return self._append(lambda i, p, t: SessionInfo(id=i, parent_id=p, timestamp=t, name=text))
+
+    def extend(self, entries: Iterable[Mapping[str, Any] | AnyEntry]) -> list[str]:
+        """Append entries as they are, ids and parents kept (copying between stores).
+
+        Each id must be new and each ``parentId`` must name an entry already in the session
+        (or be null); the leaf becomes the last entry.
+
+        Raises:
+            InvalidEntry: a duplicate id, a missing parent, or no type.
+        """
+        items = [dict(e) if isinstance(e, Mapping) else _entry_builtins(e) for e in entries]
+        fresh = self._log.begin_append()
+        try:
+            self._integrate(fresh)
+            known = set(self._index.by_id)
+            for item in items:
+                kind, entry_id, parent = item.get("type"), item.get("id"), item.get("parentId")
+                if not isinstance(kind, str) or not isinstance(entry_id, str):
+                    raise InvalidEntry("every entry needs a string type and id")
+                if entry_id in known:
+                    raise InvalidEntry(f"id {entry_id} is already in the session", entry_id=entry_id)
+                if parent is not None and parent not in known:
+                    raise InvalidEntry(f"parent {parent} of {entry_id} is not in the session",
+                                       entry_id=entry_id)
+                known.add(entry_id)
+            lines = [_json.dumps(item) for item in items]
+            header = None if self._header_data is not None else self._serialized_header()
+            records = self._log.write(lines, header) if lines else []
+            if header is not None and lines:
+                self._header_data = _json.loads(header)
+        finally:
+            self._log.end_append()
+        for record in records:
+            self._index.add(record)
+        if records:
+            self._leaf = records[-1].id
+        return [r.id for r in records]
+
+    # -- moving the leaf -----------------------------------------------------------------------
+
+    def branch(self, entry_id: str) -> None:
+        """Move the leaf to an existing entry; the next append starts a branch there.
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        self._record(entry_id)
+        self._leaf = entry_id
+
+    def reset_leaf(self) -> None:
+        """Move the leaf before the first entry: the next append is a new root."""
+        self._leaf = None
+
+    def branch_with_summary(self, branch_from_id: str | None, summary: str,
+                            details: FileDetails | Any = UNSET, from_hook: bool = False) -> str:
+        """Move the leaf to ``branch_from_id`` and append a ``branch_summary`` there (pi's rule:
+        ``fromId`` is ``branch_from_id``, or ``"root"`` for ``None``).
+
+        Returns:
+            The summary entry's id (the new leaf).
+        """
+        if branch_from_id is not None:
+            self._record(branch_from_id)
+        self._leaf = branch_from_id
+        return self._append(lambda i, p, t: BranchSummary(
+            id=i, parent_id=p, timestamp=t, from_id=branch_from_id or "root", summary=summary,
+            details=details, from_hook=from_hook))
+
+    def checkout(self, entry_id: str | None) -> str | None:
+        """Move the leaf so that the move survives a reload, in pi too (FORMAT.md 17 g).
+
+        Appends a ``sessiontree.checkout`` custom entry under the target (a new root for
+        ``None``), unless the target is already the last line.
+
+        Returns:
+            The marker's id, or ``None`` when no marker was needed.
+        """
+        if entry_id is not None:
+            self._record(entry_id)
+        last = next(reversed(self._index.by_id), None)
+        if entry_id is not None and entry_id == last:
+            self._leaf = entry_id
+            return None
+        self._leaf = entry_id
+        return self.append_custom(CHECKOUT_CUSTOM_TYPE, {"targetId": entry_id})
+
+    def __repr__(self) -> str:
+        where = self.file or "memory"
+        return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
+
+
+def _now_ms() -> int:
+    from .messages import now_ms
+
+    return now_ms()
+
+
+def _entry_builtins(entry: AnyEntry) -> dict[str, Any]:
+    from .entries import UnknownEntry
+
+    if isinstance(entry, UnknownEntry):
+        return dict(entry.data)
+    data = msgspec.to_builtins(entry)
+    assert isinstance(data, dict)
+    return data
+
+
+def _typed_header(data: dict[str, Any]) -> SessionHeader:
+    def text(key: str) -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) else ""
+
+    version = data.get("version")
+    parent = data.get("parentSession")
+    return SessionHeader(
+        version=version if isinstance(version, int) else UNSET,
+        id=text("id"), timestamp=text("timestamp"), cwd=text("cwd"),
+        parent_session=parent if isinstance(parent, str) else UNSET,
+    )
+
+
+def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
+    """The header of a file without scanning the rest (to decide on migration first)."""
+    from ._scan import Scanner, iter_lines
+
+    scanner = Scanner(log.path)
+    with open(log.path, "rb") as stream:
+        for line, offset, terminated in iter_lines(stream, chunk_size=1 << 16):
+            scanner.feed(line, offset, terminated)
+            if scanner.header is not None:
+                return scanner.header
+    scanner.finish()
+    return None
+
+
+def _message_text(message: Mapping[str, Any]) -> str:
+    content = message.get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return " ".join(b["text"] for b in content if isinstance(b, dict)
+                        and b.get("type") == "text" and isinstance(b.get("text"), str))
+    return ""

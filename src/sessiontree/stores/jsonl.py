@@ -1,0 +1,323 @@
+"""JSONL session files, where and how pi keeps them (FORMAT.md sections 1, 2, 8, 17, 18).
+
+Invariants:
+* Opening reads the file once, in chunks, keeping only envelopes and byte offsets.
+* An append writes its whole line (and the header first, for a new file) with one ``write()`` on
+  an ``O_APPEND`` descriptor, under an exclusive ``flock``; ``durable=True`` adds ``fsync``.
+* Before appending: lines another writer added are scanned first; a torn last line is saved to
+  ``<file>.torn-<timestamp>`` and truncated away; a complete last line without ``\\n`` gets one.
+* A file that shrank or was replaced under the writer is never written to.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from .. import _fs, _json
+from .._scan import Problem, Record, Scanner, iter_lines, read_at
+from .._time import file_stamp, iso_now
+from ..entries import AnyEntry, SessionHeader
+from ..errors import ConcurrentModification, SessionNotFound, SessionTreeError
+from .base import LoadResult, SessionListing
+
+__all__ = [
+    "JsonlFile",
+    "JsonlStore",
+    "default_session_dir",
+    "default_sessions_root",
+    "list_sessions",
+    "session_file_name",
+]
+
+
+def default_sessions_root() -> Path:
+    """``$PI_CODING_AGENT_DIR/sessions`` (a leading ``~`` expanded), else ``~/.pi/agent/sessions``."""
+    agent_dir = os.environ.get("PI_CODING_AGENT_DIR")
+    base = Path(agent_dir).expanduser() if agent_dir else Path.home() / ".pi" / "agent"
+    return base / "sessions"
+
+
+def default_session_dir(cwd: str, root: str | os.PathLike[str] | None = None) -> Path:
+    """pi's per-working-directory folder: ``<root>/--<cwd with / \\ : as ->--/``."""
+    trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
+    folder = "--" + re.sub(r"[/\\:]", "-", trimmed) + "--"
+    return Path(root) / folder if root is not None else default_sessions_root() / folder
+
+
+def session_file_name(header: SessionHeader) -> str:
+    """``<timestamp>_<sessionId>.jsonl``, the timestamp's ``:`` and ``.`` replaced by ``-``."""
+    return f"{file_stamp(header.timestamp)}_{header.id}.jsonl"
+
+
+class JsonlFile:
+    """One session file, read by byte offsets and appended to under a lock."""
+
+    def __init__(self, path: str | os.PathLike[str], *, durable: bool = False,
+                 lock_timeout: float = 10.0) -> None:
+        self.path = os.fspath(path)
+        self.durable = durable
+        self.lock_timeout = lock_timeout
+        self._read_fd: int | None = None
+        self._write_fd: int | None = None
+        self._identity: tuple[int, int] | None = None
+        self._scanner: Scanner | None = None
+        self._size = 0
+        self._locked = False
+        self._needs_newline = False
+
+    @property
+    def location(self) -> str:
+        return self.path
+
+    def exists(self) -> bool:
+        return os.path.exists(self.path)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def load(self) -> LoadResult:
+        """Scan the file; a file that does not exist yet is an empty log (created on append)."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return LoadResult(None, 0, [], [])
+        stream = os.fdopen(fd, "rb", buffering=0, closefd=False)
+        scanner = Scanner(self.path)
+        try:
+            for line, offset, terminated in iter_lines(stream):
+                scanner.feed(line, offset, terminated)
+            scanner.finish()
+        except CorruptHeader:
+            os.close(fd)
+            raise
+        st = os.fstat(fd)
+        self._adopt(fd, st, scanner)
+        return LoadResult(scanner.header, scanner.header_line, scanner.records, scanner.problems)
+
+    def _adopt(self, fd: int, st: os.stat_result, scanner: Scanner) -> None:
+        if self._read_fd is not None and self._read_fd != fd:
+            os.close(self._read_fd)
+        self._read_fd = fd
+        self._identity = (st.st_dev, st.st_ino)
+        self._size = st.st_size
+        self._scanner = scanner
+        self._needs_newline = not scanner.ends_with_newline
+
+    def read(self, record: Record) -> bytes:
+        if self._read_fd is None:
+            raise ValueError("the session file is closed")
+        return read_at(self._read_fd, record.offset, record.length)
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def begin_append(self) -> LoadResult | None:
+        if self._write_fd is None:
+            if not self.exists():
+                if self._identity is not None:
+                    raise ConcurrentModification("the session file was removed", path=self.path)
+                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
+            self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        _fs.lock(self._write_fd, self.path, self.lock_timeout)
+        self._locked = True
+        try:
+            return self._catch_up()
+        except BaseException:
+            self.end_append()
+            raise
+
+    def _catch_up(self) -> LoadResult | None:
+        """Under the lock: check the file is still ours, read what others appended, fix the tail."""
+        assert self._write_fd is not None
+        st = os.fstat(self._write_fd)
+        try:
+            on_disk = os.stat(self.path)
+        except FileNotFoundError:
+            raise ConcurrentModification("the session file was removed", path=self.path) from None
+        if (on_disk.st_dev, on_disk.st_ino) != (st.st_dev, st.st_ino):
+            raise ConcurrentModification("the session file was replaced by another file",
+                                         path=self.path)
+        if self._identity is None:  # a new file: adopt it
+            self._read_fd = os.open(self.path, os.O_RDONLY)
+            self._identity = (st.st_dev, st.st_ino)
+        if st.st_size < self._size:
+            raise ConcurrentModification(
+                f"the session file shrank from {self._size} to {st.st_size} bytes since it was read",
+                path=self.path,
+            )
+        fresh: LoadResult | None = None
+        if st.st_size > self._size:
+            fresh = self._scan_appended(st.st_size)
+        self._repair_tail()
+        return fresh
+
+    def _scan_appended(self, new_size: int) -> LoadResult:
+        if self._scanner is None:
+            self._scanner = Scanner(self.path)
+        scanner = self._scanner
+        assert self._read_fd is not None
+        start = self._size if scanner.tail == "clean" else scanner.tail_offset
+        if scanner.tail != "clean":
+            scanner.lineno -= 1  # the unterminated line is read again, whole this time
+        first_record = len(scanner.records)
+        first_problem = len(scanner.problems)
+        if scanner.tail == "unterminated" and scanner.records and \
+                scanner.records[-1].offset == start:
+            first_record -= 1  # it is scanned again; the caller replaces it
+        scanner.tail = "clean"
+        stream = os.fdopen(self._read_fd, "rb", buffering=0, closefd=False)
+        for line, offset, terminated in iter_lines(stream, start):
+            scanner.feed(line, offset, terminated)
+        scanner.finish()
+        self._size = new_size
+        self._needs_newline = not scanner.ends_with_newline
+        records = scanner.records[first_record:]
+        return LoadResult(scanner.header, scanner.header_line, records,
+                          scanner.problems[first_problem:])
+
+    def _repair_tail(self) -> None:
+        scanner = self._scanner
+        if scanner is None or scanner.tail != "torn":
+            return
+        assert self._write_fd is not None and self._read_fd is not None
+        torn = os.pread(self._read_fd, self._size - scanner.tail_offset, scanner.tail_offset)
+        sidecar = _fs.write_new(f"{self.path}.torn-{file_stamp(iso_now())}", torn)
+        os.ftruncate(self._write_fd, scanner.tail_offset)
+        if self.durable:
+            os.fsync(self._write_fd)
+        self._size = scanner.tail_offset
+        scanner.tail = "clean"
+        self._needs_newline = False
+        scanner.problems[:] = [
+            Problem(p.line, p.kind, p.reason, p.entry_id, sidecar) if p.kind == "torn" and
+            p.sidecar is None else p for p in scanner.problems
+        ]
+        scanner.lineno -= 1
+
+    def torn_sidecars(self) -> list[str]:
+        """Sidecar files written by this writer's tail repairs."""
+        return [p.sidecar for p in (self._scanner.problems if self._scanner else []) if p.sidecar]
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+        assert self._locked and self._write_fd is not None, "write() outside begin_append()"
+        scanner = self._scanner
+        if scanner is None:
+            scanner = self._scanner = Scanner(self.path)
+        parts: list[bytes] = []
+        offset = self._size
+        if self._needs_newline:
+            parts.append(b"\n")
+            offset += 1
+        if scanner.header is None:
+            if header_line is None:
+                raise ValueError("the log has no header and none was given")
+            parts.append(header_line + b"\n")
+            scanner.lineno += 1
+            scanner.start_after_header(_json.loads(header_line), scanner.lineno)
+            offset += len(header_line) + 1
+        records: list[Record] = []
+        for line in lines:
+            record = scanner.entry_record(line, offset)
+            if record is None:
+                raise ValueError("not an entry line")
+            records.append(record)
+            parts.append(line)
+            parts.append(b"\n")
+            offset += len(line) + 1
+        data = b"".join(parts)
+        written = os.write(self._write_fd, data)
+        if written != len(data):  # a full disk: never leave a fragment behind
+            os.ftruncate(self._write_fd, self._size)
+            raise OSError(f"{self.path}: short write ({written} of {len(data)} bytes); nothing kept")
+        if self.durable:
+            os.fsync(self._write_fd)
+        self._size += len(data)
+        self._needs_newline = False
+        return records
+
+    def end_append(self) -> None:
+        if self._locked and self._write_fd is not None:
+            _fs.unlock(self._write_fd)
+        self._locked = False
+
+    def close(self) -> None:
+        for fd in (self._read_fd, self._write_fd):
+            if fd is not None:
+                os.close(fd)
+        self._read_fd = self._write_fd = None
+
+
+# -- listing -----------------------------------------------------------------------------------
+
+
+def read_listing(path: str | os.PathLike[str]) -> SessionListing | None:
+    """Summarize one session file as pi's ``buildSessionInfo`` does; ``None`` if it has no header."""
+    from ..session import Session  # sessions do not import listings, so this cannot cycle
+
+    try:
+        with Session.open(path, migrate=False, warn=False) as session:
+            return session.listing()
+    except (SessionTreeError, OSError):
+        return None
+
+
+def list_sessions(directory: str | os.PathLike[str]) -> list[SessionListing]:
+    """Every ``*.jsonl`` session in ``directory``, newest first (files without a header skipped)."""
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise SessionNotFound("no such session folder", path=folder)
+    listings = [item for f in sorted(folder.glob("*.jsonl")) if (item := read_listing(f)) is not None]
+    listings.sort(key=lambda item: item.modified_ms, reverse=True)
+    return listings
+
+
+class JsonlStore:
+    """A folder of session files (one per session, named ``<timestamp>_<id>.jsonl``): a :class:`Store`."""
+
+    def __init__(self, directory: str | os.PathLike[str]) -> None:
+        self.directory = Path(directory)
+
+    def _path(self, session_id: str) -> Path:
+        matches = sorted(self.directory.glob(f"*_{glob_escape(session_id)}.jsonl"))
+        if not matches:
+            raise SessionNotFound(f"no session {session_id} in this folder", path=self.directory)
+        return matches[-1]
+
+    def create(self, header: SessionHeader) -> str:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / session_file_name(header)
+        _fs.write_new(str(path), _json.dumps(header) + b"\n")
+        return header.id
+
+    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
+        from ..session import Session
+
+        with Session.open(self._path(session_id), warn=False) as session:
+            for entry in entries:
+                session.append_entry(entry)
+
+    def read(self, session_id: str) -> Iterator[AnyEntry]:
+        from ..session import Session
+
+        with Session.open(self._path(session_id), warn=False) as session:
+            yield from session.entries()
+
+    def list_sessions(self) -> list[SessionListing]:
+        return list_sessions(self.directory) if self.directory.is_dir() else []
+
+    def delete(self, session_id: str) -> None:
+        self._path(session_id).unlink()
+
+    def close(self) -> None:
+        """Nothing to release: every call opens and closes its own file."""
+
+    def __enter__(self) -> JsonlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)

@@ -1,0 +1,116 @@
+"""Sessions held in memory: the reference backend, and what ``Session.in_memory()`` uses."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+from .. import _json
+from .._scan import Record, Scanner
+from ..entries import AnyEntry, SessionHeader
+from ..errors import SessionNotFound
+from .base import LoadResult, SessionListing
+
+__all__ = ["MemoryLog", "MemoryStore"]
+
+
+class MemoryLog:
+    """One session's lines in a list; each record keeps its bytes."""
+
+    def __init__(self, lines: Sequence[bytes] = ()) -> None:
+        self.lines: list[bytes] = list(lines)
+        self._scanner = Scanner(None, keep_raw=True)
+        self._size = 0
+
+    @property
+    def location(self) -> None:
+        return None
+
+    def load(self) -> LoadResult:
+        scanner = self._scanner = Scanner(None, keep_raw=True)
+        offset = 0
+        for line in self.lines:
+            scanner.feed(memoryview(line), offset, True)
+            offset += len(line) + 1
+        scanner.finish()
+        self._size = offset
+        return LoadResult(scanner.header, scanner.header_line, scanner.records, scanner.problems)
+
+    def read(self, record: Record) -> bytes:
+        assert record.raw is not None
+        return record.raw
+
+    def begin_append(self) -> None:
+        return None
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+        scanner = self._scanner
+        if scanner.header is None:
+            if header_line is None:
+                raise ValueError("the log has no header and none was given")
+            self.lines.append(header_line)
+            scanner.lineno += 1
+            scanner.start_after_header(_json.loads(header_line), scanner.lineno)
+            self._size += len(header_line) + 1
+        records = []
+        for line in lines:
+            record = scanner.entry_record(line, self._size)
+            if record is None:
+                raise ValueError("not an entry line")
+            records.append(record)
+            self.lines.append(line)
+            self._size += len(line) + 1
+        return records
+
+    def end_append(self) -> None:
+        return None
+
+    def close(self) -> None:
+        return None
+
+    def text(self) -> bytes:
+        """The log as a JSONL file would hold it."""
+        return b"".join(line + b"\n" for line in self.lines)
+
+
+class MemoryStore:
+    """Sessions in a dict, keyed by session id: the reference :class:`Store`."""
+
+    def __init__(self) -> None:
+        self._logs: dict[str, MemoryLog] = {}
+
+    def log(self, session_id: str) -> MemoryLog:
+        try:
+            return self._logs[session_id]
+        except KeyError:
+            raise SessionNotFound(f"no session {session_id} in this store") from None
+
+    def create(self, header: SessionHeader) -> str:
+        self._logs[header.id] = MemoryLog([_json.dumps(header)])
+        return header.id
+
+    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
+        from ..session import Session
+
+        session = Session(self.log(session_id))
+        session.extend(entries)
+
+    def read(self, session_id: str) -> Iterator[AnyEntry]:
+        from ..session import Session
+
+        yield from Session(self.log(session_id), warn=False).entries()
+
+    def list_sessions(self) -> list[SessionListing]:
+        from ..session import Session
+
+        listings = []
+        for session_id, log in self._logs.items():
+            listings.append(Session(log, warn=False).listing(path=f"memory:{session_id}"))
+        listings.sort(key=lambda item: item.modified_ms, reverse=True)
+        return listings
+
+    def delete(self, session_id: str) -> None:
+        self.log(session_id)
+        del self._logs[session_id]
+
+    def close(self) -> None:
+        self._logs.clear()
