@@ -17,7 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 from .. import _fs, _json
-from .._scan import Problem, Record, Scanner, iter_lines, read_at
+from .._scan import Problem, Record, Scanner, read_at
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
 from ..errors import ConcurrentModification, SessionNotFound, SessionTreeError
@@ -86,8 +86,7 @@ class JsonlFile:
         stream = os.fdopen(fd, "rb", buffering=0, closefd=False)
         scanner = Scanner(self.path)
         try:
-            for line, offset, terminated in iter_lines(stream):
-                scanner.feed(line, offset, terminated)
+            scanner.scan(stream)
             scanner.finish()
         except CorruptHeader:
             os.close(fd)
@@ -166,9 +165,7 @@ class JsonlFile:
                 scanner.records[-1].offset == start:
             first_record -= 1  # it is scanned again; the caller replaces it
         scanner.tail = "clean"
-        stream = os.fdopen(self._read_fd, "rb", buffering=0, closefd=False)
-        for line, offset, terminated in iter_lines(stream, start):
-            scanner.feed(line, offset, terminated)
+        scanner.scan(os.fdopen(self._read_fd, "rb", buffering=0, closefd=False), start)
         scanner.finish()
         self._size = new_size
         self._needs_newline = not scanner.ends_with_newline
@@ -218,10 +215,7 @@ class JsonlFile:
             offset += len(header_line) + 1
         records: list[Record] = []
         for line in lines:
-            record = scanner.entry_record(line, offset)
-            if record is None:
-                raise ValueError("not an entry line")
-            records.append(record)
+            records.append(scanner.entry_record(line, offset))
             parts.append(line)
             parts.append(b"\n")
             offset += len(line) + 1

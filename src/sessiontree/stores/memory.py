@@ -53,10 +53,7 @@ class MemoryLog:
             self._size += len(header_line) + 1
         records = []
         for line in lines:
-            record = scanner.entry_record(line, self._size)
-            if record is None:
-                raise ValueError("not an entry line")
-            records.append(record)
+            records.append(scanner.entry_record(line, self._size))
             self.lines.append(line)
             self._size += len(line) + 1
         return records
