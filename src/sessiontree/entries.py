@@ -63,12 +63,22 @@ class _EntryBase(msgspec.Struct, tag_field="type", rename="camel", frozen=True):
     parent_id: str | None
     timestamp: str
 
+    @property
+    def type(self) -> str:
+        """The entry's ``type`` tag."""
+        return str(self.__struct_config__.tag)
+
 
 class _PayloadFirstBase(msgspec.Struct, tag_field="type", rename="camel", frozen=True, kw_only=True):
     # kw_only on the base puts id, parentId and timestamp after the payload, as pi writes custom entries.
     id: str
     parent_id: str | None
     timestamp: str
+
+    @property
+    def type(self) -> str:
+        """The entry's ``type`` tag."""
+        return str(self.__struct_config__.tag)
 
 
 class MessageEntry(_EntryBase, tag="message", frozen=True):

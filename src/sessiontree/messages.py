@@ -43,8 +43,11 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-class _Block(msgspec.Struct, tag_field="type", rename="camel", omit_defaults=False):
-    pass
+class _Block(msgspec.Struct, tag_field="type", rename="camel"):
+    @property
+    def type(self) -> str:
+        """The block's ``type`` tag (``text``, ``thinking``, ``image``, ``toolCall``)."""
+        return str(self.__struct_config__.tag)
 
 
 class TextContent(_Block, tag="text"):
@@ -108,7 +111,10 @@ StopReason = Literal["stop", "length", "toolUse", "error", "aborted"]
 
 
 class _Message(msgspec.Struct, tag_field="role", rename="camel"):
-    pass
+    @property
+    def role(self) -> str:
+        """The message's ``role`` tag."""
+        return str(self.__struct_config__.tag)
 
 
 class UserMessage(_Message, tag="user"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from . import core  # noqa: F401  (registers its commands)
 from ._app import cli
 
 __all__ = ["cli"]

@@ -1,13 +1,70 @@
-"""The click group every subcommand module registers on."""
+"""The click group every subcommand module registers on, and what they share."""
 
 from __future__ import annotations
 
+import functools
+import os
+import sys
+import warnings
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
-__all__ = ["cli"]
+from ..errors import SessionTreeError
+
+__all__ = ["cli", "echo_json", "json_option", "open_session", "reports_errors"]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
 @click.version_option(package_name="sessiontree")
 def cli() -> None:
-    """Store and explore LLM agent sessions as trees (pi session format v3)."""
+    """Store and explore LLM agent sessions as trees (pi session format v3).
+
+    Shell completion: eval "$(_SESSIONTREE_COMPLETE=bash_source sessiontree)" (zsh_source,
+    fish_source for other shells).
+    """
+
+
+def reports_errors(func: F) -> F:
+    """Turn library errors into one clear line and exit code 1."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SessionTreeError as exc:
+            raise click.ClickException(str(exc)) from None
+        except OSError as exc:
+            where = f"{exc.filename}: " if exc.filename else ""
+            raise click.ClickException(f"{where}{exc.strerror or exc}") from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+
+
+def open_session(path: str, **kwargs: Any) -> Any:
+    """Open a session, printing load problems to stderr as one warning line."""
+    from ..session import LoadWarning, Session
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", LoadWarning)
+        session = Session.open(path, **kwargs)
+    for warning in caught:
+        click.echo(f"warning: {warning.message}", err=True)
+    return session
+
+
+def echo_json(data: bytes) -> None:
+    """Write JSON bytes (already serialized) and a newline to stdout."""
+    out = sys.stdout.buffer
+    out.write(data + b"\n")
+    out.flush()
+
+
+def is_terminal() -> bool:
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"

@@ -1,0 +1,216 @@
+"""The core commands: demo, tree, context, ls, migrate, verify, label."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import tempfile
+
+import click
+import msgspec
+from rich.console import Console
+
+from .. import _json
+from ..errors import CorruptHeader, SessionTreeError
+from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._render import render_row, tree_rows
+
+__all__ = ["context", "demo", "label", "ls", "migrate", "tree", "verify"]
+
+FILE = click.argument("file", type=click.Path(dir_okay=False))
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def print_tree(session: object, console: Console | None = None) -> None:
+    """Print a session's tree, linear runs in one column, the active path marked."""
+    from ..session import Session
+
+    assert isinstance(session, Session)
+    console = console or _console()
+    active = set(session.path_ids())
+    width = max(30, (console.width or 100) - 40)
+    for row in tree_rows(session.tree(), active):
+        console.print(render_row(row, leaf_id=session.leaf_id, width=width))
+
+
+def _tree_json(session: object) -> bytes:
+    from ..session import Session
+
+    assert isinstance(session, Session)
+
+    def node(n: object) -> dict[str, object]:
+        from .._tree import TreeNode
+
+        assert isinstance(n, TreeNode)
+        out: dict[str, object] = {"id": n.id, "parentId": n.parent_id, "type": n.type,
+                                  "timestamp": n.timestamp}
+        if n.label is not None:
+            out["label"] = n.label
+        out["children"] = [node(c) for c in n.children]
+        return out
+
+    import sys
+
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 4 * len(session) + 1000))
+    try:
+        return _json.dumps({"leafId": session.leaf_id, "roots": [node(r) for r in session.tree()]})
+    finally:
+        sys.setrecursionlimit(limit)
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@reports_errors
+def demo(directory: str | None) -> None:
+    """Create a small branched session in DIRECTORY (default: a new temporary folder) and print
+    its tree.
+
+    The session has two branches, a label, a branch summary and a compaction, and opens in pi.
+    """
+    from ..demo import build_demo_session
+
+    folder = directory or tempfile.mkdtemp(prefix="sessiontree-demo-")
+    session = build_demo_session(folder)
+    with session:
+        console = _console()
+        console.print(f"[bold]Session[/bold] {session.file}")
+        console.print(f"{len(session)} entries, {len(session.leaves())} leaves, branch points: "
+                      f"{', '.join(session.branch_points())}\n")
+        print_tree(session, console)
+        context = session.build_context()
+        console.print(f"\nContext from the leaf {session.leaf_id}: {len(context)} messages "
+                      f"({', '.join(m.role for m in context.messages)})")
+        console.print(f"Try: sessiontree context {session.file}")
+
+
+@cli.command()
+@FILE
+@json_option
+@reports_errors
+def tree(file: str, as_json: bool) -> None:
+    """Print the session's tree: linear runs in one column, the path to the leaf marked ●/•."""
+    with open_session(file) as session:
+        if as_json:
+            echo_json(_tree_json(session))
+        else:
+            print_tree(session)
+
+
+@cli.command()
+@FILE
+@click.option("--leaf", "leaf_id", metavar="ID", help="Build from this entry (default: the leaf).")
+@json_option
+@reports_errors
+def context(file: str, leaf_id: str | None, as_json: bool) -> None:
+    """Print the messages a model would get from the leaf (pi's buildSessionContext).
+
+    With --json the output is exactly pi's JSON: {"messages", "thinkingLevel", "model"}.
+    """
+    from ..describe import one_line
+    from ..messages import message_text
+
+    with open_session(file) as session:
+        result = session.build_context(leaf_id) if leaf_id else session.build_context()
+        if as_json:
+            echo_json(result.to_json())
+            return
+        console = _console()
+        model = result.model
+        model_text = f"{model.provider}/{model.model_id}" if model is not None else "none"
+        console.print(f"[dim]{len(result)} messages · thinking {result.thinking_level} · "
+                      f"model {model_text}[/dim]")
+        for message in result.messages:
+            role = getattr(message, "role", None) or type(message).__name__
+            console.print(f"[bold]{role}[/bold]: {one_line(message_text(message, separator=' '), 200)}")
+
+
+@cli.command()
+@click.argument("directory", required=False, type=click.Path(file_okay=False))
+@json_option
+@reports_errors
+def ls(directory: str | None, as_json: bool) -> None:
+    """List the sessions in DIRECTORY, newest first (default: pi's folder for the current
+    working directory)."""
+    from ..stores.jsonl import default_session_dir, list_sessions
+
+    folder = directory or str(default_session_dir(os.getcwd()))
+    listings = list_sessions(folder)
+    if as_json:
+        echo_json(_json.dumps(msgspec.to_builtins(listings)))
+        return
+    console = _console()
+    if not listings:
+        console.print(f"no sessions in {folder}")
+        return
+    for item in listings:
+        when = _dt.datetime.fromtimestamp(item.modified_ms / 1000).strftime("%Y-%m-%d %H:%M")
+        title = item.name or item.first_message
+        console.print(f"{when}  {item.entry_count:>6} entries  [bold]{title[:60]}[/bold]")
+        console.print(f"                  [dim]{item.path}[/dim]")
+
+
+@cli.command()
+@FILE
+@reports_errors
+def migrate(file: str) -> None:
+    """Bring an old session file (version 1, 2 or the draft format) to version 3, in place.
+
+    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic.
+    """
+    from ..migrate import migrate_file
+
+    result = migrate_file(file)
+    if result.backup is None:
+        click.echo(f"{file}: already version {result.from_version}; nothing to do")
+    else:
+        click.echo(f"{file}: migrated from version {result.from_version} to 3; original kept in "
+                   f"{result.backup}")
+        if result.skipped:
+            click.echo(f"warning: lines {', '.join(map(str, result.skipped))} did not parse and "
+                       "are only in the backup", err=True)
+
+
+@cli.command()
+@FILE
+@json_option
+def verify(file: str, as_json: bool) -> None:
+    """Check a session file: one line per problem (corrupt, torn, orphan, cycle, duplicate id,
+    bad header); exit 1 if there is any."""
+    from ..session import Session
+
+    problems: list[dict[str, object]] = []
+    try:
+        with Session.open(file, warn=False, migrate=False) as session:
+            problems = [msgspec.to_builtins(p) for p in session.problems]
+    except CorruptHeader as exc:
+        problems = [{"line": exc.lineno, "kind": "bad_header", "reason": exc.reason}]
+    except SessionTreeError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        echo_json(_json.dumps({"file": file, "problems": problems}))
+    else:
+        for p in problems:
+            click.echo(f"{file} line {p['line']}: {p['kind']}: {p['reason']}")
+        if not problems:
+            click.echo(f"{file}: ok")
+    if problems:
+        raise SystemExit(1)
+
+
+@cli.command()
+@FILE
+@click.argument("entry_id", metavar="ID")
+@click.argument("text", required=False)
+@click.option("--clear", is_flag=True, help="Remove the entry's label.")
+@reports_errors
+def label(file: str, entry_id: str, text: str | None, clear: bool) -> None:
+    """Set (or with --clear remove) the label of entry ID."""
+    if clear == (text is not None):
+        raise click.UsageError("give either TEXT or --clear")
+    with open_session(file) as session:
+        session.set_label(entry_id, None if clear else text)
+        click.echo(f"{entry_id}: label {'cleared' if clear else repr(text)}")
