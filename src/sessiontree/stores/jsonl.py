@@ -134,7 +134,9 @@ class JsonlFile:
             on_disk = os.stat(self.path)
         except FileNotFoundError:
             raise ConcurrentModification("the session file was removed", path=self.path) from None
-        if (on_disk.st_dev, on_disk.st_ino) != (st.st_dev, st.st_ino):
+        identity = (st.st_dev, st.st_ino)
+        if (on_disk.st_dev, on_disk.st_ino) != identity or \
+                self._identity not in (None, identity):
             raise ConcurrentModification("the session file was replaced by another file",
                                          path=self.path)
         if self._identity is None:  # a new file: adopt it

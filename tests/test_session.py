@@ -1,0 +1,337 @@
+"""The Session API on real files: creation, appends, errors, locking and freshness."""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+
+from sessiontree import (
+    AssistantMessage,
+    ConcurrentModification,
+    CorruptLine,
+    Custom,
+    EntryNotFound,
+    InvalidEntry,
+    Label,
+    LoadWarning,
+    MessageEntry,
+    Session,
+    SessionLocked,
+    SessionNotFound,
+    UnknownEntry,
+    UnsupportedVersion,
+    UserMessage,
+    default_session_dir,
+    list_sessions,
+)
+from sessiontree._json import loads
+
+from .conftest import CONFORMANCE
+
+
+def lines(path: str | Path) -> list[dict[str, object]]:
+    return [loads(line) for line in Path(path).read_bytes().splitlines() if line.strip()]
+
+
+def test_create_writes_nothing_until_the_first_append(tmp_path: Path) -> None:
+    session = Session.create(tmp_path, cwd="/home/u/proj")
+    assert session.file is not None
+    assert not os.path.exists(session.file)
+    assert session.leaf_id is None and len(session) == 0
+    first = session.append_message(UserMessage.of("hi"))
+    header, entry = lines(session.file)
+    assert header == {"type": "session", "version": 3, "id": session.id,
+                      "timestamp": session.header.timestamp, "cwd": "/home/u/proj"}
+    assert entry["id"] == first and entry["parentId"] is None
+    assert Path(session.file).name == (
+        session.header.timestamp.replace(":", "-").replace(".", "-") + f"_{session.id}.jsonl")
+    session.close()
+
+
+def test_create_uses_pis_folder_layout(tmp_path: Path) -> None:
+    session = Session.create(cwd="/home/u/my:proj", root=tmp_path)
+    assert Path(session.file or "").parent == tmp_path / "--home-u-my-proj--"
+    assert default_session_dir("C:\\work\\x", tmp_path) == tmp_path / "--C--work-x--"
+
+
+def test_appends_chain_and_advance_the_leaf(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        a = session.append_message(UserMessage.of("q1"))
+        b = session.append_message(AssistantMessage.of("a1", provider="p", model="m"))
+        assert session.leaf_id == b
+        assert session.path_ids() == [a, b]
+        assert len(a) == 8 and int(a, 16) >= 0
+        entry = session.entry(b)
+        assert isinstance(entry, MessageEntry) and entry.parent_id == a
+        assert entry.timestamp.endswith("Z") and len(entry.timestamp) == 24
+
+
+def test_branch_and_reset_leaf_make_branches_and_roots(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        a = session.append_message(UserMessage.of("q1"))
+        b = session.append_message(AssistantMessage.of("a1"))
+        session.branch(a)
+        c = session.append_message(AssistantMessage.of("a1'"))
+        assert session.children_ids(a) == [b, c]
+        assert session.leaves() == [b, c] and session.branch_points() == [a]
+        session.reset_leaf()
+        d = session.append_message(UserMessage.of("new root"))
+        assert [r.id for r in session.tree()] == [a, d]
+        with pytest.raises(EntryNotFound) as info:
+            session.branch("nope")
+        assert info.value.entry_id == "nope" and "nope" in str(info.value)
+        assert session.leaf_id == d
+
+
+def test_reopen_puts_the_leaf_on_the_last_line(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    a = session.append_message(UserMessage.of("q1"))
+    b = session.append_message(AssistantMessage.of("a1"))
+    session.branch(a)
+    session.close()
+    with Session.open(session.file or "") as reopened:
+        assert reopened.leaf_id == b
+
+
+def test_checkout_persists_the_leaf_in_a_marker(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    a = session.append_message(UserMessage.of("q1"))
+    session.append_message(AssistantMessage.of("a1"))
+    marker = session.checkout(a)
+    assert marker is not None
+    session.close()
+    with Session.open(session.file or "") as reopened:
+        entry = reopened.entry(reopened.leaf_id or "")
+        assert isinstance(entry, Custom) and entry.custom_type == "sessiontree.checkout"
+        assert entry.data == {"targetId": a} and entry.parent_id == a
+        assert reopened.build_context().to_builtins() == reopened.build_context(a).to_builtins()
+        assert reopened.checkout(reopened.leaf_id) is None  # already the last line: no marker
+
+
+def test_labels_and_names(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        a = session.append_message(UserMessage.of("q1"))
+        size = os.path.getsize(session.file or "")
+        with pytest.raises(EntryNotFound):
+            session.set_label("missing", "x")
+        assert os.path.getsize(session.file or "") == size
+        session.set_label(a, "start")
+        assert session.label(a) == "start"
+        label_entry = session.entry(session.leaf_id or "")
+        assert isinstance(label_entry, Label) and label_entry.target_id == a
+        session.set_label(a, None)
+        assert session.label(a) is None
+        assert "label" not in lines(session.file or "")[-1]
+        session.set_name("  My session  ")
+        assert session.name == "My session"
+        session.set_name("")
+        assert session.name is None
+
+
+def test_append_message_accepts_on_disk_dicts(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        mid = session.append_message({"role": "user", "content": "plain", "extra": [1.0, 0.000009]})
+        stored = lines(session.file or "")[-1]["message"]
+        assert stored["role"] == "user" and stored["extra"] == [1, 0.000009]
+        assert isinstance(stored["timestamp"], int)
+        assert b'"extra":[1,0.000009]' in session.raw_line(mid)
+        for bad in ({"content": "no role"}, {"role": "branchSummary", "summary": "x"}):
+            with pytest.raises(InvalidEntry):
+                session.append_message(bad)
+        assert session.leaf_id == mid
+
+
+def test_append_compaction_checks_the_first_kept_entry(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        a = session.append_message(UserMessage.of("q1"))
+        session.append_message(AssistantMessage.of("a1"))
+        with pytest.raises(EntryNotFound):
+            session.append_compaction("s", "elsewhere", 10)
+        session.append_compaction("## Goal\nq1", a, 1234)
+        context = session.build_context()
+        assert [m.role for m in context.messages] == ["compactionSummary", "user", "assistant"]
+
+
+def test_extend_keeps_ids_and_refuses_bad_entries(tmp_path: Path) -> None:
+    source = Session.in_memory()
+    a = source.append_message(UserMessage.of("q"))
+    source.append_custom("ext", {"k": 1})
+    with Session.create(tmp_path) as target:
+        assert target.extend(source.entries()) == source.ids()
+        size = os.path.getsize(target.file or "")
+        with pytest.raises(InvalidEntry):
+            target.extend([{"type": "custom", "id": a, "parentId": None, "timestamp": "t"}])
+        with pytest.raises(InvalidEntry):
+            target.extend([{"type": "custom", "id": "fresh", "parentId": "ghost", "timestamp": "t"}])
+        assert os.path.getsize(target.file or "") == size
+
+
+def test_open_errors_are_typed_and_name_the_file(tmp_path: Path) -> None:
+    with pytest.raises(SessionNotFound) as missing:
+        Session.open(tmp_path / "nope.jsonl")
+    assert "nope.jsonl" in str(missing.value)
+
+    future = tmp_path / "future.jsonl"
+    future.write_text('{"type":"session","version":4,"id":"x","timestamp":"t","cwd":"/"}\n')
+    with pytest.raises(UnsupportedVersion) as newer:
+        Session.open(future)
+    assert "future.jsonl" in str(newer.value) and "upgrade" in str(newer.value)
+
+    old = tmp_path / "old.jsonl"
+    shutil.copyfile(CONFORMANCE / "v2-hook-message.jsonl", old)
+    before = old.read_bytes()
+    with pytest.raises(UnsupportedVersion, match="sessiontree migrate"):
+        Session.open(old, migrate=False)
+    assert old.read_bytes() == before
+
+
+def test_strict_open_raises_with_path_line_and_kind(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    shutil.copyfile(CONFORMANCE / "corrupt-middle-line.jsonl", path)
+    with pytest.raises(CorruptLine) as info:
+        Session.open(path, strict=True)
+    assert (info.value.lineno, info.value.kind, info.value.path) == (5, "corrupt", str(path))
+    assert f"{path} line 5" in str(info.value)
+
+
+def test_load_warning_summarizes_the_problems(tmp_path: Path) -> None:
+    path = tmp_path / "bad.jsonl"
+    shutil.copyfile(CONFORMANCE / "non-entry-lines.jsonl", path)
+    with pytest.warns(LoadWarning) as record:
+        session = Session.open(path)
+    assert len(record) == 1
+    assert "6 problem(s)" in str(record[0].message) and "and 3 more" in str(record[0].message)
+    assert [p.line for p in session.problems] == [4, 5, 6, 7, 8, 9]
+    session.close()
+
+
+def test_unknown_types_and_roles_are_kept(tmp_path: Path) -> None:
+    path = tmp_path / "u.jsonl"
+    shutil.copyfile(CONFORMANCE / "unknown-type-and-fields.jsonl", path)
+    with Session.open(path) as session:
+        kinds = {type(e).__name__ for e in session.entries()}
+        assert "UnknownEntry" in kinds
+        unknown = next(e for e in session.entries() if isinstance(e, UnknownEntry))
+        assert unknown.data["type"] == unknown.type and unknown.data["id"] == unknown.id
+
+
+def test_a_second_writer_sees_the_first_writers_entries(tmp_path: Path) -> None:
+    first = Session.create(tmp_path)
+    a = first.append_message(UserMessage.of("from first"))
+    second = Session.open(first.file or "")
+    b = first.append_message(AssistantMessage.of("first again"))
+    c = second.append_message(AssistantMessage.of("from second"))
+    assert b in second and c not in (a, b)
+    assert second.entry(c).parent_id == a  # the second writer's own leaf did not move
+    assert set(second.ids()) == {a, b, c}
+    first.close()
+    second.close()
+    with Session.open(first.file or "") as merged:
+        assert merged.children_ids(a) == [b, c]
+
+
+def test_a_writer_refuses_a_file_that_shrank_or_was_replaced(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    session.append_message(UserMessage.of("q1"))
+    path = Path(session.file or "")
+    data = path.read_bytes()
+    path.write_bytes(data[:-20])
+    with pytest.raises(ConcurrentModification, match="shrank"):
+        session.append_message(UserMessage.of("q2"))
+    assert path.read_bytes() == data[:-20]
+    session.close()
+
+    session = Session.open(tmp_path / path.name, warn=False)
+    replacement = tmp_path / "other.jsonl"
+    replacement.write_bytes(data)
+    os.replace(replacement, path)
+    with pytest.raises(ConcurrentModification, match="replaced"):
+        session.append_message(UserMessage.of("q3"))
+    assert path.read_bytes() == data
+    session.close()
+
+
+def test_a_held_lock_times_out_with_a_clear_error(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    session.append_message(UserMessage.of("q1"))
+    path = session.file or ""
+    size = os.path.getsize(path)
+    other = Session.open(path, lock_timeout=0.05)
+    fd = os.open(path, os.O_RDONLY)
+    fcntl.flock(fd, fcntl.LOCK_EX)
+    try:
+        with pytest.raises(SessionLocked, match="lock"):
+            other.append_message(UserMessage.of("blocked"))
+    finally:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        os.close(fd)
+    assert os.path.getsize(path) == size
+    other.append_message(UserMessage.of("now"))  # the lock is free again
+    other.close()
+    session.close()
+
+
+def test_durable_appends_are_written(tmp_path: Path) -> None:
+    session = Session.create(tmp_path, durable=True)
+    entry_id = session.append_message(UserMessage.of("kept"))
+    session.close()
+    with Session.open(session.file or "") as reopened:
+        assert reopened.leaf_id == entry_id
+
+
+def test_duplicate_header_lines_are_ignored(tmp_path: Path) -> None:
+    path = tmp_path / "dup.jsonl"
+    header = '{"type":"session","version":3,"id":"s","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}'
+    message = ('{"type":"message","id":"aaaaaaaa","parentId":null,"timestamp":'
+               '"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}')
+    path.write_text("\n".join([header, header, message]) + "\n")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with Session.open(path, strict=True) as session:
+            assert session.ids() == ["aaaaaaaa"] and session.problems == []
+
+
+def test_in_memory_sessions_never_touch_the_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    session = Session.in_memory()
+    a = session.append_message(UserMessage.of("q"))
+    session.set_label(a, "x")
+    assert session.file is None and list(tmp_path.iterdir()) == []
+    assert session.label(a) == "x" and session.path_ids() == [a, session.leaf_id]
+
+
+def test_listing_is_newest_first_with_pis_fields(tmp_path: Path) -> None:
+    older = Session.create(tmp_path)
+    older.append_message(UserMessage(content=[], timestamp=1_000))
+    older.append_message(UserMessage(content="first question", timestamp=2_000))
+    older.set_name("older one")
+    newer = Session.create(tmp_path)
+    newer.append_message(UserMessage(content="newer question", timestamp=5_000))
+    newer.append_message(AssistantMessage(content=[], timestamp=6_000))
+    (tmp_path / "not-a-session.jsonl").write_text("garbage\n")
+    listing = list_sessions(tmp_path)
+    assert [item.id for item in listing] == [newer.id, older.id]
+    assert listing[0].modified_ms == 6_000 and listing[0].message_count == 2
+    assert listing[1].first_message == "first question" and listing[1].name == "older one"
+    assert listing[1].entry_count == 3
+    with pytest.raises(SessionNotFound):
+        list_sessions(tmp_path / "missing")
+
+
+def test_a_pi_file_keeps_its_bytes_when_appended_to(tmp_path: Path) -> None:
+    path = tmp_path / "ex1.jsonl"
+    shutil.copyfile(CONFORMANCE / "ex1-linear-tool-label-name.jsonl", path)
+    before = path.read_bytes()
+    with Session.open(path) as session:
+        new = session.append_message(UserMessage.of("more"))
+        fork_copy = b"".join(session.raw_line(i) + b"\n" for i in session.ids() if i != new)
+    after = path.read_bytes()
+    assert after.startswith(before)
+    assert fork_copy == b"".join(before.splitlines(keepends=True)[1:])
+    assert json.loads(after.splitlines()[-1])["parentId"] == "df059638"
