@@ -290,8 +290,7 @@ class JsonlStore:
         from ..session import Session
 
         with Session.open(self._path(session_id), warn=False) as session:
-            for entry in entries:
-                session.append_entry(entry)
+            session.extend(entries)
 
     def read(self, session_id: str) -> Iterator[AnyEntry]:
         from ..session import Session
