@@ -269,9 +269,10 @@ class Scanner:
         try:
             record = _record_decoder.decode(line)
         except (msgspec.DecodeError, UnicodeDecodeError):
-            record = self._entry_slow(line, terminated)
-            if record is None:
+            slow = self._entry_slow(line, terminated)
+            if slow is None:
                 return None
+            record = slow
         if record.type == "session":
             return None  # pi's duplicate header quirk: ignored, not reported
         record.line = self.lineno

@@ -207,7 +207,8 @@ class _DictItem:
 
     def __init__(self, data: dict[str, Any]) -> None:
         self.data = data
-        self.id = data.get("id")
+        entry_id = data.get("id")
+        self.id: str = entry_id if isinstance(entry_id, str) else ""
         parent = data.get("parentId")
         self.parent_id = parent if isinstance(parent, str) else None
         self.type = data.get("type")
@@ -227,11 +228,11 @@ def build_context(entries: Sequence[Mapping[str, Any] | msgspec.Struct],
     items = [_DictItem(e if isinstance(e, dict) else msgspec.to_builtins(e)) for e in entries]
     if leaf_id is None or not items:
         return SessionContext([], "off", None)
-    by_id = {item.id: item for item in items if isinstance(item.id, str)}
+    by_id = {item.id: item for item in items if item.id}
     leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
     if leaf is None:
         leaf = items[-1]
-    path = path_to_root(by_id, leaf.id) if isinstance(leaf.id, str) else [leaf]
+    path = path_to_root(by_id, leaf.id) if leaf.id else [leaf]
     return context_from_path(path, lambda item: item.data)
 
 
@@ -265,7 +266,8 @@ def convert_to_llm(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
     for message in messages:
         data = msgspec.to_builtins(message) if not isinstance(message, UnknownMessage) else message.data
         role = data.get("role")
-        stamp = data.get("timestamp") if isinstance(data.get("timestamp"), int) else 0
+        raw_stamp = data.get("timestamp")
+        stamp = raw_stamp if isinstance(raw_stamp, int) else 0
         if role == "bashExecution":
             if data.get("excludeFromContext"):
                 continue

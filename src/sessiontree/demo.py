@@ -8,6 +8,7 @@ from .messages import (
     AssistantMessage,
     Cost,
     TextContent,
+    ThinkingContent,
     ToolCall,
     ToolResultMessage,
     Usage,
@@ -18,17 +19,14 @@ from .session import Session
 
 __all__ = ["build_demo_session"]
 
-_MODEL = {"api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5"}
-
-
 def _reply(text: str, *calls: ToolCall, tokens: int = 900) -> AssistantMessage:
     usage = Usage(input=12, output=tokens // 10, cache_read=tokens, cache_write=0,
                   total_tokens=12 + tokens // 10 + tokens,
                   cost=Cost(input=0.000036, output=0.00135, cache_read=0.00027, total=0.001656))
-    content: list[TextContent | ToolCall] = [TextContent(text=text)] if text else []
+    content: list[TextContent | ThinkingContent | ToolCall] = [TextContent(text=text)] if text else []
     content.extend(calls)
-    return AssistantMessage(content=content, usage=usage,
-                            stop_reason="toolUse" if calls else "stop", **_MODEL)
+    return AssistantMessage(content=content, usage=usage, stop_reason="toolUse" if calls else "stop",
+                            api="anthropic-messages", provider="anthropic", model="claude-sonnet-4-5")
 
 
 def _tool(call_id: str, name: str, output: str) -> ToolResultMessage:

@@ -176,9 +176,9 @@ def entry_from_builtins(data: dict[str, Any]) -> AnyEntry:
     envelope_fits = (
         isinstance(data.get("id"), str)
         and (parent is None or isinstance(parent, str))
-        and isinstance(timestamp, str)
     )
-    if envelope_fits and data.get("type") == "message" and isinstance(data.get("message"), dict):
+    if envelope_fits and isinstance(timestamp, str) and data.get("type") == "message" \
+            and isinstance(data.get("message"), dict):
         return MessageEntry(
             id=data["id"], parent_id=parent, timestamp=timestamp,
             message=message_from_builtins(data["message"]),  # type: ignore[arg-type]

@@ -318,8 +318,8 @@ class Session:
         target = self._leaf if entry_id is UNSET else entry_id
         if target is None:
             return []
-        self._record(target)  # type: ignore[arg-type]
-        return [r.id for r in self._index.path(target)]  # type: ignore[arg-type]
+        self._record(target)
+        return [r.id for r in self._index.path(target)]
 
     def path(self, entry_id: str | None | UnsetType = UNSET) -> list[AnyEntry]:
         """The entries from the root to ``entry_id`` (default: the current leaf), root first.
@@ -330,8 +330,8 @@ class Session:
         target = self._leaf if entry_id is UNSET else entry_id
         if target is None:
             return []
-        self._record(target)  # type: ignore[arg-type]
-        return [self._decode(r) for r in self._index.path(target)]  # type: ignore[arg-type]
+        self._record(target)
+        return [self._decode(r) for r in self._index.path(target)]
 
     def tree(self) -> list[TreeNode]:
         """Every entry as a tree: roots in file order, children oldest first (stable).
@@ -368,8 +368,8 @@ class Session:
         target = self._leaf if leaf_id is UNSET else leaf_id
         if target is None:
             return SessionContext([], "off", None)
-        self._record(target)  # type: ignore[arg-type]
-        return context_from_path(self._index.path(target), self._data)  # type: ignore[arg-type]
+        self._record(target)
+        return context_from_path(self._index.path(target), self._data)
 
     def listing(self, path: str | None = None) -> SessionListing:
         """This session as a listing row (pi's ``SessionInfo``)."""

@@ -20,7 +20,7 @@ from .. import _fs, _json
 from .._scan import Problem, Record, Scanner, read_at
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
-from ..errors import ConcurrentModification, SessionNotFound, SessionTreeError
+from ..errors import ConcurrentModification, CorruptHeader, SessionNotFound, SessionTreeError
 from .base import LoadResult, SessionListing
 
 __all__ = [
