@@ -128,3 +128,21 @@ def test_ls_lists_newest_first(tmp_path: Path) -> None:
     assert {r["name"] for r in rows} == {"Test run", None}
     code, out, _ = run("ls", str(tmp_path))
     assert "Test run" in out and "q1" in out
+
+
+def test_repair_leaves_a_file_with_the_same_tree_and_no_problems(tmp_path: Path) -> None:
+    for name in ("non-entry-lines", "duplicate-id-cycle", "parent-cycle", "self-parent",
+                 "torn-last-line", "duplicate-id", "garbage-before-header"):
+        path = copy(name, tmp_path)
+        original = path.read_bytes()
+        expected = json.loads((CONFORMANCE / f"{name}.expected.json").read_text())
+        code, out, _ = run("repair", str(path), "--json")
+        result = json.loads(out)
+        assert code == 0 and Path(result["backup"]).read_bytes() == original
+        assert run("verify", str(path))[0] == 0, name
+        with Session.open(path, strict=True) as session:
+            assert session.leaf_id == expected["leaf"]
+            assert session.build_context().to_builtins() == expected["context"]
+            tree = [[n.id, d, n.label] for root in session.tree() for n, d in root.walk()]
+            assert tree == expected["tree"]
+        assert run("repair", str(path))[1].endswith("nothing to repair\n")

@@ -15,7 +15,7 @@ from ..errors import CorruptHeader, SessionTreeError
 from ._app import cli, echo_json, json_option, open_session, reports_errors
 from ._render import render_row, tree_rows
 
-__all__ = ["context", "demo", "label", "ls", "migrate", "tree", "verify"]
+__all__ = ["context", "demo", "label", "ls", "migrate", "repair", "tree", "verify"]
 
 FILE = click.argument("file", type=click.Path(dir_okay=False))
 
@@ -214,3 +214,22 @@ def label(file: str, entry_id: str, text: str | None, clear: bool) -> None:
     with open_session(file) as session:
         session.set_label(entry_id, None if clear else text)
         click.echo(f"{entry_id}: label {'cleared' if clear else repr(text)}")
+
+
+@cli.command()
+@FILE
+@json_option
+@reports_errors
+def repair(file: str, as_json: bool) -> None:
+    """Fix what verify finds, keeping a backup: drop corrupt and torn lines and superseded
+    duplicates, and cut parent cycles (pi hangs on them). Orphans are left as roots."""
+    from ..repair import repair_file
+
+    result = repair_file(file)
+    if as_json:
+        echo_json(_json.dumps(msgspec.to_builtins(result)))
+    elif result.backup is None:
+        click.echo(f"{file}: nothing to repair")
+    else:
+        click.echo(f"{file}: removed lines {result.removed_lines or 'none'}; cycles cut at "
+                   f"{result.rerooted or 'none'}; original kept in {result.backup}")

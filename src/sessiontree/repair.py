@@ -1,0 +1,77 @@
+"""Repairing a session file so that pi (which hangs on cycles and fuses torn lines) can use it.
+
+What ``verify`` reports and what repair does with it:
+* ``corrupt`` and ``torn`` lines, and the earlier line of a duplicate id: removed (they are
+  not entries of the tree anyway); their bytes stay in the backup.
+* ``cycle``: the entry that breaks the cycle gets ``"parentId": null``, so it is the root it
+  already was for sessiontree, and pi no longer loops forever.
+* ``orphan``: left as it is (a root for both), since its parent may yet be found elsewhere.
+* An old format version is migrated first (with its own backup).
+
+The original bytes are saved to ``<file>.repair-<timestamp>.bak`` and the file is replaced
+atomically; lines that were not changed keep their exact bytes.
+"""
+
+from __future__ import annotations
+
+import os
+
+import msgspec
+
+from . import _fs, _json
+from ._time import file_stamp, iso_now
+from ._scan import Scanner, _split
+from .migrate import migrate_file
+from .session import Session
+
+__all__ = ["RepairResult", "repair_file"]
+
+
+class RepairResult(msgspec.Struct, frozen=True):
+    """What :func:`repair_file` changed."""
+
+    path: str
+    removed_lines: list[int]
+    """Line numbers (of the file before repair) that were dropped."""
+    rerooted: list[str]
+    """Ids of entries whose ``parentId`` was set to null to break a cycle."""
+    backup: str | None
+    """Where the original bytes are; ``None`` when there was nothing to repair."""
+
+
+def repair_file(path: str | os.PathLike[str]) -> RepairResult:
+    """Repair a session file in place, keeping a backup.
+
+    Raises:
+        CorruptHeader: the header is missing or corrupt (nothing can be repaired safely).
+        SessionNotFound: no such file.
+    """
+    path = os.fspath(path)
+    migrate_file(path)
+    with Session.open(path, warn=False) as session:
+        kept = {record.line: record for record in session._index.by_id.values()}
+        rerooted = sorted(session._index.cycle_roots)
+    with open(path, "rb") as stream:
+        original = stream.read()
+    scanner = Scanner(path)
+    out: list[bytes] = []
+    removed: list[int] = []
+    for line, offset, terminated in _split(original, 0):
+        scanner.feed(line, offset, terminated)
+        number = scanner.lineno
+        raw = bytes(line).rstrip(b"\r")
+        if number == scanner.header_line:
+            out.append(raw.removeprefix(b"\xef\xbb\xbf"))
+        elif number in kept:
+            if kept[number].id in rerooted:
+                data = _json.loads(raw)
+                data["parentId"] = None
+                raw = _json.dumps(data)
+            out.append(raw)
+        elif raw.strip():
+            removed.append(number)
+    if not removed and not rerooted:
+        return RepairResult(path, [], [], None)
+    backup = _fs.write_new(f"{path}.repair-{file_stamp(iso_now())}.bak", original)
+    _fs.atomic_write(path, b"".join(line + b"\n" for line in out))
+    return RepairResult(path, removed, rerooted, backup)
