@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import re
-import secrets
 import time
 import uuid
 
@@ -64,7 +63,7 @@ def new_entry_id(taken: object) -> str:
         taken: any container supporting ``in`` with the ids already used.
     """
     for _ in range(100):
-        candidate = secrets.token_hex(4)
+        candidate = os.urandom(4).hex()
         if candidate not in taken:  # type: ignore[operator]
             return candidate
     return str(uuid.uuid4())

@@ -12,6 +12,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -54,7 +55,12 @@ CHECKOUT_CUSTOM_TYPE = "sessiontree.checkout"
 """``customType`` of the marker entry that persists a leaf move (FORMAT.md 17 g)."""
 
 _PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
-_entry_decoder = msgspec.json.Decoder(Entry)
+
+
+@functools.cache
+def _entry_decoder() -> msgspec.json.Decoder[Entry]:
+    """Built on first use: compiling the union's decoder would slow down ``import sessiontree``."""
+    return msgspec.json.Decoder(Entry)
 
 
 class LoadWarning(UserWarning):
@@ -251,7 +257,7 @@ class Session:
     def _decode(self, record: Record) -> AnyEntry:
         raw = self._log.read(record)
         try:
-            return _entry_decoder.decode(raw)  # type: ignore[no-any-return]
+            return _entry_decoder().decode(raw)  # type: ignore[no-any-return]
         except (msgspec.DecodeError, UnicodeDecodeError):
             return entry_from_builtins(_json.loads(raw))
 
