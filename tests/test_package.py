@@ -1,0 +1,41 @@
+"""Packaging promises: a light import, typed public names, and a README whose code runs."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import sessiontree
+
+from .conftest import REPO
+
+
+def test_import_pulls_in_no_heavy_dependency() -> None:
+    code = ("import sys, sessiontree; heavy = {'click', 'rich', 'httpx', 'textual', 'playwright'};"
+            "print(sorted(heavy & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
+
+def test_public_names_resolve_and_package_is_typed() -> None:
+    for name in sessiontree.__all__:
+        assert getattr(sessiontree, name) is not None
+    assert (Path(sessiontree.__file__).parent / "py.typed").exists()
+
+
+def test_readme_api_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    readme = (REPO / "README.md").read_text("utf-8")
+    blocks = re.findall(r"```python\n(.*?)```", readme, flags=re.S)
+    assert blocks, "the README has a Python API tour"
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    monkeypatch.chdir(tmp_path)
+    for block in blocks:
+        namespace: dict[str, object] = {}
+        exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+    files = list((tmp_path / "agent" / "sessions").rglob("*.jsonl"))
+    assert files and all(os.path.getsize(f) > 0 for f in files)
