@@ -9,10 +9,9 @@ Invariants (FORMAT.md section 18.1):
   few fields labels, names and roles need) and the byte range of the line.
 * An unterminated last line that does not parse is ``torn``; any other bad line is ``corrupt``.
 
-Speed: the file is read in blocks of whole lines, and a block of ordinary lines is decoded by one
-msgspec call (its newlines turned into commas inside ``[...]``). A block with anything unusual
-(blank lines, CRLF, a bad line, lone surrogates) is decoded line by line instead, with the same
-result.
+Speed: the file is read in 1 MiB chunks and each line is decoded in place (a memoryview, no
+copy) straight into a :class:`Record`; only a line msgspec rejects (blank, corrupt, lone
+surrogates, odd field types) takes the careful path, which decides what it is and reports it.
 """
 
 from __future__ import annotations
@@ -21,7 +20,7 @@ import gc
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import IO, Any, Literal, Union
+from typing import IO, Any, Literal
 
 import msgspec
 
@@ -90,7 +89,6 @@ class Record(msgspec.Struct, gc=False, rename={
 
 
 _record_decoder = msgspec.json.Decoder(Record)
-_block_decoder = msgspec.json.Decoder(list[Union[Record, None]])
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
 CHUNK_SIZE = 1 << 20
@@ -178,60 +176,77 @@ class Scanner:
 
     # -- whole blocks --------------------------------------------------------------------------
 
-    def scan(self, stream: IO[bytes], start: int = 0) -> None:
-        """Scan ``stream`` from byte ``start`` (a line start) to its end."""
+    def scan(self, stream: IO[bytes], start: int = 0, chunk_size: int = CHUNK_SIZE) -> None:
+        """Scan ``stream`` from byte ``start`` (a line start) to its end.
+
+        Lines are decoded straight out of each chunk through memoryviews, so the file's bytes
+        are copied once (by the read) and never held beyond one chunk.
+        """
+        stream.seek(start)
+        base = start  # file offset of chunk[0]
+        pending = b""  # an unterminated line carried over from the previous chunk
         with no_gc():
-            for block, base in iter_blocks(stream, start):
-                self.feed_block(block, base)
+            while True:
+                chunk = stream.read(chunk_size)
+                if not chunk:
+                    break
+                lo = 0
+                if pending:
+                    nl = chunk.find(b"\n")
+                    if nl < 0:
+                        pending += chunk
+                        base += len(chunk)
+                        continue
+                    piece = pending + chunk[:nl + 1]
+                    self._region(piece, 0, len(piece), base - len(pending))
+                    lo, pending = nl + 1, b""
+                hi = chunk.rfind(b"\n", lo) + 1
+                if hi:
+                    self._region(chunk, lo, hi, base)
+                else:
+                    hi = lo
+                pending = chunk[hi:]
+                base += len(chunk)
+            if pending:
+                self.feed(memoryview(pending), base - len(pending), False)
 
-    def feed_block(self, block: bytes, base: int) -> None:
-        """Scan a run of lines starting at byte ``base`` of the log."""
-        if self.header is None:
-            for line, offset, terminated in _split(block, base):
-                if self.header is None:
-                    self.feed(line, offset, terminated)
-                    continue
-                rest = offset - base
-                return self.feed_block(block[rest:], offset)
+    def _region(self, buf: bytes, lo: int, hi: int, buf_base: int) -> None:
+        """Scan the whole lines in ``buf[lo:hi]``; ``buf[i]`` is at file offset ``buf_base + i``."""
+        view = memoryview(buf)
+        find = buf.find
+        pos = lo
+        while self.header is None and pos < hi:
+            nl = find(b"\n", pos, hi)
+            self.feed(view[pos:nl], buf_base + pos, True)
+            pos = nl + 1
+        if pos >= hi:
             return
-        if not (block.endswith(b"\n") and self._feed_fast(block, base)):
-            for line, offset, terminated in _split(block, base):
-                self.feed(line, offset, terminated)
-
-    def _feed_fast(self, block: bytes, base: int) -> bool:
-        """Decode a block of ordinary lines with one call; False if it has anything unusual."""
-        if block[:1] != b"{" or b"\r" in block:
-            return False
-        try:  # "l1\nl2\n" -> "[l1,l2,null]": one copy, and no check needs a second pass
-            records = _block_decoder.decode(b"".join((b"[", block.replace(b"\n", b","), b"null]")))
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return False
-        if records.pop() is not None:
-            return False
-        pos, find, lineno, keep = 0, block.find, self.lineno, self.keep_raw
-        kept: list[Record] = []
-        for record in records:
-            if record is None:
-                return False
-            nl = find(b"\n", pos)
-            if nl < 0:
-                return False  # a line held more than one value
+        decode, records, keep = _record_decoder.decode, self.records, self.keep_raw
+        lineno = self.lineno
+        while pos < hi:
+            nl = find(b"\n", pos, hi)
             lineno += 1
+            end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
+            try:
+                record = decode(view[pos:end])
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                # blank, corrupt or unusual: the careful path decides and reports
+                self.lineno = lineno - 1
+                self.feed(view[pos:nl], buf_base + pos, True)
+                lineno = self.lineno
+                pos = nl + 1
+                continue
             if record.type != "session":  # pi's duplicate header quirk: ignored, not reported
                 record.line = lineno
-                record.offset = base + pos
-                record.length = nl - pos
+                record.offset = buf_base + pos
+                record.length = end - pos
                 if keep:
-                    record.raw = block[pos:nl]
-                kept.append(record)
+                    record.raw = buf[pos:end]
+                records.append(record)
             pos = nl + 1
-        if pos != len(block):
-            return False
-        self.records.extend(kept)
         self.lineno = lineno
         self.tail = "clean"
         self.ends_with_newline = True
-        return True
 
     # -- single lines --------------------------------------------------------------------------
 
