@@ -75,16 +75,9 @@ def lock(fd: int, path: str, timeout: float) -> None:
     Raises:
         SessionLocked: another writer kept the lock past the timeout.
     """
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        return
-    except OSError as exc:
-        if exc.errno not in (errno.EAGAIN, errno.EACCES):
-            raise
     deadline = time.monotonic() + timeout
     delay = 0.001
     while True:
-        time.sleep(delay)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             return
@@ -96,6 +89,7 @@ def lock(fd: int, path: str, timeout: float) -> None:
                 f"another writer held the lock for more than {timeout:g} s; try again or raise "
                 "lock_timeout", path=path,
             )
+        time.sleep(delay)
         delay = min(delay * 2, 0.05)
 
 
