@@ -5,7 +5,8 @@ would write for the same value (FORMAT.md section 2). msgspec already agrees wit
 strings (``\\b \\t \\n \\f \\r``, other control characters as lowercase ``\\u00xx``, everything else
 raw) and on most numbers; it differs on floats that are integral (``1.0``) or that it writes with
 an exponent (``9e-6``, ``1e16``). Those are rewritten here. Strings holding lone surrogates, which
-msgspec cannot encode, take a pure-Python path.
+msgspec cannot encode, and objects with integer-like keys, which JavaScript lists first, take a
+pure-Python path.
 """
 
 from __future__ import annotations
@@ -29,6 +30,9 @@ JSONError = ValueError
 # compact output a number follows ":", "," or "["; the check may hit inside a string (then the
 # exact tokenizing pass below runs for nothing) but never misses a number.
 _MAYBE_FLOAT_DIFF = re.compile(rb"[:,\[]-?[0-9]+(?:\.[0-9]+)?e|[:,\[]-?[0-9]+\.0[,\]}]")
+# JavaScript objects list integer-like keys ("0", "17") first, in ascending order.
+_MAYBE_INDEX_KEY = re.compile(rb'[{,]"(?:0|[1-9][0-9]{0,9})":')
+_INDEX_KEY = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 _NEEDS_ESCAPE = re.compile("[\"\\\\\x00-\x1f\ud800-\udfff]")
@@ -98,7 +102,14 @@ def _dump_py(value: Any) -> str:
     if isinstance(value, float):
         return js_number(value)
     if isinstance(value, dict):
-        return "{" + ",".join(_dump_str(k) + ":" + _dump_py(v) for k, v in value.items()) + "}"
+        items = list(value.items())
+        index_keys = [(int(k), k, v) for k, v in items
+                      if _INDEX_KEY.match(k) and int(k) < 4294967295]
+        if index_keys:
+            taken = {k for _, k, _ in index_keys}
+            items = [(k, v) for _, k, v in sorted(index_keys)] + \
+                [(k, v) for k, v in items if k not in taken]
+        return "{" + ",".join(_dump_str(k) + ":" + _dump_py(v) for k, v in items) + "}"
     if isinstance(value, (list, tuple)):
         return "[" + ",".join(_dump_py(v) for v in value) + "]"
     if isinstance(value, (msgspec.Struct, msgspec.Raw)):
@@ -113,6 +124,8 @@ def dumps(value: Any) -> bytes:
     try:
         out = _encoder.encode(value)
     except (UnicodeEncodeError, OverflowError):
+        return _dump_py(value).encode("utf-8", "surrogatepass")
+    if _MAYBE_INDEX_KEY.search(out):
         return _dump_py(value).encode("utf-8", "surrogatepass")
     if out[:1] not in (b"{", b"[", b'"') or _MAYBE_FLOAT_DIFF.search(out):
         out = _TOKEN.sub(_fix_number, out)

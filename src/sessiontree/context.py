@@ -14,6 +14,7 @@ the payloads of the emitted messages.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -69,8 +70,9 @@ class SessionContext:
 
     __slots__ = ("_data", "_typed", "_thinking_level", "model")
 
-    def __init__(self, data: list[dict[str, Any]], thinking_level: Any, model: ModelRef | None) -> None:
-        self._data = data
+    def __init__(self, data: list[dict[str, Any] | msgspec.Raw], thinking_level: Any,
+                 model: ModelRef | None) -> None:
+        self._data = data  # stored messages stay raw JSON until someone looks at them
         self._typed: list[AgentMessage] | None = None
         self._thinking_level = thinking_level
         self.model = model
@@ -84,7 +86,7 @@ class SessionContext:
     def messages(self) -> list[AgentMessage]:
         """Typed messages; one that does not fit its type is an :class:`UnknownMessage`."""
         if self._typed is None:
-            self._typed = [message_from_builtins(m) for m in self._data]  # type: ignore[misc]
+            self._typed = [_typed_message(m) for m in self._data]
         return self._typed
 
     def __len__(self) -> int:
@@ -92,15 +94,24 @@ class SessionContext:
 
     def to_builtins(self) -> dict[str, Any]:
         """``{"messages", "thinkingLevel", "model"}`` as plain JSON values, in pi's shape."""
-        out: dict[str, Any] = {"messages": self._data}
+        messages = [_json.loads(m) if isinstance(m, msgspec.Raw) else m for m in self._data]
+        return self._shape(messages)
+
+    def _shape(self, messages: list[Any]) -> dict[str, Any]:
+        out: dict[str, Any] = {"messages": messages}
         if self._thinking_level is not UNSET:
             out["thinkingLevel"] = self._thinking_level
         out["model"] = msgspec.to_builtins(self.model) if self.model is not None else None
         return out
 
     def to_json(self) -> bytes:
-        """The JSON pi's ``JSON.stringify(buildSessionContext(...))`` would print."""
-        return _json.dumps(self.to_builtins())
+        """The JSON pi's ``JSON.stringify(buildSessionContext(...))`` would print; stored
+        messages are copied as their stored bytes."""
+        placeholder = self._shape([])
+        head, _, tail = _json.dumps(placeholder).partition(b'"messages":[]')
+        body = b",".join(bytes(m) if isinstance(m, msgspec.Raw) else _json.dumps(m)
+                         for m in self._data)
+        return head + b'"messages":[' + body + b"]" + tail
 
     def to_llm(self) -> list[AgentMessage]:
         """The messages as a model receives them (:func:`convert_to_llm`)."""
@@ -109,6 +120,20 @@ class SessionContext:
     def __repr__(self) -> str:
         return (f"SessionContext({len(self._data)} messages, thinking_level={self.thinking_level!r}, "
                 f"model={self.model!r})")
+
+
+def _typed_message(data: dict[str, Any] | msgspec.Raw) -> AgentMessage:
+    if isinstance(data, msgspec.Raw):
+        try:
+            return _message_decoder().decode(data)  # type: ignore[no-any-return]
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            data = _json.loads(data)
+    return message_from_builtins(data)  # type: ignore[return-value]
+
+
+@functools.cache
+def _message_decoder() -> msgspec.json.Decoder[AgentMessage]:
+    return msgspec.json.Decoder(AgentMessage)  # type: ignore[arg-type]
 
 
 def _truthy(value: Any) -> bool:
@@ -128,12 +153,14 @@ def _pick(source: Mapping[str, Any], out: dict[str, Any], *keys: str) -> None:
             out[key] = source[key]
 
 
-def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]], out: list[dict[str, Any]]) -> None:
+def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],
+          load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None],
+          out: list[dict[str, Any] | msgspec.Raw]) -> None:
     kind = item.type
     if kind == "message":
-        data = load(item)
-        if "message" in data:
-            out.append(data["message"])
+        message = load_message(item)
+        if message is not None:
+            out.append(message)
     elif kind == "custom_message":
         data = load(item)
         msg: dict[str, Any] = {"role": "custom"}
@@ -149,7 +176,10 @@ def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]], out: list[dict[
             out.append(msg)
 
 
-def context_from_path(path: Sequence[Any], load: Callable[[Any], dict[str, Any]]) -> SessionContext:
+def context_from_path(
+    path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
+    load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None] | None = None,
+) -> SessionContext:
     """Build the context of a root-to-leaf ``path``.
 
     Args:
@@ -157,7 +187,11 @@ def context_from_path(path: Sequence[Any], load: Callable[[Any], dict[str, Any]]
             role of ``message`` entries) without needing its payload.
         load: returns an entry's whole object (decoded JSON, on-disk key names); called only for
             the entries the context needs.
+        load_message: returns a ``message`` entry's ``message`` (raw JSON or decoded), ``None``
+            when it has none; default: taken from ``load``.
     """
+    if load_message is None:
+        load_message = lambda item: load(item).get("message")  # noqa: E731
     thinking: Any = "off"
     model: ModelRef | None = None
     compaction_at = -1
@@ -183,10 +217,10 @@ def context_from_path(path: Sequence[Any], load: Callable[[Any], dict[str, Any]]
         if not (need_thinking or need_model or need_compaction):
             break
 
-    messages: list[dict[str, Any]] = []
+    messages: list[dict[str, Any] | msgspec.Raw] = []
     if compaction_at < 0:
         for item in path:
-            _emit(item, load, messages)
+            _emit(item, load, load_message, messages)
     else:
         compaction = load(path[compaction_at])
         summary: dict[str, Any] = {"role": "compactionSummary"}
@@ -196,9 +230,9 @@ def context_from_path(path: Sequence[Any], load: Callable[[Any], dict[str, Any]]
         first_kept = compaction.get("firstKeptEntryId")
         start = next((i for i in range(compaction_at) if path[i].id == first_kept), compaction_at)
         for item in path[start:compaction_at]:
-            _emit(item, load, messages)
+            _emit(item, load, load_message, messages)
         for item in path[compaction_at + 1:]:
-            _emit(item, load, messages)
+            _emit(item, load, load_message, messages)
     return SessionContext(messages, thinking, model)
 
 

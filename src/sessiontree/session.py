@@ -63,6 +63,13 @@ def _entry_decoder() -> msgspec.json.Decoder[Entry]:
     return msgspec.json.Decoder(Entry)
 
 
+class _MessageOnly(msgspec.Struct):
+    message: msgspec.Raw = msgspec.Raw(b"")
+
+
+_message_only_decoder = msgspec.json.Decoder(_MessageOnly)
+
+
 class LoadWarning(UserWarning):
     """Opening a session found bad lines; they are listed in ``Session.problems``."""
 
@@ -261,6 +268,16 @@ class Session:
         except (msgspec.DecodeError, UnicodeDecodeError):
             return entry_from_builtins(_json.loads(raw))
 
+    def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
+        """A message entry's ``message`` as its stored bytes, without decoding it."""
+        raw = self._log.read(record)
+        try:
+            message = _message_only_decoder.decode(raw).message
+            return message if message else None
+        except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
+            decoded = _json.loads(raw).get("message")
+            return decoded if isinstance(decoded, dict) else None
+
     def _data(self, record: Record) -> dict[str, Any]:
         value = _json.loads(self._log.read(record))
         assert isinstance(value, dict)
@@ -375,7 +392,7 @@ class Session:
         if target is None:
             return SessionContext([], "off", None)
         self._record(target)
-        return context_from_path(self._index.path(target), self._data)
+        return context_from_path(self._index.path(target), self._data, self._message_json)
 
     def listing(self, path: str | None = None) -> SessionListing:
         """This session as a listing row (pi's ``SessionInfo``)."""
