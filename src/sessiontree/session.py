@@ -44,6 +44,7 @@ from .entries import (
     entry_from_builtins,
 )
 from .errors import CorruptLine, EntryNotFound, InvalidEntry, SessionNotFound, UnsupportedVersion
+from .events import ContextEvent, EventBus, context_with_messages
 from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage
 from .stores.base import LoadResult, SessionListing, SessionLog
 from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
@@ -94,6 +95,8 @@ class Session:
                  strict: bool = False, warn: bool = True) -> None:
         """Wrap an already-migrated log. Prefer :meth:`open`, :meth:`create`, :meth:`in_memory`."""
         self._log = log
+        self.events = EventBus()
+        """Hooks around navigation, forks, compaction and model context (:mod:`sessiontree.events`)."""
         result = log.load()
         self._header_data = result.header
         self._header = header if result.header is None else _typed_header(result.header)
@@ -380,19 +383,32 @@ class Session:
         """Every resolved label: target id -> (label, timestamp of the label entry that set it)."""
         return dict(self._index.labels)
 
-    def build_context(self, leaf_id: str | None | UnsetType = UNSET) -> SessionContext:
+    def build_context(self, leaf_id: str | None | UnsetType = UNSET, *,
+                      for_model: bool = False) -> SessionContext:
         """The messages to send to a model from ``leaf_id`` (default: the current leaf).
 
         ``None`` means "before the first entry": an empty context.
 
+        Args:
+            leaf_id: where to build from.
+            for_model: run the ``context`` hooks (:mod:`sessiontree.events`) over the messages,
+                as just before a model call; the session itself is never changed by them.
+
         Raises:
             EntryNotFound: ``leaf_id`` is not in the session.
+            HookFailed: a ``context`` handler raised (``for_model`` only).
         """
         target = self._leaf if leaf_id is UNSET else leaf_id
         if target is None:
-            return SessionContext([], "off", None)
-        self._record(target)
-        return context_from_path(self._index.path(target), self._data, self._message_json)
+            context = SessionContext([], "off", None)
+        else:
+            self._record(target)
+            context = context_from_path(self._index.path(target), self._data, self._message_json)
+        if for_model and self.events.has("context"):
+            messages = self.events.emit("context", ContextEvent(
+                session=self, leaf_id=target, messages=context.messages))
+            context = context_with_messages(context, messages)
+        return context
 
     def listing(self, path: str | None = None) -> SessionListing:
         """This session as a listing row (pi's ``SessionInfo``)."""
