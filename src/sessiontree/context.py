@@ -38,6 +38,7 @@ __all__ = [
     "build_context",
     "context_from_path",
     "convert_to_llm",
+    "entry_message",
 ]
 
 
@@ -153,6 +154,27 @@ def _pick(source: Mapping[str, Any], out: dict[str, Any], *keys: str) -> None:
             out[key] = source[key]
 
 
+def entry_message(entry: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The message an entry (on-disk dict) stands for: a ``message`` entry's own, or the one pi
+    synthesizes for ``custom_message``, ``branch_summary`` and ``compaction`` entries; ``None``
+    for entries that stand for no message. (Context building skips empty branch summaries and
+    every compaction but the last; compaction and branch summaries count them all.)"""
+    kind = entry.get("type")
+    if kind == "message":
+        message = entry.get("message")
+        return message if isinstance(message, dict) else None
+    fields = {"custom_message": ("custom", ("customType", "content", "display", "details")),
+              "branch_summary": ("branchSummary", ("summary", "fromId")),
+              "compaction": ("compactionSummary", ("summary", "tokensBefore"))}.get(str(kind))
+    if fields is None:
+        return None
+    role, keys = fields
+    msg: dict[str, Any] = {"role": role}
+    _pick(entry, msg, *keys)
+    msg["timestamp"] = _ms(entry.get("timestamp"))
+    return msg
+
+
 def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],
           load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None],
           out: list[dict[str, Any] | msgspec.Raw]) -> None:
@@ -161,19 +183,10 @@ def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],
         message = load_message(item)
         if message is not None:
             out.append(message)
-    elif kind == "custom_message":
+    elif kind == "custom_message" or kind == "branch_summary":
         data = load(item)
-        msg: dict[str, Any] = {"role": "custom"}
-        _pick(data, msg, "customType", "content", "display", "details")
-        msg["timestamp"] = _ms(data.get("timestamp"))
-        out.append(msg)
-    elif kind == "branch_summary":
-        data = load(item)
-        if _truthy(data.get("summary")):
-            msg = {"role": "branchSummary"}
-            _pick(data, msg, "summary", "fromId")
-            msg["timestamp"] = _ms(data.get("timestamp"))
-            out.append(msg)
+        if kind == "custom_message" or _truthy(data.get("summary")):
+            out.append(entry_message(data))  # type: ignore[arg-type]
 
 
 def context_from_path(
@@ -223,10 +236,7 @@ def context_from_path(
             _emit(item, load, load_message, messages)
     else:
         compaction = load(path[compaction_at])
-        summary: dict[str, Any] = {"role": "compactionSummary"}
-        _pick(compaction, summary, "summary", "tokensBefore")
-        summary["timestamp"] = _ms(compaction.get("timestamp"))
-        messages.append(summary)
+        messages.append(entry_message(compaction))  # type: ignore[arg-type]
         first_kept = compaction.get("firstKeptEntryId")
         start = next((i for i in range(compaction_at) if path[i].id == first_kept), compaction_at)
         for item in path[start:compaction_at]:
