@@ -149,6 +149,39 @@ def test_case(name: str, tmp_path: Path) -> None:
     if "append" in exp:
         check_append(path, exp["append"])
 
+    if "fork" in exp:
+        check_fork(path, exp["fork"])
+
+
+def check_fork(path: Path, block: dict[str, Any]) -> None:
+    """``create_branched_session(leaf_arg)``: a new file beside the source (FORMAT.md 18.6)."""
+    import re
+
+    before = path.read_bytes()
+    with open_quietly(path) as session:
+        source_ids = set(session.ids())
+        fork = session.create_branched_session(block["leaf_arg"])
+    with fork:
+        assert fork.file is not None
+        forked = Path(fork.file)
+    assert path.read_bytes() == before
+    assert forked.parent == path.parent
+    header = loads(forked.read_bytes().split(b"\n")[0])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d-\d\d-\d\d-\d{3}Z_" + header["id"] + r"\.jsonl",
+                        forked.name)
+    assert {k: header[k] for k in block["header"]} == block["header"]
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}",
+                        header["id"])
+    assert header["parentSession"] == str(path.resolve())
+    assert [e["id"] for e in entry_lines(forked) if e["id"] in source_ids] == block["kept_ids"]
+    ids = IdMap(forked)
+    assert [ids.entry(e) for e in entry_lines(forked)] == block["entries"]
+    with Session.open(forked, strict=True) as reopened:
+        got = observed(reopened, ids)
+        for key in ("leaf", "tree", "labels"):
+            assert got[key] == block[key], key
+        assert ids.context(reopened.build_context().to_builtins()) == block["context"]
+
 
 def check_digests(session: Session, exp: dict[str, Any]) -> None:
     digests = exp["digests"]

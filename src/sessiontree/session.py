@@ -17,7 +17,7 @@ import os
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -49,6 +49,10 @@ from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage
 from .stores.base import LoadResult, SessionListing, SessionLog
 from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
 from .stores.memory import MemoryLog
+
+if TYPE_CHECKING:
+    from .navigation import NavigationResult
+    from .summarize.base import CancelToken, Summarizer
 
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
 
@@ -657,6 +661,103 @@ class Session:
             return None
         self._leaf = entry_id
         return self.append_custom(CHECKOUT_CUSTOM_TYPE, {"targetId": entry_id})
+
+    # -- navigation and forks (navigation.py, fork.py) --
+
+    def navigate_tree(self, target_id: str, summarize: bool = False,
+                      instructions: str | None = None, label: str | None = None,
+                      cancel: CancelToken | None = None, *, summarizer: Summarizer | None = None,
+                      persist: bool = True) -> NavigationResult:
+        """Move to another point of the tree as pi's ``/tree`` does, optionally leaving a summary
+        of the abandoned branch; see :func:`sessiontree.navigation.navigate_tree`."""
+        from .navigation import navigate_tree
+
+        return navigate_tree(self, target_id, summarize, instructions, label, cancel,
+                             summarizer=summarizer, persist=persist)
+
+    async def anavigate_tree(self, target_id: str, summarize: bool = False,
+                             instructions: str | None = None, label: str | None = None,
+                             cancel: CancelToken | None = None, *,
+                             summarizer: Summarizer | None = None,
+                             persist: bool = True) -> NavigationResult:
+        """:meth:`navigate_tree` for async code (async hooks awaited in the running loop)."""
+        from .navigation import anavigate_tree
+
+        return await anavigate_tree(self, target_id, summarize, instructions, label, cancel,
+                                    summarizer=summarizer, persist=persist)
+
+    def pop(self, to: str | None = None, *, summarizer: Summarizer | None = None,
+            instructions: str | None = None, cancel: CancelToken | None = None
+            ) -> NavigationResult:
+        """Go back to before the last user message (or to ``to``), leaving a summary of what was
+        popped; see :func:`sessiontree.navigation.pop`."""
+        from .navigation import pop
+
+        return pop(self, to, summarizer=summarizer, instructions=instructions, cancel=cancel)
+
+    async def apop(self, to: str | None = None, *, summarizer: Summarizer | None = None,
+                   instructions: str | None = None, cancel: CancelToken | None = None
+                   ) -> NavigationResult:
+        """:meth:`pop` for async code."""
+        from .navigation import apop
+
+        return await apop(self, to, summarizer=summarizer, instructions=instructions,
+                          cancel=cancel)
+
+    def cherry_pick(self, entry_id: str) -> str:
+        """Copy an entry's message onto the current leaf; returns the copy's id (the new leaf).
+        See :func:`sessiontree.navigation.cherry_pick`."""
+        from .navigation import cherry_pick
+
+        return cherry_pick(self, entry_id)
+
+    def create_branched_session(self, leaf_id: str, *, in_memory: bool | None = None,
+                                path: str | os.PathLike[str] | None = None,
+                                directory: str | os.PathLike[str] | None = None) -> Session:
+        """A new session holding the root-to-``leaf_id`` path (pi's ``/fork``), returned open;
+        this session is unchanged. See :func:`sessiontree.fork.create_branched_session`."""
+        from .fork import create_branched_session
+
+        return create_branched_session(self, leaf_id, in_memory=in_memory, path=path,
+                                       directory=directory)
+
+    @classmethod
+    def fork_from(cls, source: str | os.PathLike[str] | Session, *, cwd: str | None = None,
+                  in_memory: bool = False, path: str | os.PathLike[str] | None = None,
+                  directory: str | os.PathLike[str] | None = None) -> Session:
+        """A new session holding every branch of ``source`` (pi's ``forkFrom``), returned open.
+        See :func:`sessiontree.fork.fork_from`."""
+        from .fork import fork_from
+
+        return fork_from(source, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+
+    def export_branch(self, entry_id: str, path: str | os.PathLike[str], *,
+                      overwrite: bool = False) -> str:
+        """Write the root-to-``entry_id`` path to a new session file; returns its path.
+        See :func:`sessiontree.fork.export_branch`."""
+        from .fork import export_branch
+
+        return export_branch(self, entry_id, path, overwrite=overwrite)
+
+    def export_subtree(self, entry_id: str, path: str | os.PathLike[str], *,
+                       ancestors: bool = True, overwrite: bool = False) -> str:
+        """Write ``entry_id`` and its descendants (with the path to it, unless ``ancestors``
+        is False) to a new session file; returns its path.
+        See :func:`sessiontree.fork.export_subtree`."""
+        from .fork import export_subtree
+
+        return export_subtree(self, entry_id, path, ancestors=ancestors, overwrite=overwrite)
+
+    async def abuild_context(self, leaf_id: str | None | UnsetType = UNSET) -> SessionContext:
+        """:meth:`build_context` with ``for_model=True`` for async code: ``context`` hooks are
+        awaited in the running loop."""
+        context = self.build_context(leaf_id)
+        if not self.events.has("context"):
+            return context
+        target = self._leaf if leaf_id is UNSET else leaf_id
+        messages = await self.events.aemit("context", ContextEvent(
+            session=self, leaf_id=target, messages=context.messages))
+        return context_with_messages(context, messages)
 
     def __repr__(self) -> str:
         where = self.file or "memory"

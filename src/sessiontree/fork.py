@@ -1,0 +1,393 @@
+"""New sessions made from parts of one: forks (pi's ``createBranchedSession``, ``forkFrom``)
+and exports of one path or one subtree.
+
+Invariants:
+* The source is never written to.
+* A copied entry is its stored line, byte for byte, except where its ``parentId`` must change:
+  a child of a dropped label entry (FORMAT.md 17 i), an exported subtree's top entry (without
+  ancestors), an entry that closed a parent cycle (made a root, so pi does not hang).
+* Copied entries keep their ids; only the new label entries get new ones.
+* A new file is written whole: a temporary file in the same folder, fsync, rename (FORMAT.md
+  18.3), named ``<timestamp>_<session id>.jsonl`` unless the caller names it; its header has a
+  new UUIDv7 id, the current time, and ``parentSession`` = the source file's absolute path.
+* A fork with no entries creates no file (decision f): it is written on its first append.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from . import _json
+from ._fs import atomic_write
+from ._time import iso_now, new_entry_id, uuid7
+from .entries import SessionHeader
+from .errors import InvalidEntry, SessionTreeError
+from .events import BranchEvent, BranchPreparation, OperationCancelled
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = [
+    "ForkError",
+    "branch_lines",
+    "create_branched_session",
+    "export_branch",
+    "export_subtree",
+    "fork_from",
+    "subtree_lines",
+]
+
+
+class ForkError(SessionTreeError):
+    """A fork or export cannot be made (empty source, existing output file); nothing was written."""
+
+
+# -- what goes into the new file -----------------------------------------------------------------
+
+
+def _reparent(line: bytes, parent: str | None) -> bytes:
+    data = _json.loads(line)
+    assert isinstance(data, dict)
+    data["parentId"] = parent
+    return _json.dumps(data)
+
+
+def _label_line(entry_id: str, parent: str | None, timestamp: str | None, target: str,
+                label: str | None) -> bytes:
+    entry: dict[str, Any] = {"type": "label", "id": entry_id, "parentId": parent,
+                             "timestamp": timestamp or iso_now(), "targetId": target}
+    if label:
+        entry["label"] = label
+    return _json.dumps(entry)
+
+
+def branch_lines(session: Session, leaf_id: str) -> tuple[list[bytes], list[str]]:
+    """The entry lines of a fork of the root-to-``leaf_id`` path (pi's
+    ``createBranchedSession`` with decision i).
+
+    Label entries on the path are dropped; a child of a dropped label gets the label's nearest
+    kept ancestor as parent. Then, for every label currently set on a kept entry (in the
+    session's label order), a new label entry with the original label timestamp is chained
+    after the last kept entry.
+
+    Returns:
+        The lines, and the ids copied from the source in order.
+
+    Raises:
+        EntryNotFound: no such entry.
+    """
+    path = session.path_ids(leaf_id)
+    if not path:
+        raise InvalidEntry("a fork needs an entry to end at", path=session.file)
+    lines: list[bytes] = []
+    kept: list[str] = []
+    last_kept: str | None = None
+    previous: str | None = None  # the previous path entry, kept or not
+    for entry_id in path:
+        if session.entry(entry_id).type == "label":
+            previous = entry_id
+            continue
+        raw = session.raw_line(entry_id)
+        if previous is not None and previous != last_kept:
+            raw = _reparent(raw, last_kept)  # its parent was a dropped label entry
+        lines.append(raw)
+        kept.append(entry_id)
+        last_kept = previous = entry_id
+    taken = set(kept)
+    on_path = set(kept)
+    for target, (label, timestamp) in session.labels().items():
+        if target in on_path:
+            new_id = new_entry_id(taken)
+            taken.add(new_id)
+            lines.append(_label_line(new_id, last_kept, timestamp, target, label))
+            last_kept = new_id
+    return lines, kept
+
+
+def subtree_lines(session: Session, entry_id: str, *, ancestors: bool = True
+                  ) -> tuple[list[bytes], list[str]]:
+    """The entry lines of an export of ``entry_id`` and all its descendants, in file order.
+
+    With ``ancestors`` the root-to-entry path is included too (so every leaf of the subtree
+    builds the same context as in the source); without, the entry becomes a root. Label entries
+    inside are kept; where the labels of the copied entries would then resolve differently
+    than in the source (set or cleared by a label entry outside), label entries fixing them
+    are chained after the last copied entry.
+
+    Returns:
+        The lines, and the ids copied from the source in order.
+
+    Raises:
+        EntryNotFound: no such entry.
+    """
+    session.entry(entry_id)
+    chosen = {entry_id}
+    stack = [entry_id]
+    while stack:
+        for child in session.children_ids(stack.pop()):
+            if child not in chosen:
+                chosen.add(child)
+                stack.append(child)
+    if ancestors:
+        chosen.update(session.path_ids(entry_id))
+    cycle_roots = {p.entry_id for p in session.problems if p.kind == "cycle"}
+    lines: list[bytes] = []
+    kept: list[str] = []
+    resolved: dict[str, tuple[str, str | None]] = {}
+    for item in session.ids():
+        if item not in chosen:
+            continue
+        raw = session.raw_line(item)
+        entry = session.entry(item)
+        if (item == entry_id and not ancestors and entry.parent_id is not None) or \
+                (item in cycle_roots and entry.parent_id is not None):
+            raw = _reparent(raw, None)
+        if entry.type == "label":
+            target = getattr(entry, "target_id", None)
+            value = getattr(entry, "label", None)
+            if isinstance(target, str):
+                if isinstance(value, str) and value:
+                    resolved[target] = (value, entry.timestamp)
+                else:
+                    resolved.pop(target, None)
+        lines.append(raw)
+        kept.append(item)
+    wanted = {t: v for t, v in session.labels().items() if t in chosen}
+    present = {t: v for t, v in resolved.items() if t in chosen}
+    taken = set(kept)
+    last = kept[-1] if kept else None
+    for target in [*wanted, *(t for t in present if t not in wanted)]:
+        want = wanted.get(target)
+        have = present.get(target)
+        if want is not None and (have is None or have[0] != want[0]):
+            new_id = new_entry_id(taken)
+            lines.append(_label_line(new_id, last, want[1], target, want[0]))
+        elif want is None and have is not None:
+            new_id = new_entry_id(taken)
+            lines.append(_label_line(new_id, last, None, target, None))
+        else:
+            continue
+        taken.add(new_id)
+        last = new_id
+    return lines, kept
+
+
+def _cycle_free_lines(session: Session) -> list[bytes]:
+    cycle_roots = {p.entry_id for p in session.problems if p.kind == "cycle"}
+    lines = []
+    for entry_id in session.ids():
+        raw = session.raw_line(entry_id)
+        if entry_id in cycle_roots:
+            raw = _reparent(raw, None)
+        lines.append(raw)
+    return lines
+
+
+# -- writing -------------------------------------------------------------------------------------
+
+
+def _header(session: Session, cwd: str | None, *, with_parent: bool = True) -> SessionHeader:
+    from msgspec import UNSET
+
+    parent = os.path.abspath(session.file) if with_parent and session.file else None
+    return SessionHeader(id=uuid7(), timestamp=iso_now(), cwd=cwd if cwd is not None else session.cwd,
+                         parent_session=parent if parent else UNSET)
+
+
+def _target_path(header: SessionHeader, path: str | os.PathLike[str] | None,
+                 directory: str | os.PathLike[str] | None, overwrite: bool) -> str:
+    from .stores.jsonl import session_file_name
+
+    if path is not None and not os.path.isdir(path):
+        target = os.fspath(path)
+        if os.path.exists(target) and not overwrite:
+            raise ForkError("the output file exists; choose another name or allow overwriting",
+                            path=target)
+        return target
+    folder = Path(path if path is not None else directory if directory is not None else ".")
+    return os.fspath(folder / session_file_name(header))
+
+
+def _write(header: SessionHeader, lines: Sequence[bytes], target: str) -> str:
+    parent = os.path.dirname(os.path.abspath(target))
+    os.makedirs(parent, exist_ok=True)
+    data = b"".join(line + b"\n" for line in (_json.dumps(header), *lines))
+    atomic_write(target, data)
+    return target
+
+
+def _materialize(header: SessionHeader, lines: Sequence[bytes], *, in_memory: bool,
+                 path: str | os.PathLike[str] | None, directory: str | os.PathLike[str] | None,
+                 overwrite: bool = False) -> Session:
+    from .session import Session
+    from .stores.memory import MemoryLog
+
+    if in_memory:
+        if not lines:
+            return Session(MemoryLog(), header=header)
+        return Session(MemoryLog([_json.dumps(header), *lines]))
+    target = _target_path(header, path, directory, overwrite)
+    if not lines:  # decision f: no file until the first entry
+        from .stores.jsonl import JsonlFile
+
+        return Session(JsonlFile(target), header=header)
+    return Session.open(_write(header, lines, target))
+
+
+def _before(session: Session, entry_id: str | None, mode: Literal["path", "all"],
+            in_memory: bool) -> BranchPreparation:
+    prep = BranchPreparation(session=session, entry_id=entry_id, mode=mode, in_memory=in_memory)
+    result, decider = session.events.decide("session_before_branch", prep)
+    if result is not None and result.cancel:
+        raise OperationCancelled("session_before_branch", decider or "?")
+    return prep
+
+
+def _after(session: Session, fork: Session, entry_id: str | None,
+           mode: Literal["path", "all"]) -> None:
+    session.events.emit("session_branch", BranchEvent(
+        session=session, new_session=fork, previous_file=session.file, new_file=fork.file,
+        entry_id=entry_id, mode=mode))
+
+
+def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool | None = None,
+                            path: str | os.PathLike[str] | None = None,
+                            directory: str | os.PathLike[str] | None = None,
+                            cwd: str | None = None) -> Session:
+    """A new session holding the root-to-``leaf_id`` path (pi's ``/fork``; FORMAT.md 13, 18.6).
+
+    Label entries of the path are dropped and the labels set on its entries re-created after
+    it, with their original timestamps; the children of dropped label entries are re-parented
+    so the fork is one connected path (decision i). The header's ``parentSession`` is the
+    source file's absolute path. The source is not changed; the fork is returned open (its leaf
+    is its last entry) and the caller closes it.
+
+    Args:
+        leaf_id: the last entry of the path to copy.
+        in_memory: keep the fork in memory (default: when the source is in memory).
+        path: the new file (default: ``<timestamp>_<id>.jsonl`` in ``directory``); an existing
+            folder means a file of the default name in it.
+        directory: the folder for the new file (default: the source's folder, or pi's folder
+            for ``cwd`` when the source is in memory).
+        cwd: the working directory for the new header (default: the source's).
+
+    Raises:
+        EntryNotFound: no such entry.
+        OperationCancelled: a ``session_before_branch`` handler cancelled.
+        HookFailed: a handler raised.
+        ForkError: ``path`` exists.
+    """
+    session.entry(leaf_id)
+    memory = session.file is None if in_memory is None else in_memory
+    _before(session, leaf_id, "path", memory)
+    lines, _ = branch_lines(session, leaf_id)
+    header = _header(session, cwd, with_parent=not memory)
+    fork = _materialize(header, lines, in_memory=memory, path=path,
+                        directory=_default_directory(session, directory, cwd))
+    _after(session, fork, leaf_id, "path")
+    return fork
+
+
+def _default_directory(session: Session, directory: str | os.PathLike[str] | None,
+                       cwd: str | None) -> str | os.PathLike[str]:
+    if directory is not None:
+        return directory
+    if cwd is None and session.file is not None:
+        return os.path.dirname(os.path.abspath(session.file))
+    from .stores.jsonl import default_session_dir
+
+    return default_session_dir(os.path.abspath(cwd) if cwd is not None else session.cwd)
+
+
+def fork_from(source: str | os.PathLike[str] | Session, *, cwd: str | None = None,
+              in_memory: bool = False, path: str | os.PathLike[str] | None = None,
+              directory: str | os.PathLike[str] | None = None) -> Session:
+    """A new session holding every entry (all branches) of ``source`` (pi's ``forkFrom``).
+
+    Entries keep their bytes and ids; an entry that closed a parent cycle becomes a root (pi
+    would hang on it). The new header has ``cwd`` (default: the source's) and
+    ``parentSession`` = the source file. The fork is returned open, its leaf the last entry.
+
+    Args:
+        source: a session file, or an open session (its ``session_before_branch`` and
+            ``session_branch`` handlers run).
+        cwd: the working directory of the new session.
+        in_memory: keep the fork in memory.
+        path: the new file (default: ``<timestamp>_<id>.jsonl`` in ``directory``).
+        directory: the folder for the new file (default: the source's folder; pi's folder for
+            ``cwd`` when ``cwd`` is given).
+
+    Raises:
+        SessionNotFound, CorruptHeader, UnsupportedVersion: as ``Session.open`` (an old-version
+            source is not migrated: run ``sessiontree migrate`` on it first).
+        ForkError: the source has no entries, or ``path`` exists.
+        OperationCancelled, HookFailed: a handler cancelled or raised.
+    """
+    from .session import Session
+
+    if isinstance(source, Session):
+        return _fork_all(source, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+    import warnings
+
+    from .session import LoadWarning
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LoadWarning)  # bad lines are simply not copied, as pi
+        opened = Session.open(source, migrate=False)
+    with opened:
+        return _fork_all(opened, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+
+
+def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,
+              path: str | os.PathLike[str] | None,
+              directory: str | os.PathLike[str] | None) -> Session:
+    if len(session) == 0:
+        raise ForkError("cannot fork: the source session has no entries", path=session.file)
+    _before(session, None, "all", in_memory)
+    lines = _cycle_free_lines(session)
+    header = _header(session, os.path.abspath(cwd) if cwd is not None else None,
+                     with_parent=not in_memory)
+    fork = _materialize(header, lines, in_memory=in_memory, path=path,
+                        directory=_default_directory(session, directory, cwd))
+    _after(session, fork, None, "all")
+    return fork
+
+
+def export_branch(session: Session, entry_id: str, path: str | os.PathLike[str], *,
+                  overwrite: bool = False) -> str:
+    """Write the root-to-``entry_id`` path to a new session file, as a fork would hold it.
+
+    Args:
+        path: the file to write, or an existing folder (a ``<timestamp>_<id>.jsonl`` in it).
+        overwrite: replace an existing file (atomically).
+
+    Returns:
+        The file written.
+
+    Raises:
+        EntryNotFound: no such entry.
+        ForkError: the file exists and ``overwrite`` is False.
+    """
+    lines, _ = branch_lines(session, entry_id)
+    header = _header(session, None)
+    return _write(header, lines, _target_path(header, path, None, overwrite))
+
+
+def export_subtree(session: Session, entry_id: str, path: str | os.PathLike[str], *,
+                   ancestors: bool = True, overwrite: bool = False) -> str:
+    """Write ``entry_id`` and all its descendants to a new session file (the first seed's
+    subtree export); see :func:`subtree_lines` for ``ancestors`` and labels.
+
+    Returns:
+        The file written.
+
+    Raises:
+        EntryNotFound: no such entry.
+        ForkError: the file exists and ``overwrite`` is False.
+    """
+    lines, _ = subtree_lines(session, entry_id, ancestors=ancestors)
+    header = _header(session, None)
+    return _write(header, lines, _target_path(header, path, None, overwrite))
