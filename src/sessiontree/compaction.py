@@ -1,0 +1,854 @@
+"""Compaction exactly as pi 0.73.1 does it (FORMAT.md section 14), then one entry.
+
+The pure functions here work on a root-to-leaf path of entries (on-disk dicts or typed
+entries) and on messages (on-disk dicts or typed messages); :func:`compact` is the only one
+that touches a session.
+
+Invariants:
+* Every number equals pi's: token estimates are ``ceil(chars / 4)`` where ``chars`` counts
+  JavaScript string length (UTF-16 code units) of the stored JSON values; the cut point, the
+  previous compaction's boundary, split turns and file operations follow pi's rules
+  (``findCutPoint``, ``prepareCompaction``, ``computeFileLists``) to the index.
+* A cut never falls on a tool result, so a kept tool result always keeps the call it answers.
+* :func:`compact` writes exactly one ``compaction`` entry or nothing: when there is nothing to
+  compact, the summarizer fails or returns nothing, or a hook cancels, nothing is written and
+  the leaf stays where it was.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Union
+
+import msgspec
+
+from . import _json
+from .context import convert_to_llm, entry_message
+from .entries import AnyEntry, Compaction, FileDetails, UnknownEntry, entry_from_builtins
+from .errors import SessionTreeError
+from .messages import AgentMessage, UnknownMessage, message_from_builtins
+from .summarize.base import (
+    CancelToken,
+    SummaryCancelled,
+    SummaryFailed,
+    SummaryRequest,
+    Summarizer,
+    format_file_operations,
+)
+
+if TYPE_CHECKING:
+    from .session import Session
+
+__all__ = [
+    "DEFAULT_COMPACTION_SETTINGS",
+    "TURN_CONTEXT_SEPARATOR",
+    "AlreadyCompacted",
+    "CompactionPreparation",
+    "CompactionResult",
+    "CompactionSettings",
+    "ContextTokens",
+    "CutPoint",
+    "FileOperations",
+    "NothingToCompact",
+    "calculate_context_tokens",
+    "compact",
+    "estimate_context_tokens",
+    "estimate_tokens",
+    "find_cut_point",
+    "find_turn_start_index",
+    "find_valid_cut_points",
+    "format_file_operations",
+    "generate_compaction",
+    "get_last_assistant_usage",
+    "js_length",
+    "prepare_compaction",
+    "serialize_conversation",
+    "should_compact",
+]
+
+MessageLike = Union[AgentMessage, UnknownMessage, Mapping[str, Any]]
+"""A message as a typed struct or as its on-disk dict."""
+EntryLike = Union[AnyEntry, Mapping[str, Any]]
+"""An entry as a typed struct or as its on-disk dict."""
+
+TURN_CONTEXT_SEPARATOR = "\n\n---\n\n**Turn Context (split turn):**\n\n"
+"""What joins the history summary and the turn prefix summary of a split turn (pi's layout)."""
+
+NO_PRIOR_HISTORY = "No prior history."
+
+
+# -- errors -------------------------------------------------------------------------------------
+
+
+class NothingToCompact(SessionTreeError):
+    """Compacting would remove nothing from the context (the path is empty, or everything on it
+    fits in ``keep_recent_tokens``); nothing was written."""
+
+
+class AlreadyCompacted(NothingToCompact):
+    """The path already ends in a compaction entry; nothing was written."""
+
+
+# -- settings -----------------------------------------------------------------------------------
+
+
+class CompactionSettings(msgspec.Struct, frozen=True):
+    """pi's ``CompactionSettings``.
+
+    Attributes:
+        enabled: whether automatic compaction (:func:`should_compact`) may trigger.
+        reserve_tokens: room left for the reply; compaction triggers when the context exceeds
+            the window minus this. Summaries get ``0.8 ×`` (history) and ``0.5 ×`` (turn
+            prefix) of it as their budget.
+        keep_recent_tokens: about how many tokens of the newest messages stay verbatim.
+    """
+
+    enabled: bool = True
+    reserve_tokens: int = 16384
+    keep_recent_tokens: int = 20000
+
+
+DEFAULT_COMPACTION_SETTINGS = CompactionSettings()
+"""pi's ``DEFAULT_COMPACTION_SETTINGS``: enabled, 16384 reserved, 20000 kept."""
+
+
+# -- token estimates ----------------------------------------------------------------------------
+
+
+def js_length(text: str) -> int:
+    """``text.length`` in JavaScript: the number of UTF-16 code units."""
+    if text.isascii():
+        return len(text)
+    return len(text.encode("utf-16-le", "surrogatepass")) // 2
+
+
+def _as_dict(message: MessageLike) -> Mapping[str, Any]:
+    if isinstance(message, Mapping):
+        return message
+    if isinstance(message, UnknownMessage):
+        return message.data
+    data = msgspec.to_builtins(message)
+    assert isinstance(data, dict)
+    return data
+
+
+def _text_chars(content: Any, *, images: bool) -> int:
+    if isinstance(content, str):
+        return js_length(content)
+    chars = 0
+    if isinstance(content, list):
+        for block in content:
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            text = block.get("text")
+            if kind == "text" and isinstance(text, str) and text:
+                chars += js_length(text)
+            if images and kind == "image":
+                chars += 4800  # pi: an image counts as 4,800 characters (1,200 tokens)
+    return chars
+
+
+def _json_length(value: Any) -> int:
+    """``JSON.stringify(value).length``."""
+    raw = _json.dumps(value)
+    if raw.isascii():
+        return len(raw)
+    return js_length(raw.decode("utf-8", "surrogatepass"))
+
+
+def _str_length(value: Any) -> int:
+    return js_length(value) if isinstance(value, str) else 0
+
+
+def estimate_tokens(message: MessageLike) -> int:
+    """pi's ``estimateTokens``: characters / 4, rounded up.
+
+    Counted characters: user → text (images not counted); assistant → text, thinking, and for
+    each tool call its name plus its JSON arguments; custom and toolResult → text plus 4800 per
+    image; bashExecution → command and output; branch and compaction summaries → the summary.
+    Other roles count 0.
+    """
+    m = _as_dict(message)
+    role = m.get("role")
+    chars = 0
+    if role == "user":
+        chars = _text_chars(m.get("content"), images=False)
+    elif role == "assistant":
+        content = m.get("content")
+        for block in content if isinstance(content, list) else ():
+            if not isinstance(block, Mapping):
+                continue
+            kind = block.get("type")
+            if kind == "text":
+                chars += _str_length(block.get("text"))
+            elif kind == "thinking":
+                chars += _str_length(block.get("thinking"))
+            elif kind == "toolCall":
+                chars += _str_length(block.get("name")) + _json_length(block.get("arguments"))
+    elif role in ("custom", "toolResult"):
+        chars = _text_chars(m.get("content"), images=True)
+    elif role == "bashExecution":
+        chars = _str_length(m.get("command")) + _str_length(m.get("output"))
+    elif role in ("branchSummary", "compactionSummary"):
+        chars = _str_length(m.get("summary"))
+    else:
+        return 0
+    return math.ceil(chars / 4)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return 0
+    return value
+
+
+def calculate_context_tokens(usage: Any) -> int:
+    """pi's ``calculateContextTokens``: ``totalTokens``, or when that is 0 or missing, input +
+    output + cache reads + cache writes.
+
+    Args:
+        usage: a :class:`~sessiontree.messages.Usage` or its on-disk dict.
+    """
+    data = usage if isinstance(usage, Mapping) else msgspec.to_builtins(usage)
+    if not isinstance(data, Mapping):
+        return 0
+    total = _number(data.get("totalTokens"))
+    if total:
+        return int(total)
+    return int(sum(_number(data.get(k)) for k in ("input", "output", "cacheRead", "cacheWrite")))
+
+
+def _usage(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The usage of an assistant message that counts (not aborted, not errored), else None."""
+    if message.get("role") != "assistant" or message.get("stopReason") in ("aborted", "error"):
+        return None
+    usage = message.get("usage")
+    return usage if isinstance(usage, Mapping) else None
+
+
+class ContextTokens(msgspec.Struct, frozen=True):
+    """pi's ``ContextUsageEstimate``.
+
+    Attributes:
+        tokens: ``usage_tokens + trailing_tokens``.
+        usage_tokens: the context tokens reported by the last assistant reply that has usage.
+        trailing_tokens: estimates of the messages after that reply (of all messages when
+            there is none).
+        last_usage_index: the index of that reply, or ``None``.
+    """
+
+    tokens: int
+    usage_tokens: int
+    trailing_tokens: int
+    last_usage_index: int | None
+
+
+def estimate_context_tokens(messages: Sequence[MessageLike]) -> ContextTokens:
+    """pi's ``estimateContextTokens``: the last counting assistant usage plus estimates of the
+    messages after it; with no usage at all, the sum of every message's estimate."""
+    dicts = [_as_dict(m) for m in messages]
+    for index in range(len(dicts) - 1, -1, -1):
+        usage = _usage(dicts[index])
+        if usage is not None:
+            used = calculate_context_tokens(usage)
+            trailing = sum(estimate_tokens(m) for m in dicts[index + 1:])
+            return ContextTokens(used + trailing, used, trailing, index)
+    estimated = sum(estimate_tokens(m) for m in dicts)
+    return ContextTokens(estimated, 0, estimated, None)
+
+
+def get_last_assistant_usage(entries: Sequence[EntryLike]) -> dict[str, Any] | None:
+    """pi's ``getLastAssistantUsage``: the usage (on-disk dict) of the last assistant message
+    entry that is neither aborted nor errored, or ``None``."""
+    for entry in reversed(entries):
+        data = _entry_dict(entry)
+        message = data.get("message")
+        if data.get("type") == "message" and isinstance(message, Mapping):
+            usage = _usage(message)
+            if usage is not None:
+                return dict(usage)
+    return None
+
+
+def should_compact(context_tokens: int, context_window: int,
+                   settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS) -> bool:
+    """pi's ``shouldCompact``: enabled, and the context exceeds the window minus the reserve."""
+    return settings.enabled and context_tokens > context_window - settings.reserve_tokens
+
+
+# -- cut points ---------------------------------------------------------------------------------
+
+
+def _entry_dict(entry: EntryLike) -> Mapping[str, Any]:
+    if isinstance(entry, Mapping):
+        return entry
+    if isinstance(entry, UnknownEntry):
+        return entry.data
+    data = msgspec.to_builtins(entry)
+    assert isinstance(data, dict)
+    return data
+
+
+def _as_dicts(entries: Sequence[EntryLike]) -> Sequence[Mapping[str, Any]]:
+    if all(isinstance(e, Mapping) for e in entries):
+        return entries  # type: ignore[return-value]
+    return [_entry_dict(e) for e in entries]
+
+
+def _role(entry: Mapping[str, Any]) -> Any:
+    message = entry.get("message")
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+_CUT_ROLES = frozenset({"user", "assistant", "bashExecution", "custom", "branchSummary",
+                        "compactionSummary"})
+
+
+def find_valid_cut_points(entries: Sequence[EntryLike], start: int, end: int) -> list[int]:
+    """Indices in ``[start, end)`` where a kept suffix may begin (pi's ``findValidCutPoints``).
+
+    ``message`` entries of role user, assistant, bashExecution, custom, branchSummary and
+    compactionSummary, and ``branch_summary`` and ``custom_message`` entries. Never a tool
+    result (it must follow its call), nor a settings, label, custom, session_info or compaction
+    entry.
+    """
+    items = _as_dicts(entries)
+    points = []
+    for index in range(start, end):
+        entry = items[index]
+        kind = entry.get("type")
+        if (kind == "message" and _role(entry) in _CUT_ROLES) or \
+                kind in ("branch_summary", "custom_message"):
+            points.append(index)
+    return points
+
+
+def find_turn_start_index(entries: Sequence[EntryLike], entry_index: int, start_index: int) -> int:
+    """The index of the entry that starts the turn holding ``entry_index``, scanning back to
+    ``start_index``: a user or bashExecution message, a ``branch_summary`` or a
+    ``custom_message``; -1 when there is none (pi's ``findTurnStartIndex``)."""
+    items = _as_dicts(entries)
+    for index in range(entry_index, start_index - 1, -1):
+        entry = items[index]
+        kind = entry.get("type")
+        if kind in ("branch_summary", "custom_message"):
+            return index
+        if kind == "message" and _role(entry) in ("user", "bashExecution"):
+            return index
+    return -1
+
+
+class CutPoint(msgspec.Struct, frozen=True):
+    """pi's ``CutPointResult``.
+
+    Attributes:
+        first_kept_entry_index: the first entry to keep.
+        turn_start_index: the start of the turn the cut splits, or -1.
+        is_split_turn: whether the cut falls inside a turn (the kept part does not start with
+            a user message, and the turn's start was found).
+    """
+
+    first_kept_entry_index: int
+    turn_start_index: int
+    is_split_turn: bool
+
+
+def find_cut_point(entries: Sequence[EntryLike], start: int, end: int,
+                   keep_recent_tokens: int) -> CutPoint:
+    """Where to cut ``entries[start:end]`` so that about ``keep_recent_tokens`` stay (pi's
+    ``findCutPoint``).
+
+    Walking back from ``end``, the estimates of ``message`` entries are added up; at the first
+    entry where the sum reaches ``keep_recent_tokens`` the cut is the first valid cut point at
+    or after it (the first of the range when the budget is never reached). The cut then moves
+    back over directly preceding entries that are neither messages nor compactions (settings,
+    labels, custom entries, ...), so they stay with the kept part.
+    """
+    items = _as_dicts(entries)
+    points = find_valid_cut_points(items, start, end)
+    if not points:
+        return CutPoint(start, -1, False)
+    accumulated = 0
+    cut = points[0]
+    for index in range(end - 1, start - 1, -1):
+        entry = items[index]
+        if entry.get("type") != "message":
+            continue
+        message = entry.get("message")
+        accumulated += estimate_tokens(message if isinstance(message, Mapping) else {})
+        if accumulated >= keep_recent_tokens:
+            cut = next((p for p in points if p >= index), cut)
+            break
+    while cut > start and items[cut - 1].get("type") not in ("compaction", "message"):
+        cut -= 1
+    cut_entry = items[cut]
+    is_user = cut_entry.get("type") == "message" and _role(cut_entry) == "user"
+    turn_start = -1 if is_user else find_turn_start_index(items, cut, start)
+    return CutPoint(cut, turn_start, not is_user and turn_start != -1)
+
+
+# -- file operations ----------------------------------------------------------------------------
+
+
+def _js_sorted(items: Iterable[str]) -> list[str]:
+    """Sorted as JavaScript's default ``sort()`` does: by UTF-16 code units."""
+    return sorted(items, key=lambda s: s.encode("utf-16-be", "surrogatepass"))
+
+
+class FileOperations:
+    """Files read, written and edited by ``read``, ``write`` and ``edit`` tool calls (pi's
+    ``FileOperations``), collected from messages and from earlier summaries' ``details``."""
+
+    __slots__ = ("read", "written", "edited")
+
+    def __init__(self) -> None:
+        self.read: set[str] = set()
+        self.written: set[str] = set()
+        self.edited: set[str] = set()
+
+    def add_details(self, details: Any) -> None:
+        """Take an earlier summary's ``details``: its ``readFiles`` count as read, its
+        ``modifiedFiles`` as edited (pi's rule)."""
+        if isinstance(details, FileDetails):
+            details = msgspec.to_builtins(details)
+        if not isinstance(details, Mapping):
+            return
+        for key, target in (("readFiles", self.read), ("modifiedFiles", self.edited)):
+            files = details.get(key)
+            if isinstance(files, list):
+                target.update(f for f in files if isinstance(f, str))
+
+    def add_message(self, message: MessageLike) -> None:
+        """Take the tool calls of an assistant message whose ``arguments.path`` is a non-empty
+        string (pi's ``extractFileOpsFromMessage``)."""
+        m = _as_dict(message)
+        content = m.get("content")
+        if m.get("role") != "assistant" or not isinstance(content, list):
+            return
+        for block in content:
+            if not isinstance(block, Mapping) or block.get("type") != "toolCall":
+                continue
+            arguments = block.get("arguments")
+            path = arguments.get("path") if isinstance(arguments, Mapping) else None
+            if not isinstance(path, str) or not path:
+                continue
+            name = block.get("name")
+            if name == "read":
+                self.read.add(path)
+            elif name == "write":
+                self.written.add(path)
+            elif name == "edit":
+                self.edited.add(path)
+
+    def lists(self) -> FileDetails:
+        """pi's ``computeFileLists``: files only read, and files written or edited; each sorted."""
+        modified = self.edited | self.written
+        return FileDetails(read_files=_js_sorted(self.read - modified),
+                           modified_files=_js_sorted(modified))
+
+    def __repr__(self) -> str:
+        return f"FileOperations(read={sorted(self.read)}, written={sorted(self.written)}, " \
+               f"edited={sorted(self.edited)})"
+
+
+# -- the transcript a summarizer reads ----------------------------------------------------------
+
+_TOOL_RESULT_MAX_CHARS = 2000
+
+
+def _truncate(text: str, limit: int = _TOOL_RESULT_MAX_CHARS) -> str:
+    if len(text) <= limit:
+        return text
+    return f"{text[:limit]}\n\n[... {len(text) - limit} more characters truncated]"
+
+
+def _typed(message: MessageLike) -> AgentMessage | UnknownMessage:
+    if isinstance(message, Mapping):
+        return message_from_builtins(dict(message))
+    return message
+
+
+def serialize_conversation(messages: Iterable[MessageLike]) -> str:
+    """Messages as the plain transcript a summarizing model reads (pi's
+    ``serializeConversation`` after ``convertToLlm``).
+
+    One paragraph per part, separated by blank lines: ``[User]: …``, ``[Assistant thinking]:
+    …``, ``[Assistant]: …``, ``[Assistant tool calls]: name(key=<json>, …); …`` and
+    ``[Tool result]: …`` (cut after 2000 characters).
+    """
+    typed = [_typed(m) for m in messages]
+    parts: list[str] = []
+    for message in convert_to_llm(typed):  # type: ignore[arg-type]
+        m = _as_dict(message)
+        role = m.get("role")
+        content = m.get("content")
+        blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []
+        if role == "user":
+            text = content if isinstance(content, str) else "".join(
+                str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+            if text:
+                parts.append(f"[User]: {text}")
+        elif role == "assistant":
+            texts: list[str] = []
+            thinking: list[str] = []
+            calls: list[str] = []
+            for block in blocks:
+                kind = block.get("type")
+                if kind == "text":
+                    texts.append(str(block.get("text", "")))
+                elif kind == "thinking":
+                    thinking.append(str(block.get("thinking", "")))
+                elif kind == "toolCall":
+                    arguments = block.get("arguments")
+                    shown = ", ".join(
+                        f"{key}={_json.dumps(value).decode('utf-8', 'surrogatepass')}"
+                        for key, value in (arguments.items() if isinstance(arguments, Mapping) else ()))
+                    calls.append(f"{block.get('name')}({shown})")
+            if thinking:
+                parts.append("[Assistant thinking]: " + "\n".join(thinking))
+            if texts:
+                parts.append("[Assistant]: " + "\n".join(texts))
+            if calls:
+                parts.append("[Assistant tool calls]: " + "; ".join(calls))
+        elif role == "toolResult":
+            text = "".join(str(b.get("text", "")) for b in blocks if b.get("type") == "text")
+            if text:
+                parts.append(f"[Tool result]: {_truncate(text)}")
+    return "\n\n".join(parts)
+
+
+# -- preparation --------------------------------------------------------------------------------
+
+
+class CompactionPreparation(msgspec.Struct, frozen=True):
+    """What compacting a path would do (pi's ``CompactionPreparation``, plus the indices).
+
+    Attributes:
+        first_kept_entry_id: the first entry the context keeps after the compaction.
+        first_kept_entry_index: its index in the path.
+        messages_to_summarize: the history to summarize, oldest first: the messages of the path
+            from the boundary up to the cut (up to the turn start for a split turn).
+        turn_prefix_messages: for a split turn, the messages from the turn start to the cut.
+        is_split_turn: whether the cut falls inside a turn.
+        turn_start_index: the index of that turn's start, or -1.
+        tokens_before: the context's estimated tokens before compacting.
+        previous_summary: the previous compaction's summary, if there is one on the path.
+        previous_compaction_index: its index in the path, or -1.
+        boundary_start: where this compaction's range starts: the previous compaction's first
+            kept entry (or the entry after it when that id is not on the path), else 0.
+        file_details: files only read, and files modified, by the summarized part (with the
+            previous compaction's lists when it was not written by a hook).
+        settings: the settings used.
+    """
+
+    first_kept_entry_id: str
+    first_kept_entry_index: int
+    messages_to_summarize: list[AgentMessage | UnknownMessage]
+    turn_prefix_messages: list[AgentMessage | UnknownMessage]
+    is_split_turn: bool
+    turn_start_index: int
+    tokens_before: int
+    previous_summary: str | None
+    previous_compaction_index: int
+    boundary_start: int
+    file_details: FileDetails
+    settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS
+
+    @property
+    def is_empty(self) -> bool:
+        """Whether compacting would remove nothing from the context."""
+        return not self.messages_to_summarize and not self.turn_prefix_messages
+
+
+def _context_messages(path: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The messages of ``buildSessionContext`` over a root-to-leaf path (FORMAT.md 10)."""
+    last = next((i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), -1)
+
+    def emit(entries: Iterable[Mapping[str, Any]], out: list[Mapping[str, Any]]) -> None:
+        for entry in entries:
+            kind = entry.get("type")
+            if kind == "compaction":
+                continue
+            if kind == "branch_summary" and not _truthy(entry.get("summary")):
+                continue
+            message = entry_message(entry)
+            if message is not None:
+                out.append(message)
+
+    out: list[Mapping[str, Any]] = []
+    if last < 0:
+        emit(path, out)
+        return out
+    compaction = path[last]
+    summary = entry_message(compaction)
+    assert summary is not None
+    out.append(summary)
+    kept = compaction.get("firstKeptEntryId")
+    start = next((i for i in range(last) if path[i].get("id") == kept), last)
+    emit(path[start:last], out)
+    emit(path[last + 1:], out)
+    return out
+
+
+def _truthy(value: Any) -> bool:
+    return True if isinstance(value, (dict, list)) else bool(value)
+
+
+def _messages_between(path: Sequence[Mapping[str, Any]], start: int, end: int
+                      ) -> list[Mapping[str, Any]]:
+    out: list[Mapping[str, Any]] = []
+    for entry in path[start:end]:
+        if entry.get("type") == "compaction":
+            continue
+        message = entry_message(entry)
+        if message is not None:
+            out.append(message)
+    return out
+
+
+def prepare_compaction(path: Sequence[EntryLike],
+                       settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS, *,
+                       keep_recent_tokens: int | None = None) -> CompactionPreparation | None:
+    """pi's ``prepareCompaction`` over a root-to-leaf path.
+
+    Args:
+        path: the path's entries, root first (on-disk dicts or typed entries), as
+            ``Session.path()`` returns them.
+        settings: ``keep_recent_tokens`` decides the cut.
+        keep_recent_tokens: overrides ``settings.keep_recent_tokens``.
+
+    Returns:
+        The preparation, or ``None`` when the path is empty, already ends in a compaction, or
+        the entry to keep from has no id (pi's "needs migration").
+    """
+    if keep_recent_tokens is not None:
+        settings = msgspec.structs.replace(settings, keep_recent_tokens=keep_recent_tokens)
+    items = _as_dicts(path)
+    if not items or items[-1].get("type") == "compaction":
+        return None
+    previous_index = next((i for i in range(len(items) - 1, -1, -1)
+                           if items[i].get("type") == "compaction"), -1)
+    previous_summary: str | None = None
+    boundary = 0
+    if previous_index >= 0:
+        previous = items[previous_index]
+        summary = previous.get("summary")
+        previous_summary = summary if isinstance(summary, str) else None
+        kept_id = previous.get("firstKeptEntryId")
+        kept = next((i for i, e in enumerate(items) if e.get("id") == kept_id), -1)
+        boundary = kept if kept >= 0 else previous_index + 1
+    tokens_before = estimate_context_tokens(_context_messages(items)).tokens
+    cut = find_cut_point(items, boundary, len(items), settings.keep_recent_tokens)
+    first_kept_id = items[cut.first_kept_entry_index].get("id")
+    if not isinstance(first_kept_id, str) or not first_kept_id:
+        return None
+    history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_entry_index
+    to_summarize = _messages_between(items, boundary, history_end)
+    prefix = _messages_between(items, cut.turn_start_index, cut.first_kept_entry_index) \
+        if cut.is_split_turn else []
+    files = FileOperations()
+    if previous_index >= 0 and not items[previous_index].get("fromHook"):
+        files.add_details(items[previous_index].get("details"))
+    for message in (*to_summarize, *prefix):
+        files.add_message(message)
+    return CompactionPreparation(
+        first_kept_entry_id=first_kept_id, first_kept_entry_index=cut.first_kept_entry_index,
+        messages_to_summarize=[_typed(m) for m in to_summarize],
+        turn_prefix_messages=[_typed(m) for m in prefix],
+        is_split_turn=cut.is_split_turn, turn_start_index=cut.turn_start_index,
+        tokens_before=tokens_before, previous_summary=previous_summary,
+        previous_compaction_index=previous_index, boundary_start=boundary,
+        file_details=files.lists(), settings=settings,
+    )
+
+
+# -- summaries ----------------------------------------------------------------------------------
+
+
+class CompactionResult(msgspec.Struct, frozen=True):
+    """What to append (pi's ``CompactionResult``).
+
+    Attributes:
+        summary: the stored summary: history, the split turn's prefix summary if any, then the
+            ``<read-files>`` and ``<modified-files>`` tags.
+        first_kept_entry_id: where the kept part starts.
+        tokens_before: the context's estimated tokens before compacting.
+        details: ``{readFiles, modifiedFiles}`` (a :class:`FileDetails`), or a hook's own.
+    """
+
+    summary: str
+    first_kept_entry_id: str
+    tokens_before: int
+    details: Any = msgspec.UNSET
+
+
+def _summarize(summarizer: Summarizer, request: SummaryRequest, cancel: CancelToken | None) -> str:
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    try:
+        text = summarizer.summarize(request, cancel)
+    except (SummaryCancelled, SummaryFailed):
+        raise
+    except Exception as exc:  # noqa: BLE001 - any failure of a summarizer is a SummaryFailed
+        raise SummaryFailed(f"{type(summarizer).__name__} failed: {type(exc).__name__}: {exc}") \
+            from exc
+    if not isinstance(text, str) or not text.strip():
+        raise SummaryFailed(f"{type(summarizer).__name__} returned an empty summary")
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    return text
+
+
+def _default_summarizer() -> Summarizer:
+    from .summarize.offline import ExtractiveSummarizer
+
+    return ExtractiveSummarizer()
+
+
+def generate_compaction(preparation: CompactionPreparation, summarizer: Summarizer | None = None,
+                        *, instructions: str | None = None,
+                        cancel: CancelToken | None = None) -> CompactionResult:
+    """Write the summaries of a preparation (pi's ``compact``, without the model specifics).
+
+    The history is summarized with a budget of ``0.8 × reserve_tokens`` (updating the previous
+    summary when there is one); for a split turn the turn's prefix is summarized separately
+    (``0.5 × reserve_tokens``) and joined as ``<history>`` + :data:`TURN_CONTEXT_SEPARATOR` +
+    ``<prefix>``, the history being the previous summary or ``"No prior history."`` when no
+    message precedes the turn. The file-operation tags follow.
+
+    Raises:
+        SummaryCancelled: ``cancel`` was cancelled.
+        SummaryFailed: the summarizer raised or returned nothing.
+    """
+    summarizer = summarizer if summarizer is not None else _default_summarizer()
+    settings = preparation.settings
+    details = preparation.file_details
+    history_request = SummaryRequest(
+        messages=list(preparation.messages_to_summarize), purpose="compaction",
+        previous_summary=preparation.previous_summary, instructions=instructions,
+        max_tokens=math.floor(0.8 * settings.reserve_tokens),
+        read_files=list(details.read_files), modified_files=list(details.modified_files))
+    if preparation.is_split_turn and preparation.turn_prefix_messages:
+        if preparation.messages_to_summarize:
+            history = _summarize(summarizer, history_request, cancel)
+        else:
+            history = preparation.previous_summary or NO_PRIOR_HISTORY
+        prefix = _summarize(summarizer, SummaryRequest(
+            messages=list(preparation.turn_prefix_messages), purpose="turn_prefix",
+            instructions=instructions, max_tokens=math.floor(0.5 * settings.reserve_tokens)),
+            cancel)
+        summary = history + TURN_CONTEXT_SEPARATOR + prefix
+    else:
+        summary = _summarize(summarizer, history_request, cancel)
+    summary += format_file_operations(details)
+    return CompactionResult(summary=summary, first_kept_entry_id=preparation.first_kept_entry_id,
+                            tokens_before=preparation.tokens_before, details=details)
+
+
+# -- the one function that writes ---------------------------------------------------------------
+
+
+def _path_dicts(session: Session) -> list[dict[str, Any]]:
+    out = []
+    for entry_id in session.path_ids():
+        data = _json.loads(session.raw_line(entry_id))
+        if isinstance(data, dict):
+            out.append(data)
+    return out
+
+
+def compact(session: Session, summarizer: Summarizer | None = None, *,
+            keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
+            settings: CompactionSettings | None = None, instructions: str | None = None,
+            cancel: CancelToken | None = None) -> Compaction | None:
+    """Summarize the current path's history before the cut point and append a compaction.
+
+    Emits ``session_before_compact`` (a handler may cancel, or supply the compaction to write)
+    and, once written, ``session_compact`` (:mod:`sessiontree.events`).
+
+    Args:
+        session: the session; its current leaf is compacted and the entry appended there.
+        summarizer: writes the summaries (default: the offline
+            :class:`~sessiontree.summarize.offline.ExtractiveSummarizer`).
+        keep_recent_tokens: about how many tokens of the newest messages to keep verbatim
+            (default: ``settings``, pi's 20000).
+        reserve_tokens: sets the summaries' budgets (default: ``settings``, pi's 16384).
+        settings: the base settings (default :data:`DEFAULT_COMPACTION_SETTINGS`).
+        instructions: extra focus for the summary.
+        cancel: cancels the operation; a hook may cancel it too.
+
+    Returns:
+        The compaction entry written (now the leaf), or ``None`` when a hook or ``cancel``
+        cancelled the compaction (nothing written).
+
+    Raises:
+        AlreadyCompacted: the path already ends in a compaction.
+        NothingToCompact: the path is empty, or everything on it is kept.
+        SummaryFailed: the summarizer raised or returned nothing, or a hook supplied an empty
+            summary.
+        HookFailed: a ``session_before_compact`` handler raised.
+        EntryNotFound: a hook supplied a first kept entry that is not on the path.
+    """
+    from .events import BeforeCompactResult, CompactEvent, CompactPreparation
+
+    settings = settings or DEFAULT_COMPACTION_SETTINGS
+    changes: dict[str, int] = {}
+    if keep_recent_tokens is not None:
+        changes["keep_recent_tokens"] = keep_recent_tokens
+    if reserve_tokens is not None:
+        changes["reserve_tokens"] = reserve_tokens
+    if changes:
+        settings = msgspec.structs.replace(settings, **changes)
+    leaf = session.leaf_id
+    path = _path_dicts(session)
+    if path and path[-1].get("type") == "compaction":
+        raise AlreadyCompacted("the path already ends in a compaction", path=session.file,
+                               entry_id=leaf)
+    preparation = prepare_compaction(path, settings)
+    if preparation is None or preparation.is_empty:
+        kept = f"keep_recent_tokens={settings.keep_recent_tokens} keeps the whole path" \
+            if preparation is not None else "the path is empty"
+        raise NothingToCompact(f"nothing to compact: {kept}", path=session.file, entry_id=leaf)
+    token = cancel if cancel is not None else CancelToken()
+    previous = [c for c in (entry_from_builtins(dict(e)) for e in reversed(path)
+                            if e.get("type") == "compaction") if isinstance(c, Compaction)]
+    hook = session.events.before("session_before_compact", CompactPreparation(
+        first_kept_entry_id=preparation.first_kept_entry_id,
+        tokens_before=preparation.tokens_before,
+        messages_to_summarize=list(preparation.messages_to_summarize),  # type: ignore[arg-type]
+        turn_prefix_messages=list(preparation.turn_prefix_messages),  # type: ignore[arg-type]
+        is_split_turn=preparation.is_split_turn, previous_summary=preparation.previous_summary,
+        file_details=preparation.file_details, previous_compactions=previous,
+        instructions=instructions, session=session, cancel=token))
+    if token.cancelled or (isinstance(hook, BeforeCompactResult) and hook.cancel):
+        return None
+    from_hook = isinstance(hook, BeforeCompactResult) and hook.summary is not None
+    if from_hook:
+        assert isinstance(hook, BeforeCompactResult)
+        if not (hook.summary or "").strip():
+            raise SummaryFailed("a session_before_compact handler supplied an empty summary")
+        result = CompactionResult(
+            summary=str(hook.summary),
+            first_kept_entry_id=hook.first_kept_entry_id or preparation.first_kept_entry_id,
+            tokens_before=hook.tokens_before if hook.tokens_before is not None
+            else preparation.tokens_before,
+            details=hook.details if hook.details is not None else msgspec.UNSET)
+    else:
+        try:
+            result = generate_compaction(preparation, summarizer, instructions=instructions,
+                                         cancel=token)
+        except SummaryCancelled:
+            return None
+    if token.cancelled:
+        return None
+    if session.leaf_id != leaf:
+        session.branch(leaf) if leaf is not None else session.reset_leaf()
+    entry_id = session.append_compaction(result.summary, result.first_kept_entry_id,
+                                         result.tokens_before, result.details, from_hook=from_hook)
+    entry = session.entry(entry_id)
+    assert isinstance(entry, Compaction)
+    session.events.emit("session_compact", CompactEvent(compaction=entry, from_hook=from_hook,
+                                                        session=session))
+    return entry
