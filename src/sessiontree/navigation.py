@@ -24,8 +24,17 @@ from . import _json
 from .entries import AnyEntry, BranchSummary, FileDetails
 from .errors import EntryNotFound, InvalidEntry, SessionTreeError
 from .events import OperationCancelled, TreeEvent, TreePreparation
-from .messages import AgentMessage, message_from_builtins, message_text
-from .summarize.base import CancelToken, SummaryCancelled, SummaryFailed, SummaryRequest, Summarizer
+from .messages import AgentMessage, UnknownMessage, message_from_builtins, message_text
+from .summarize.base import (
+    BRANCH_SUMMARY_PREAMBLE,
+    AsyncSummarizer,
+    CancelToken,
+    Summarizer,
+    SummaryCancelled,
+    SummaryFailed,
+    SummaryRequest,
+    branch_summary_text,
+)
 
 if TYPE_CHECKING:
     from .events import BeforeTreeResult
@@ -48,10 +57,6 @@ __all__ = [
     "pop",
     "prepare_branch_entries",
 ]
-
-BRANCH_SUMMARY_PREAMBLE = ("The user explored a different conversation branch before returning "
-                           "here.\nSummary of that exploration:\n\n")
-"""What pi puts before a generated branch summary (FORMAT.md section 12)."""
 
 NO_CONTENT_SUMMARY = "No content to summarize"
 """pi's summary when the abandoned entries hold no message to summarize."""
@@ -90,7 +95,7 @@ class PreparedBranch(msgspec.Struct, frozen=True):
     """:func:`prepare_branch_entries`'s answer: the messages to summarize (oldest first), the
     files the abandoned part read and modified, and the estimated tokens of the messages."""
 
-    messages: list[AgentMessage]
+    messages: list[AgentMessage | UnknownMessage]
     file_details: FileDetails
     total_tokens: int
 
@@ -128,7 +133,7 @@ class NavigationResult(msgspec.Struct, frozen=True):
 
 
 def default_summarizer() -> Summarizer:
-    """The offline extractive summarizer (``sessiontree.summarize.offline``)."""
+    """The offline extractive summarizer (:class:`sessiontree.summarize.ExtractiveSummarizer`)."""
     from .summarize.offline import ExtractiveSummarizer
 
     return ExtractiveSummarizer()
@@ -208,8 +213,7 @@ def prepare_branch_entries(entries: Sequence[AnyEntry | dict[str, Any]],
         taken.append(message)
         total += tokens
     taken.reverse()
-    return PreparedBranch([message_from_builtins(m) for m in taken],  # type: ignore[misc]
-                          files.lists(), total)
+    return PreparedBranch([message_from_builtins(m) for m in taken], files.lists(), total)
 
 
 # -- the plan shared by the sync and async operations --------------------------------------------
@@ -287,13 +291,11 @@ class _Plan:
         return self.summarizer if self.summarizer is not None else default_summarizer()
 
     def finish_summary(self, text: object, details: FileDetails) -> tuple[str, Any]:
-        from .compaction import format_file_operations
-
         self.check_cancelled()
         if not isinstance(text, str) or not text.strip():
             raise SummaryFailed("the summarizer returned no summary; nothing was written",
                                 path=self.session.file)
-        summary = BRANCH_SUMMARY_PREAMBLE + text + format_file_operations(details)
+        summary = branch_summary_text(text, details)
         return summary, {"readFiles": list(details.read_files),
                          "modifiedFiles": list(details.modified_files)}
 
@@ -352,6 +354,17 @@ def _move_in_memory(session: Session, leaf: str | None) -> None:
 def _call_summarizer(summarizer: Summarizer, request: SummaryRequest, token: CancelToken) -> str:
     try:
         return summarizer.summarize(request, token)
+    except SessionTreeError:
+        raise
+    except Exception as exc:  # a summarizer bug or a network error: a typed failure
+        raise SummaryFailed(f"{type(summarizer).__name__} failed: {type(exc).__name__}: {exc}; "
+                            "nothing was written") from exc
+
+
+async def _acall_summarizer(summarizer: AsyncSummarizer, request: SummaryRequest,
+                            token: CancelToken) -> str:
+    try:
+        return await summarizer.asummarize(request, token)
     except SessionTreeError:
         raise
     except Exception as exc:  # a summarizer bug or a network error: a typed failure
@@ -480,9 +493,13 @@ async def _arun(plan: _Plan) -> NavigationResult:
             if not req.messages:
                 summary = _no_content(details)
             else:
+                summarizer = plan.summarizer_or_default()
                 try:
-                    text = await asyncio.to_thread(
-                        _call_summarizer, plan.summarizer_or_default(), req, plan.token)
+                    if isinstance(summarizer, AsyncSummarizer):
+                        text = await _acall_summarizer(summarizer, req, plan.token)
+                    else:
+                        text = await asyncio.to_thread(_call_summarizer, summarizer, req,
+                                                       plan.token)
                 except asyncio.CancelledError:
                     plan.token.cancel()
                     raise
