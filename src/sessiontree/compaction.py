@@ -22,6 +22,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 from . import _json
 from .context import convert_to_llm, entry_message
@@ -53,6 +54,7 @@ __all__ = [
     "NothingToCompact",
     "calculate_context_tokens",
     "compact",
+    "context_tokens",
     "estimate_context_tokens",
     "estimate_tokens",
     "find_cut_point",
@@ -745,6 +747,32 @@ def generate_compaction(preparation: CompactionPreparation, summarizer: Summariz
     summary += format_file_operations(details)
     return CompactionResult(summary=summary, first_kept_entry_id=preparation.first_kept_entry_id,
                             tokens_before=preparation.tokens_before, details=details)
+
+
+# -- sessions ------------------------------------------------------------------------------------
+
+
+def context_tokens(session: Session, leaf_id: str | None | UnsetType = UNSET) -> int:
+    """The estimated tokens of a leaf's context (default: the current leaf), as pi's automatic
+    trigger measures them: the last counting assistant usage plus estimates of what follows.
+
+    A usage reported before the path's latest compaction measured the old, longer context; it
+    is not used (pi skips it too), and the estimates of all messages count instead.
+    """
+    target = session.leaf_id if leaf_id is UNSET else leaf_id
+    if target is None:
+        return 0
+    messages = session.build_context(target).to_builtins()["messages"]
+    estimate = estimate_context_tokens(messages)
+    if estimate.last_usage_index is None or not messages or \
+            messages[0].get("role") != "compactionSummary":
+        return estimate.tokens
+    compacted_at = messages[0].get("timestamp")
+    stamp = messages[estimate.last_usage_index].get("timestamp")
+    if isinstance(compacted_at, (int, float)) and isinstance(stamp, (int, float)) \
+            and stamp <= compacted_at:
+        return sum(estimate_tokens(m) for m in messages)
+    return estimate.tokens
 
 
 # -- the one function that writes ---------------------------------------------------------------

@@ -51,6 +51,7 @@ from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
 from .stores.memory import MemoryLog
 
 if TYPE_CHECKING:
+    from .compaction import CompactionPreparation, CompactionSettings
     from .navigation import NavigationResult
     from .summarize.base import CancelToken, Summarizer
 
@@ -758,6 +759,41 @@ class Session:
         messages = await self.events.aemit("context", ContextEvent(
             session=self, leaf_id=target, messages=context.messages))
         return context_with_messages(context, messages)
+
+    # -- compaction (compaction.py) --
+
+    def should_compact(self, context_window: int, settings: CompactionSettings | None = None,
+                       leaf_id: str | None | UnsetType = UNSET) -> bool:
+        """pi's automatic trigger: the context of ``leaf_id`` (default: the leaf) is larger
+        than ``context_window`` minus ``settings.reserve_tokens``; see
+        :func:`sessiontree.compaction.context_tokens`."""
+        from .compaction import DEFAULT_COMPACTION_SETTINGS, context_tokens, should_compact
+
+        return should_compact(context_tokens(self, leaf_id), context_window,
+                              settings or DEFAULT_COMPACTION_SETTINGS)
+
+    def prepare_compaction(self, settings: CompactionSettings | None = None, *,
+                           keep_recent_tokens: int | None = None) -> CompactionPreparation | None:
+        """What compacting the current path would do, without doing it (pi's
+        ``prepareCompaction``); ``None`` when the path is empty or ends in a compaction.
+        See :func:`sessiontree.compaction.prepare_compaction`."""
+        from .compaction import DEFAULT_COMPACTION_SETTINGS, _path_dicts, prepare_compaction
+
+        return prepare_compaction(_path_dicts(self), settings or DEFAULT_COMPACTION_SETTINGS,
+                                  keep_recent_tokens=keep_recent_tokens)
+
+    def compact(self, summarizer: Summarizer | None = None, *,
+                keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
+                settings: CompactionSettings | None = None, instructions: str | None = None,
+                cancel: CancelToken | None = None) -> Compaction | None:
+        """Summarize the history before the cut point and append a compaction at the leaf
+        (offline summarizer by default); ``None`` when a hook or ``cancel`` cancelled it.
+        See :func:`sessiontree.compaction.compact`."""
+        from .compaction import compact
+
+        return compact(self, summarizer, keep_recent_tokens=keep_recent_tokens,
+                       reserve_tokens=reserve_tokens, settings=settings,
+                       instructions=instructions, cancel=cancel)
 
     def __repr__(self) -> str:
         where = self.file or "memory"
