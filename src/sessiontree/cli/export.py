@@ -1,0 +1,109 @@
+"""``sessiontree export``: write a session, one path of it or one subtree, in another form.
+
+Formats are entries of :data:`FORMATS`: a name, a one-line description and a writer. Adding
+one (html, md, json, ...) is one entry here and its writer function; the command, its
+``--format`` choice and its help text pick it up.
+
+``jsonl`` writes a new session file in pi's format (a path with ``--branch``, a subtree with
+``--subtree``) that pi and sessiontree open like any other session.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+import click
+import msgspec
+
+from .. import _json
+from ._app import cli, echo_json, json_option, open_session, reports_errors
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["FORMATS", "ExportFormat", "ExportRequest", "export"]
+
+
+class ExportRequest(msgspec.Struct, frozen=True):
+    """What the command line asked for; a writer uses what applies to its format.
+
+    Attributes:
+        file: the source session file.
+        branch: ``--branch ID``: the path from the root to ID.
+        subtree: ``--subtree ID``: ID and its descendants.
+        output: ``-o OUT`` (``None``: the writer's default, e.g. stdout).
+        ancestors: with ``--subtree``: include the path to ID (``--no-ancestors`` drops it).
+        overwrite: ``--force``: replace an existing output file.
+    """
+
+    file: str
+    branch: str | None = None
+    subtree: str | None = None
+    output: str | None = None
+    ancestors: bool = True
+    overwrite: bool = False
+
+
+Writer = Callable[["Session", ExportRequest], str]
+"""Writes the export and returns where it went (a path, or ``"-"`` for stdout)."""
+
+
+class ExportFormat(msgspec.Struct, frozen=True):
+    description: str
+    writer: Writer
+
+
+def _write_jsonl(session: Session, request: ExportRequest) -> str:
+    if request.branch is None and request.subtree is None:
+        raise click.UsageError("the jsonl format exports one part of a session: give "
+                               "--branch ID or --subtree ID (use 'sessiontree fork FILE' to "
+                               "copy every branch)")
+    if request.output is None:
+        raise click.UsageError("the jsonl format writes a new session file: give -o OUT")
+    if request.branch is not None:
+        return session.export_branch(request.branch, request.output, overwrite=request.overwrite)
+    assert request.subtree is not None
+    return session.export_subtree(request.subtree, request.output, ancestors=request.ancestors,
+                                  overwrite=request.overwrite)
+
+
+FORMATS: dict[str, ExportFormat] = {
+    "jsonl": ExportFormat("a new session file in pi's format (needs --branch or --subtree, -o)",
+                          _write_jsonl),
+}
+"""The export formats by name; the first one is the default."""
+
+
+@cli.command(help=f"""Export FILE, the path to one entry (--branch ID) or the subtree of one
+entry (--subtree ID).
+
+\b
+Formats:
+{chr(10).join(f'  {name:<6} {fmt.description}' for name, fmt in FORMATS.items())}
+""")
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default=next(iter(FORMATS)),
+              show_default=True, help="The output format.")
+@click.option("--branch", metavar="ID", help="Only the path from the root to entry ID.")
+@click.option("--subtree", metavar="ID", help="Only entry ID and everything below it.")
+@click.option("-o", "--output", type=click.Path(), metavar="OUT",
+              help="The file to write (or an existing folder, for a file named as pi names "
+                   "session files).")
+@click.option("--no-ancestors", "ancestors", flag_value=False, default=True,
+              help="With --subtree: leave out the path to ID (ID becomes a root).")
+@click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@json_option
+@reports_errors
+def export(file: str, fmt: str, branch: str | None, subtree: str | None, output: str | None,
+           ancestors: bool, force: bool, as_json: bool) -> None:
+    if branch is not None and subtree is not None:
+        raise click.UsageError("give --branch or --subtree, not both")
+    request = ExportRequest(file=file, branch=branch, subtree=subtree, output=output,
+                            ancestors=ancestors, overwrite=force)
+    with open_session(file) as session:
+        written = FORMATS[fmt].writer(session, request)
+    if as_json:
+        echo_json(_json.dumps({"format": fmt, "file": written}))
+    elif written != "-":
+        click.echo(written)

@@ -1,0 +1,159 @@
+"""Commands that move around a session or copy parts of it: checkout, pop, cherry-pick, fork.
+
+Every command writes only what pi can read (FORMAT.md 17 g, h, i): a checkout marker, a
+branch summary, a copied entry, or a new session file; the file stays loadable by pi.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from .. import _json
+from ._app import cli, echo_json, json_option, open_session, reports_errors
+
+if TYPE_CHECKING:
+    from ..navigation import NavigationResult
+    from ..summarize.base import Summarizer
+
+__all__ = ["checkout", "cherry_pick", "fork", "pop"]
+
+FILE = click.argument("file", type=click.Path(dir_okay=False, exists=True))
+summarizer_option = click.option(
+    "--summarizer", "summarizer_spec", metavar="SPEC", default=None,
+    help="Who writes the summary: 'offline' (default, no model), 'openai:MODEL' or "
+         "'anthropic:MODEL' (keys from the environment).")
+instructions_option = click.option("--instructions", metavar="TEXT",
+                                   help="Extra instructions for the summary.")
+
+
+def _summarizer(spec: str | None) -> Summarizer | None:
+    if not spec:
+        return None
+    from ..summarize import summarizer_from_spec
+
+    return summarizer_from_spec(spec)
+
+
+def _result_json(result: NavigationResult) -> dict[str, Any]:
+    return {
+        "moved": result.moved, "oldLeafId": result.old_leaf_id, "newLeafId": result.new_leaf_id,
+        "leafId": result.leaf_id, "targetId": result.target_id, "editorText": result.editor_text,
+        "summaryId": result.summary_entry.id if result.summary_entry is not None else None,
+        "fromHook": result.from_hook, "summarizedIds": list(result.summarized_ids),
+        "markerId": result.marker_id, "labelId": result.label_id,
+    }
+
+
+def _report(result: NavigationResult, as_json: bool) -> None:
+    if as_json:
+        echo_json(_json.dumps(_result_json(result)))
+        return
+    if not result.moved:
+        click.echo(f"{result.leaf_id} is already the leaf; nothing to do")
+        return
+    where = result.new_leaf_id or "(before the first entry)"
+    click.echo(f"leaf: {where} (was {result.old_leaf_id or 'none'})")
+    if result.summary_entry is not None:
+        click.echo(f"summary {result.summary_entry.id} of {len(result.summarized_ids)} "
+                   f"abandoned entr{'y' if len(result.summarized_ids) == 1 else 'ies'}"
+                   f"{' (from a hook)' if result.from_hook else ''}")
+    elif result.marker_id is not None:
+        click.echo(f"checkout marker {result.marker_id} written (the move survives a reload)")
+    if result.label_id is not None:
+        click.echo(f"label entry {result.label_id} written")
+    if result.editor_text:
+        click.echo("text of the chosen message (to edit and send again):")
+        click.echo(result.editor_text)
+
+
+@cli.command()
+@FILE
+@click.argument("entry_id", metavar="ID")
+@click.option("--summarize", is_flag=True,
+              help="Leave a summary of the abandoned branch at the new position.")
+@click.option("--label", metavar="TEXT",
+              help="Label the summary (with --summarize) or the target entry.")
+@instructions_option
+@summarizer_option
+@json_option
+@reports_errors
+def checkout(file: str, entry_id: str, summarize: bool, label: str | None,
+             instructions: str | None, summarizer_spec: str | None, as_json: bool) -> None:
+    """Move the leaf of FILE to entry ID, as pi's /tree does, and make the move persist.
+
+    A user or custom message as ID moves to its parent and prints its text (to edit and send
+    again); any other entry becomes the leaf. Without --summarize a small checkout marker
+    (or the label entry) keeps the move across reloads, in pi too.
+    """
+    with open_session(file) as session:
+        result = session.navigate_tree(entry_id, summarize=summarize, instructions=instructions,
+                                       label=label, summarizer=_summarizer(summarizer_spec))
+        _report(result, as_json)
+
+
+@cli.command()
+@FILE
+@click.argument("entry_id", metavar="[ID]", required=False)
+@instructions_option
+@summarizer_option
+@json_option
+@reports_errors
+def pop(file: str, entry_id: str | None, instructions: str | None, summarizer_spec: str | None,
+        as_json: bool) -> None:
+    """Go back to before the last user message (or to entry ID, earlier on the current path)
+    and leave a summary of what was popped; the conversation continues from the summary."""
+    with open_session(file) as session:
+        result = session.pop(entry_id, summarizer=_summarizer(summarizer_spec),
+                             instructions=instructions)
+        _report(result, as_json)
+
+
+@cli.command("cherry-pick")
+@FILE
+@click.argument("entry_id", metavar="ID")
+@json_option
+@reports_errors
+def cherry_pick(file: str, entry_id: str, as_json: bool) -> None:
+    """Copy entry ID's message onto the leaf of FILE (from any branch)."""
+    with open_session(file) as session:
+        new_id = session.cherry_pick(entry_id)
+        if as_json:
+            echo_json(_json.dumps({"id": new_id, "sourceId": entry_id, "parentId":
+                                   session.entry(new_id).parent_id}))
+        else:
+            click.echo(f"{entry_id} copied as {new_id} (the new leaf)")
+
+
+@cli.command()
+@FILE
+@click.argument("entry_id", metavar="[ID]", required=False)
+@click.option("-o", "--output", type=click.Path(), metavar="OUT",
+              help="The new file, or a folder for it (default: beside FILE, named as pi names "
+                   "session files).")
+@click.option("--cwd", metavar="DIR", help="The working directory of the new session "
+              "(default: FILE's).")
+@json_option
+@reports_errors
+def fork(file: str, entry_id: str | None, output: str | None, cwd: str | None,
+         as_json: bool) -> None:
+    """Start a new session from FILE: the path from the root to entry ID (pi's /fork), or every
+    branch when ID is not given (pi's --fork). FILE is not changed."""
+    from ..fork import create_branched_session, fork_from
+
+    with open_session(file) as session:
+        if entry_id is None:
+            new = fork_from(session, cwd=cwd, path=output)
+        else:
+            new = create_branched_session(session, entry_id, path=output, cwd=cwd,
+                                          in_memory=False)
+        with new:
+            if as_json:
+                parent = new.header.parent_session
+                echo_json(_json.dumps({"file": new.file, "id": new.id, "leafId": new.leaf_id,
+                                       "entries": len(new),
+                                       "parentSession": parent if isinstance(parent, str)
+                                       else None}))
+            else:
+                click.echo(new.file)
