@@ -1,7 +1,111 @@
-"""The operation tree: what an agent run did (runs, turns, operations), its totals and views."""
+"""The operation tree: what an agent run did (runs, turns, operations), its totals and views.
+
+Two modes share one vocabulary (REFERENCE.md 14.2):
+
+* default: :class:`OpTreeBuilder` over typed structs, totals per run and rolled up over
+  sub-agents, kept incrementally in O(depth), exact ``Decimal`` costs, events persisted in the
+  session file (:class:`SessionSink`, :func:`optree_from_session`);
+* compat: :class:`CompatTreeBuilder`, the reference ``SessionTreeBuilder`` byte for byte.
+"""
 
 from __future__ import annotations
 
+from ._apply import LoadProblem, merge_patch
+from ._totals import recompute
+from .builder import Listener, OpTreeBuilder, create_builder
 from .compat import CompatTreeBuilder, compat_totals, render_reference_ascii
+from .errors import (
+    CycleError,
+    InvalidOpTree,
+    OpEnded,
+    OpNotFound,
+    OpTreeError,
+    RunEnded,
+    RunNotFound,
+    TurnNotFound,
+)
+from .events import EVENT_PREFIX, OpEvent
+from .model import (
+    Accounting,
+    Blob,
+    Log,
+    Op,
+    OpTree,
+    ParentRef,
+    Payload,
+    Reasoning,
+    ReasoningChunk,
+    Run,
+    Totals,
+    Turn,
+    Usage,
+)
+from .pricing import (
+    NO_PRICES,
+    GenaiPricesTable,
+    JsonPriceTable,
+    PriceTable,
+    Prices,
+    builtin_prices,
+    cost_of,
+    price_accounting,
+)
+from .render import (
+    Flattened,
+    flatten,
+    optree_to_builtins,
+    render_ascii,
+    run_to_builtins,
+    to_reference_node,
+    totals_table,
+)
 
-__all__ = ["CompatTreeBuilder", "compat_totals", "render_reference_ascii"]
+__all__ = [
+    "EVENT_PREFIX",
+    "NO_PRICES",
+    "Accounting",
+    "Blob",
+    "CompatTreeBuilder",
+    "CycleError",
+    "Flattened",
+    "GenaiPricesTable",
+    "InvalidOpTree",
+    "JsonPriceTable",
+    "Listener",
+    "LoadProblem",
+    "Log",
+    "Op",
+    "OpEnded",
+    "OpEvent",
+    "OpNotFound",
+    "OpTree",
+    "OpTreeBuilder",
+    "OpTreeError",
+    "ParentRef",
+    "Payload",
+    "PriceTable",
+    "Prices",
+    "Reasoning",
+    "ReasoningChunk",
+    "Run",
+    "RunEnded",
+    "RunNotFound",
+    "Totals",
+    "Turn",
+    "TurnNotFound",
+    "Usage",
+    "builtin_prices",
+    "compat_totals",
+    "cost_of",
+    "create_builder",
+    "flatten",
+    "merge_patch",
+    "optree_to_builtins",
+    "price_accounting",
+    "recompute",
+    "render_ascii",
+    "render_reference_ascii",
+    "run_to_builtins",
+    "to_reference_node",
+    "totals_table",
+]

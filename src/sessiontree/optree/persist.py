@@ -1,0 +1,238 @@
+"""The operation tree inside the session file: events as pi ``custom`` entries, and the fold.
+
+Each change is one ``custom`` entry whose ``customType`` starts with ``sessiontree.op``
+(REFERENCE.md 14.4). pi ignores ``custom`` entries when it builds the model context and keeps
+them in its tree, so a file with an operation tree opens in pi with the same context.
+
+Invariants:
+* Entries are appended at the leaf like any other entry; an entry is a few hundred bytes
+  (payloads aside), so a killed run leaves every event up to its last complete line.
+* Folding the events in file order (independent of the leaf) rebuilds the tree; an event that
+  cannot be applied is reported in ``OpTree.problems`` with its entry id, never dropped
+  silently, and the fold goes on.
+* A run without a ``run.end`` event is marked ``unfinished`` on load, with every turn and op
+  that never ended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from .. import _json
+from ..errors import SessionTreeError
+from . import events as ev
+from ._apply import LoadProblem, apply_event, mark_unfinished
+from .events import EVENT_PREFIX, OpEvent
+from .model import OpTree
+
+__all__ = [
+    "SessionSink",
+    "blob_dir",
+    "fold_events",
+    "load_blob",
+    "load_optree",
+    "optree_from_session",
+]
+
+
+def _is_optree_type(custom_type: object) -> bool:
+    return isinstance(custom_type, str) and (
+        custom_type == EVENT_PREFIX or custom_type.startswith(EVENT_PREFIX + "."))
+
+
+def blob_dir(session_file: str | os.PathLike[str]) -> Path:
+    """Where large payloads of a session file are stored: ``<file without .jsonl>.blobs/``."""
+    path = Path(session_file)
+    return path.with_name(path.stem + ".blobs")
+
+
+def load_blob(session_file: str | os.PathLike[str], sha256: str) -> Any:
+    """The payload stored beside a session file under this hash.
+
+    Raises:
+        FileNotFoundError: no such blob. ValueError: the content does not match the hash.
+    """
+    data = (blob_dir(session_file) / f"{sha256}.json").read_bytes()
+    if hashlib.sha256(data).hexdigest() != sha256:
+        raise ValueError(f"blob {sha256} does not match its hash")
+    return _json.loads(data)
+
+
+class SessionSink:
+    """A listener that writes each event into a session as a ``custom`` entry.
+
+    Args:
+        session: a :class:`sessiontree.Session` (anything with ``append_custom``).
+        batch: when above 1, logs and reasoning chunks are grouped into one
+            ``sessiontree.op.batch`` entry of up to this many events, written before the next
+            other event (so at the latest when their op ends). A killed run loses the
+            unwritten part of a batch; the default (0) writes every event at once.
+        blob_threshold: payloads whose JSON is larger than this many bytes are written to
+            ``<session>.blobs/<sha256>.json`` beside the session file, the entry keeping the
+            hash, the size and a 200-character preview (sessions without a file keep them
+            inline). ``None`` keeps every payload inline.
+    """
+
+    _BATCHABLE = frozenset({ev.LOG, ev.REASONING})
+
+    def __init__(self, session: Any, *, batch: int = 0, blob_threshold: int | None = None) -> None:
+        self.session = session
+        self.batch = batch
+        self.blob_threshold = blob_threshold
+        self._pending: list[OpEvent] = []
+        self.entry_ids: list[str] = []
+
+    def __call__(self, event: OpEvent) -> None:
+        """Write (or buffer) one event."""
+        if self.batch > 1 and event.custom_type in self._BATCHABLE:
+            self._pending.append(event)
+            if len(self._pending) >= self.batch:
+                self.flush()
+            return
+        self.flush()
+        data = event.data
+        if event.custom_type in (ev.REQUEST, ev.RESPONSE):
+            data = self._maybe_blob(data)
+        self.entry_ids.append(self.session.append_custom(event.custom_type, data))
+
+    def flush(self) -> None:
+        """Write the buffered events (one ``batch`` entry)."""
+        if not self._pending:
+            return
+        pending, self._pending = self._pending, []
+        if len(pending) == 1:
+            self.entry_ids.append(self.session.append_custom(pending[0].custom_type,
+                                                             pending[0].data))
+            return
+        data = {"v": ev.SCHEMA_VERSION, "run": pending[0].data.get("run"),
+                "events": [{"customType": e.custom_type, "data": e.data} for e in pending]}
+        self.entry_ids.append(self.session.append_custom(ev.BATCH, data))
+
+    close = flush
+
+    def _maybe_blob(self, data: dict[str, Any]) -> dict[str, Any]:
+        file = getattr(self.session, "file", None)
+        if self.blob_threshold is None or file is None or "payload" not in data:
+            return data
+        body = _json.dumps(data["payload"])
+        if len(body) <= self.blob_threshold:
+            return data
+        digest = hashlib.sha256(body).hexdigest()
+        folder = blob_dir(file)
+        folder.mkdir(exist_ok=True)
+        target = folder / f"{digest}.json"
+        if not target.exists():
+            tmp = folder / f".{digest}.{os.getpid()}.tmp"
+            tmp.write_bytes(body)
+            os.replace(tmp, target)
+        payload = data["payload"]
+        text = payload if isinstance(payload, str) else body.decode("utf-8", "surrogatepass")
+        out = {k: v for k, v in data.items() if k != "payload"}
+        out["blob"] = {"sha256": digest, "size": len(body)}
+        out["preview"] = text[:200]
+        return out
+
+
+def fold_events(events: Iterable[OpEvent | tuple[str, Mapping[str, Any]]
+                                  | tuple[str, Mapping[str, Any], str | None]], *,
+                tree: OpTree | None = None, mark_open: bool = True) -> OpTree:
+    """Rebuild an operation tree from its events, in order.
+
+    Args:
+        events: :class:`OpEvent` values or ``(custom_type, data[, entry_id])`` tuples.
+        tree: fold into this tree (default: a new one).
+        mark_open: mark runs, turns and ops that never ended as ``unfinished``.
+
+    Returns:
+        The tree; ``tree.problems`` lists the events that could not be applied and the
+        ``run.end`` totals that differ from the fold.
+    """
+    tree = tree if tree is not None else OpTree()
+    for index, item in enumerate(events):
+        if isinstance(item, OpEvent):
+            custom_type, data, entry_id = item.custom_type, item.data, None
+        else:
+            custom_type, data = item[0], item[1]
+            entry_id = item[2] if len(item) > 2 else None  # type: ignore[misc]
+        try:
+            notes = apply_event(tree, custom_type, data)
+        except SessionTreeError as exc:
+            reason = exc.reason
+        except KeyError as exc:
+            reason = f"missing key {exc.args[0]!r}" if exc.args else "missing key"
+        except (msgspec.ValidationError, TypeError, ValueError) as exc:
+            reason = str(exc)
+        else:
+            tree.problems.extend(
+                LoadProblem(index=index, entry_id=entry_id, custom_type=custom_type,
+                            reason=note) for note in notes)
+            continue
+        tree.problems.append(LoadProblem(index=index, entry_id=entry_id,
+                                     custom_type=str(custom_type), reason=str(reason)))
+    if mark_open:
+        mark_unfinished(tree)
+    return tree
+
+
+def optree_from_session(session: Any, *, resolve_files: bool = True,
+                        mark_open: bool = True) -> OpTree:
+    """The operation tree recorded in a session (every ``sessiontree.op*`` custom entry, in
+    file order, whatever the leaf).
+
+    Args:
+        session: a :class:`sessiontree.Session`.
+        resolve_files: load child runs that live in other session files (named relative to
+            this file by ``op.child`` events) into the same tree.
+        mark_open: mark what never ended as ``unfinished`` (a killed run's open ops).
+    """
+    tree = OpTree()
+    fold_events(_session_events(session), tree=tree, mark_open=False)
+    file = getattr(session, "file", None)
+    if resolve_files and file is not None:
+        seen = {os.path.realpath(file)}
+        while True:
+            pending = [op for op in tree.ops.values()
+                       if op.child_file and op.child not in tree.runs
+                       and os.path.realpath(Path(file).parent / op.child_file) not in seen]
+            if not pending:
+                break
+            for op in pending:
+                assert op.child_file is not None
+                other = Path(file).parent / op.child_file
+                seen.add(os.path.realpath(other))
+                if not other.is_file():
+                    tree.problems.append(LoadProblem(
+                        index=-1, custom_type=ev.CHILD,
+                        reason=f"child run {op.child!r} of op {op.op_id!r} names missing file "
+                               f"{op.child_file!r}"))
+                    continue
+                from ..session import Session
+
+                with Session.open(other) as child_session:
+                    fold_events(_session_events(child_session), tree=tree, mark_open=False)
+    if mark_open:
+        mark_unfinished(tree)
+    return tree
+
+
+def _session_events(session: Any) -> Iterable[tuple[str, Any, str | None]]:
+    finder = getattr(session, "custom_entries", None)
+    entries = finder(EVENT_PREFIX) if finder is not None else session.entries()
+    for entry in entries:
+        custom_type = getattr(entry, "custom_type", None)
+        if _is_optree_type(custom_type):
+            yield custom_type, entry.data, getattr(entry, "id", None)
+
+
+def load_optree(path: str | os.PathLike[str], *, resolve_files: bool = True) -> OpTree:
+    """Open a session file and return its operation tree (see :func:`optree_from_session`)."""
+    from ..session import Session
+
+    with Session.open(path) as session:
+        return optree_from_session(session, resolve_files=resolve_files)
