@@ -10,17 +10,17 @@ Every :class:`~sessiontree.Session` has one bus, ``session.events``. Subscribe w
 
     off = session.events.on("session_before_tree", keep_quiet)
 
-Events (name -> payload -> what a handler may return):
+Events (name: payload -> what a handler may return):
 
-=========================  =======================  ===========================================
-``session_before_tree``    :class:`TreePreparation`  :class:`BeforeTreeResult` (cancel, supply summary)
-``session_tree``           :class:`TreeEvent`        nothing
-``session_before_branch``  :class:`BranchPreparation` :class:`BeforeBranchResult` (cancel)
-``session_branch``         :class:`BranchEvent`      nothing
-``session_before_compact`` :class:`CompactPreparation` :class:`BeforeCompactResult` (cancel, supply)
-``session_compact``        :class:`CompactEvent`     nothing
-``context``                :class:`ContextEvent`     :class:`ContextResult` or a message list
-=========================  =======================  ===========================================
+* ``session_before_tree``: :class:`TreePreparation` -> :class:`BeforeTreeResult` (cancel, or
+  supply the summary, instructions, a label)
+* ``session_tree``: :class:`TreeEvent` -> nothing
+* ``session_before_branch``: :class:`BranchPreparation` -> :class:`BeforeBranchResult` (cancel)
+* ``session_branch``: :class:`BranchEvent` -> nothing
+* ``session_before_compact``: :class:`CompactPreparation` -> :class:`BeforeCompactResult`
+  (cancel, or supply the compaction)
+* ``session_compact``: :class:`CompactEvent` -> nothing
+* ``context``: :class:`ContextEvent` -> :class:`ContextResult`, a message list, or ``None``
 
 Rules:
 
@@ -116,8 +116,10 @@ class HookFailed(SessionTreeError):
     def __init__(self, event: str, handler: str, error: BaseException) -> None:
         self.event = event
         self.handler = handler
+        outcome = ("the operation had already been written and stands" if event in AFTER_EVENTS
+                   else "the operation was cancelled and nothing was written")
         super().__init__(f"{event} handler {handler} raised {type(error).__name__}: {error}; "
-                         "the operation was cancelled and nothing was written")
+                         f"{outcome}")
 
 
 class OperationCancelled(SessionTreeError):
@@ -615,9 +617,7 @@ class EventBus:
         if self.on_error is not None:
             self.on_error(error)
         else:
-            warnings.warn(HookWarning(str(error).replace(
-                "the operation was cancelled and nothing was written",
-                "the operation had already been written")), stacklevel=4)
+            warnings.warn(HookWarning(str(error)), stacklevel=4)
         return None
 
     def __repr__(self) -> str:
