@@ -399,11 +399,11 @@ def export_otel(tree: OpTree, *, exporter: SpanExporter | None = None,
         tracer = provider.get_tracer("sessiontree.optree")
     else:
         saved: IdGenerator = provider.id_generator
-        provider.id_generator = ids
+        provider.id_generator = ids  # type: ignore[assignment]  # the SDK types it narrowly
         try:
             tracer = provider.get_tracer("sessiontree.optree")
         finally:
-            provider.id_generator = saved
+            provider.id_generator = saved  # type: ignore[assignment]
     roots = [run] if run is not None else tree.roots()
     total = 0
     for root in roots:
