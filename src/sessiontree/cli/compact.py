@@ -1,0 +1,85 @@
+"""The ``compact`` command: summarize a session's history before the cut point into one
+``compaction`` entry, exactly as pi lays it out (FORMAT.md section 14).
+
+The file gains one line and stays loadable by pi; when there is nothing to compact, or the
+summarizer fails, nothing is written.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from .. import _json
+from ._app import cli, echo_json, json_option, open_session, reports_errors
+
+__all__ = ["compact"]
+
+
+def _preparation_json(prep: Any) -> dict[str, Any]:
+    return {
+        "firstKeptEntryId": prep.first_kept_entry_id,
+        "tokensBefore": prep.tokens_before,
+        "isSplitTurn": prep.is_split_turn,
+        "messagesToSummarize": len(prep.messages_to_summarize),
+        "turnPrefixMessages": len(prep.turn_prefix_messages),
+        "previousSummary": prep.previous_summary is not None,
+        "readFiles": prep.file_details.read_files,
+        "modifiedFiles": prep.file_details.modified_files,
+    }
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--keep-recent-tokens", type=click.IntRange(min=0), default=20000, show_default=True,
+              metavar="N", help="About how many tokens of the newest messages to keep verbatim.")
+@click.option("--reserve-tokens", type=click.IntRange(min=1), default=16384, show_default=True,
+              metavar="N", help="pi's reserve; the summary's budget is 0.8 × N tokens.")
+@click.option("--summarizer", "--model", "summarizer_spec", metavar="SPEC", default=None,
+              envvar="SESSIONTREE_SUMMARIZER",
+              help="Who writes the summary: 'offline' (default, no model), 'openai:MODEL' or "
+                   "'anthropic:MODEL' (key and base URL from OPENAI_API_KEY/OPENAI_BASE_URL or "
+                   "ANTHROPIC_API_KEY/ANTHROPIC_BASE_URL).")
+@click.option("--instructions", metavar="TEXT", help="Extra focus for the summary.")
+@click.option("--dry-run", is_flag=True, help="Show what would be compacted; write nothing.")
+@json_option
+@reports_errors
+def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_spec: str | None,
+            instructions: str | None, dry_run: bool, as_json: bool) -> None:
+    """Compact the session at its leaf: summarize the history before the cut point into one
+    compaction entry (pi's format; the file stays loadable by pi).
+
+    Nothing is written when there is nothing to compact or the summarizer fails.
+    """
+    from ..compaction import CompactionSettings
+    from ..summarize import summarizer_from_spec
+
+    settings = CompactionSettings(keep_recent_tokens=keep_recent_tokens,
+                                  reserve_tokens=reserve_tokens)
+    with open_session(file) as session:
+        if dry_run:
+            prep = session.prepare_compaction(settings)
+            if prep is None or prep.is_empty:
+                why = ("the path is empty or already ends in a compaction" if prep is None else
+                       f"--keep-recent-tokens {keep_recent_tokens} keeps the whole path")
+                raise click.ClickException(f"{file}: nothing to compact ({why})")
+            if as_json:
+                echo_json(_json.dumps(_preparation_json(prep)))
+                return
+            click.echo(f"would summarize {len(prep.messages_to_summarize)} messages"
+                       + (f" and a turn prefix of {len(prep.turn_prefix_messages)}"
+                          if prep.is_split_turn else "")
+                       + f"; keep from {prep.first_kept_entry_id}; ~{prep.tokens_before} tokens "
+                       "before")
+            return
+        summarizer = summarizer_from_spec(summarizer_spec)
+        entry = session.compact(summarizer, settings=settings, instructions=instructions)
+        if entry is None:
+            raise click.ClickException(f"{file}: the compaction was cancelled; nothing was written")
+        if as_json:
+            echo_json(session.raw_line(entry.id))
+            return
+        click.echo(f"{file}: compaction {entry.id} written at the leaf; the context now starts "
+                   f"with its summary, then keeps from {entry.first_kept_entry_id} "
+                   f"(~{entry.tokens_before} tokens before)")
