@@ -32,7 +32,7 @@ from .base import CancelToken, SummaryRequest
 
 __all__ = ["ExtractiveSummarizer"]
 
-_SENTENCE_END = re.compile(r"(?<=[.!?:])\s+|\n+")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _CODE_BLOCK = re.compile(r"```.*?(?:```|\Z)", re.S)
 _TAGS = re.compile(r"<(read-files|modified-files)>.*?</\1>", re.S)
 _CONSTRAINT = re.compile(
@@ -45,6 +45,10 @@ _DONE = re.compile(
     r"\b(done|fixed|added|implemented|created|updated|wrote|written|removed|renamed|refactored|"
     r"passe[sd]|passing|works|working now|finished|completed|merged|resolved)\b", re.I)
 _WORD = re.compile(r"[a-z0-9_./-]{4,}")
+_FILLER = re.compile(r"^(great|thanks|thank you|ok|okay|perfect|nice|cool|good|sure|yes|alright|"
+                     r"awesome|right|hmm|well)\b[\s,.!]*$", re.I)
+_CONNECTOR = re.compile(r"^(i'll|i will|i'm going to|so\b|instead\b|therefore|hence|that's why|"
+                        r"this is why|to fix (it|this)|the fix)", re.I)
 _PREAMBLE = "The user explored a different conversation branch before returning here."
 
 Keep = Literal["head", "tail", "ends"]
@@ -158,13 +162,13 @@ class _Digest:
         elif role == "toolResult":
             text = _content_text(m.get("content")).strip()
             name = str(m.get("toolName") or "tool")
+            first = text.splitlines()[0] if text else ""
+            action = self.last_action or name
             if m.get("isError"):
-                first = text.splitlines()[0] if text else "failed"
-                self.errors.append((self.turn, f"{name}: {first}"))
-                self.last_action = f"{name} failed: {first}"
-            elif text:
-                first = text.splitlines()[0]
-                self.last_action = f"{name} returned: {first}"
+                self.errors.append((self.turn, f"{name}: {first or 'failed'}"))
+                self.last_action = f"{action} (failed: {first or 'no output'})"
+            elif first:
+                self.last_action = f"{action} (returned: {first})"
         elif role == "bashExecution":
             command = str(m.get("command", ""))
             code = m.get("exitCode")
@@ -195,7 +199,7 @@ class _Digest:
         self.last_request = text
         self.last_request_turn = self.turn
         sentences = _sentences(text)
-        self.constraints += [s for s in sentences if _CONSTRAINT.search(s)]
+        self.constraints += [s for s in sentences if _CONSTRAINT.search(s) and not s.endswith("?")]
         self.open_user_questions = [s for s in sentences if s.endswith("?")]
         self.assistant_questions = []
         self.last_reply = ""
@@ -218,8 +222,14 @@ class _Digest:
         if not text:
             return
         sentences = _sentences(text)
-        self.decisions += [s for s in sentences if _DECISION.search(s)]
-        reported = [s for s in sentences if _DONE.search(s)]
+        decisions = []
+        for index, sentence in enumerate(sentences):
+            if _DECISION.search(sentence):
+                if index and _CONNECTOR.match(sentence):  # "I'll do X instead" needs its reason
+                    sentence = f"{sentences[index - 1]} {sentence}"
+                decisions.append(sentence)
+        self.decisions += decisions
+        reported = [s for s in sentences if _DONE.search(s) and not _DECISION.search(s)]
         if reported:
             self.reports += reported[:2]
         elif stop == "stop" and sentences:
@@ -338,6 +348,7 @@ def _render(sections: Sequence[_Section], per_section: int, per_item: int) -> st
     return "\n\n".join(blocks).replace("\n\n### ", "\n### ")
 
 
+_ESSENTIAL = frozenset({"## Goal", "## Last State", "## Original Request", "## Context for Suffix"})
 _LEVELS = ((10, 360), (8, 280), (6, 220), (5, 180), (4, 150), (3, 120), (2, 100), (2, 80),
            (1, 70), (1, 50), (1, 36))
 
@@ -454,7 +465,7 @@ class ExtractiveSummarizer:
         sections += [
             _Section("## Original Request", d.requests[:1] or d.notes[:1],
                      empty="(the turn began before this part)"),
-            _Section("## Early Progress", _unique(d.reports) + _unique(d.decisions), keep="tail",
+            _Section("## Early Progress", _unique(d.reports + d.decisions), keep="tail",
                      empty="(nothing done yet)", pinned=self._activity(d, modified)),
             _Section("## Context for Suffix", context, keep="tail", empty="(none)"),
         ]
@@ -471,15 +482,17 @@ class ExtractiveSummarizer:
             text = _render(sections, per_section, per_item)
             if _js_len(text) <= budget:
                 return text
-        essential = [s for s in sections if s.heading in ("## Goal", "## Last State")]
+        essential = [s for s in sections if s.heading in _ESSENTIAL] or sections[:1]
         text = _render(essential, 1, 60)
         if _js_len(text) <= budget:
             return text
-        return _cut(text, budget) or text[:1]
+        return _cut(text, budget) or "…"
 
 
 def _first_sentences(text: str, limit: int = 2) -> str:
     sentences = _sentences(text)
+    while len(sentences) > 1 and _FILLER.match(sentences[0]):
+        sentences = sentences[1:]
     if not sentences:
         return _flat(_prose(text)) or _flat(text)
     return " ".join(sentences[:limit])
