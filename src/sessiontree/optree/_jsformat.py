@@ -102,7 +102,7 @@ def _to_number(value: object) -> float | int:
             return 0
         for parse in (lambda t: int(t, 10), lambda t: int(t, 0), float):
             try:
-                return parse(text)  # type: ignore[no-any-return]
+                return parse(text)
             except ValueError:
                 continue
         return math.nan
@@ -170,10 +170,10 @@ def iso(ms: object) -> str:
     """
     if not is_number(ms):
         return ""
-    value = float(ms) if isinstance(ms, float) else ms
-    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+    assert isinstance(ms, (int, float))
+    if isinstance(ms, float) and (math.isnan(ms) or math.isinf(ms)):
         raise ValueError("Invalid time value")
-    whole = int(value)  # truncation toward zero
+    whole = int(ms)  # truncation toward zero
     if abs(whole) > _MAX_TIME:
         raise ValueError("Invalid time value")
     moment = _EPOCH + _dt.timedelta(milliseconds=whole)

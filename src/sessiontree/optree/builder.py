@@ -485,6 +485,7 @@ class OpTreeBuilder:
             builder = None
             child_tree, child_id = self.tree, child.run_id if isinstance(child, Run) else child
         tree = self.tree
+        A._live_op(tree, op_id)  # raises RunEnded before anything changes
         if child_tree is not tree:
             if op.kind != "session":
                 raise InvalidOpTree(f"a child run links only to an op of kind 'session'; op "

@@ -132,8 +132,8 @@ class Usage(msgspec.Struct, frozen=True, kw_only=True, rename="camel", omit_defa
         return self.input_total + self.output
 
     @classmethod
-    def of(cls, *, input: int = 0, output: int = 0, cache_read: int = 0, cache_write: int = 0,
-           reasoning: int = 0, convention: str = "exclusive",
+    def of(cls, *, input: int | None = 0, output: int | None = 0, cache_read: int | None = 0,
+           cache_write: int | None = 0, reasoning: int | None = 0, convention: str = "exclusive",
            raw: Mapping[str, Any] | None = None) -> Usage:
         """Normalise counts reported under ``convention`` into exclusive buckets.
 

@@ -155,11 +155,14 @@ def fold_events(events: Iterable[OpEvent | tuple[str, Mapping[str, Any]]
     """
     tree = tree if tree is not None else OpTree()
     for index, item in enumerate(events):
+        data: Mapping[str, Any]
+        entry_id: str | None = None
         if isinstance(item, OpEvent):
-            custom_type, data, entry_id = item.custom_type, item.data, None
+            custom_type, data = item.custom_type, item.data
         else:
             custom_type, data = item[0], item[1]
-            entry_id = item[2] if len(item) > 2 else None  # type: ignore[misc]
+            if len(item) > 2:
+                entry_id = item[2]
         try:
             notes = apply_event(tree, custom_type, data)
         except SessionTreeError as exc:
@@ -226,7 +229,7 @@ def _session_events(session: Any) -> Iterable[tuple[str, Any, str | None]]:
     entries = finder(EVENT_PREFIX) if finder is not None else session.entries()
     for entry in entries:
         custom_type = getattr(entry, "custom_type", None)
-        if _is_optree_type(custom_type):
+        if isinstance(custom_type, str) and _is_optree_type(custom_type):
             yield custom_type, entry.data, getattr(entry, "id", None)
 
 

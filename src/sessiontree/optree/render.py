@@ -358,10 +358,11 @@ def to_reference_node(tree: OpTree, run: Run) -> dict[str, Any]:
         if current.latest_status is not None:
             out["latestStatus"] = current.latest_status
         out["totals"] = compat_totals(out)
-        for key, value in (("endedAt", current.ended_at), ("success", current.success),
-                           ("error", current.error)):
-            if value is not None:
-                out[key] = value
+        ends: tuple[tuple[str, object], ...] = (
+            ("endedAt", current.ended_at), ("success", current.success), ("error", current.error))
+        for key, end_value in ends:
+            if end_value is not None:
+                out[key] = end_value
         return out
 
     def turn_node(turn: Turn) -> dict[str, Any]:
