@@ -1,0 +1,353 @@
+"""The operation tree in the session file: written as ``custom`` entries, rebuilt on load,
+a killed run leaves a valid partial tree, problems are reported, pi sees the same context."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiontree import AssistantMessage, LoadWarning, Session, TextContent, UserMessage
+from sessiontree.optree import (
+    NO_PRICES,
+    OpTree,
+    OpTreeBuilder,
+    Usage,
+    optree_to_builtins,
+    render_ascii,
+    run_to_builtins,
+)
+from sessiontree.optree.persist import (
+    SessionSink,
+    blob_dir,
+    fold_events,
+    load_blob,
+    load_optree,
+    optree_from_session,
+)
+
+from .conftest import Clock, Ids
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def same_tree(loaded: OpTree, live: OpTree) -> None:
+    assert set(loaded.runs) == set(live.runs)
+    for run_id, run in loaded.runs.items():
+        assert run_to_builtins(loaded, run) == run_to_builtins(live, live.runs[run_id])
+
+
+def full_run(session: Session, clock: Clock, ids: Ids, **sink: Any) -> OpTreeBuilder:
+    """A run with every kind of event: prompts, payloads, logs, reasoning, accounting, a spawned
+    sub-agent, an independently built sub-agent attached later, a failure, the end."""
+    target: Any = SessionSink(session, **sink) if sink else session
+    root = OpTreeBuilder({"agentId": "root", "traceId": "T", "callPath": "root"}, clock=clock,
+                         ids=ids, sink=target)
+    root.set_session_title("Fix the tests")
+    session.append_message(UserMessage(content="fix the tests", timestamp=clock.now))
+    t0 = root.begin_turn(0, {"system": True, "label": "init"})
+    init = root.begin_op(t0, "system", {"label": "init"})
+    root.append_log(init, {"timestamp": clock.now, "severity": "VRB", "message": "ready",
+                           "remoteIdentifier": "agent:init", "fatal": False})
+    root.end_op(init)
+    t1 = root.begin_turn(1, {"prompts": {"system": "You are helpful.", "user": "fix the tests"}})
+    llm = root.begin_op(t1, "llm", {"provider": "anthropic", "model": "claude-sonnet-4"})
+    root.set_request(llm, {"kind": "llm", "payload": {"messages": [{"role": "user",
+                                                                    "content": "fix"}]},
+                           "size": 42})
+    clock.advance(120)
+    root.append_reasoning_chunk(llm, "Let me look")
+    root.append_reasoning_chunk(llm, " at the tests.")
+    root.set_reasoning_final(llm, "Look at the tests.")
+    root.set_response(llm, {"payload": {"content": "running"}, "size": 7})
+    root.set_response(llm, {"payload": {"stop": "tool_use"}, "truncated": False})
+    root.account_llm(llm, Usage.from_anthropic({"input_tokens": 1000, "output_tokens": 200,
+                                                "cache_read_input_tokens": 300,
+                                                "cache_creation_input_tokens": 50}),
+                     stop_reason="tool_use", latency_ms=120)
+    root.end_op(llm, "ok", {"latency": 120})
+    session.append_message(AssistantMessage(content=[TextContent(text="running")],
+                                            provider="anthropic", model="claude-sonnet-4",
+                                            timestamp=clock.now))
+    tool = root.begin_op(t1, "tool", {"name": "bash", "provider": "mcp"})
+    root.append_accounting(tool, {"type": "tool", "timestamp": clock.now, "mcpServer": "sh",
+                                  "command": "pytest", "charactersIn": 6, "charactersOut": 9})
+    clock.advance(30)
+    root.end_op(tool, "failed", {"error": "exit 1"})
+    sub = root.begin_op(t1, "session", {"name": "agent__fixer"})
+    child = root.spawn_child(sub, {"agentId": "fixer", "callPath": "root:fixer"})
+    ct = child.begin_turn()
+    cl = child.begin_op(ct, "llm", {"provider": "openai", "model": "gpt-4o"})
+    child.account_llm(cl, Usage.from_openai({"prompt_tokens": 500, "completion_tokens": 20,
+                                             "prompt_tokens_details": {"cached_tokens": 100}}))
+    child.end_op(cl)
+    child.end_turn(ct)
+    child.end_session(True)
+    root.end_op(sub)
+    sub2 = root.begin_op(t1, "session", {"name": "agent__reviewer"})
+    reviewer = OpTreeBuilder({"agentId": "reviewer"}, clock=clock, ids=ids, sink=target)
+    rop = reviewer.begin_op(reviewer.begin_turn(), "tool", {"name": "read"})
+    reviewer.append_log(rop, {"timestamp": clock.now, "message": "reading"})
+    root.attach_child_session(sub2, reviewer)
+    reviewer.end_op(rop)
+    reviewer.end_session(True)
+    root.end_op(sub2)
+    root.end_turn(t1)
+    root.end_turn(t0)
+    root.end_session(True)
+    if isinstance(target, SessionSink):
+        target.flush()
+    return root
+
+
+def test_session_round_trip_rebuilds_the_tree(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    session = Session.create(tmp_path)
+    root = full_run(session, clock, ids)
+    session.close()
+    with Session.open(session.file or "") as reopened:
+        loaded = optree_from_session(reopened, mark_open=False)
+        customs = [e.custom_type for e in reopened.custom_entries("sessiontree.op")]
+    assert loaded.problems == []
+    same_tree(loaded, root.tree)
+    assert render_ascii(loaded) == root.render_ascii()
+    # 0.0062775 for the root's call + (400*2.5 + 100*1.25 + 20*10) / 1e6 for the fixer's
+    assert loaded.runs[root.run_id].rollup.cost_usd == root.rollup.cost_usd == Decimal("0.0076025")
+    assert all(c.startswith("sessiontree.op.") for c in customs)
+    assert len(customs) == 40  # one entry per change
+
+
+def test_loaded_tree_has_no_unfinished_marks_when_everything_ended(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    full_run(session, Clock(), Ids())
+    tree = load_optree(session.file or "")
+    assert not any(op.unfinished for op in tree.ops.values())
+    assert not any(run.unfinished for run in tree.runs.values())
+
+
+def test_events_are_small_and_carry_version_run_and_time(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    root = full_run(session, Clock(), Ids())
+    lines = Path(session.file or "").read_bytes().splitlines()
+    customs = [json.loads(line) for line in lines if b'"customType":"sessiontree.op' in line]
+    assert all(c["data"]["v"] == 1 and "run" in c["data"] for c in customs)
+    begin = next(c for c in customs if c["customType"] == "sessiontree.op.begin")
+    assert list(begin)[:3] == ["type", "customType", "data"]  # pi's key order for custom
+    assert set(begin["data"]) >= {"t", "opId", "turn", "seq", "path", "kind"}
+    acc = next(c for c in customs if c["customType"] == "sessiontree.op.accounting")
+    assert acc["data"]["entry"]["costUsd"] == "0.0062775"
+    assert acc["data"]["entry"]["costSource"] == "computed"
+    assert acc["data"]["entry"]["usage"] == {"input": 1000, "output": 200, "cacheRead": 300,
+                                             "cacheWrite": 50, "convention": "anthropic"}
+    end = next(c for c in customs if c["customType"] == "sessiontree.op.run.end"
+               and c["data"]["run"] == root.run_id)
+    assert end["data"]["rollup"]["agentsRun"] == 3
+    assert max(len(line) for line in lines if b"sessiontree.op" in line) < 1200
+
+
+def test_context_is_the_same_with_and_without_op_events(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    with_ops = Session.create(tmp_path / "a")
+    full_run(with_ops, clock, ids)
+    plain = Session.create(tmp_path / "b")
+    clock = Clock()
+    plain.append_message(UserMessage(content="fix the tests", timestamp=clock.now))
+    clock.advance(120)
+    plain.append_message(AssistantMessage(content=[TextContent(text="running")],
+                                          provider="anthropic", model="claude-sonnet-4",
+                                          timestamp=clock.now))
+    assert with_ops.build_context().to_builtins() == plain.build_context().to_builtins()
+    assert len(with_ops) == len(plain) + len(list(with_ops.custom_entries("sessiontree.op")))
+
+
+def test_pi_reads_the_file_with_the_same_context(tmp_path: Path) -> None:
+    from sessiontree.testing.pi import ensure_pi, run_node_script
+
+    modules = ensure_pi()
+    session = Session.create(tmp_path)
+    full_run(session, Clock(), Ids())
+    session.close()
+    probe = REPO / "tests" / "pi" / "pi_probe.mjs"
+    (result,) = run_node_script(probe, str(modules), "read", payload=[session.file])
+    with Session.open(session.file or "") as ours:
+        assert result["unchanged"]
+        assert result["leaf"] == ours.leaf_id
+        assert result["context"] == ours.build_context().to_builtins()
+        assert [m["role"] for m in result["context"]["messages"]] == ["user", "assistant"]
+
+
+KILLED_RUN = textwrap.dedent("""
+    import os, signal, sys
+    from sessiontree import Session
+    from sessiontree.optree import OpTreeBuilder, Usage
+    session = Session.create(sys.argv[1])
+    print(session.file, flush=True)
+    root = OpTreeBuilder({"agentId": "root"}, sink=session)
+    turn = root.begin_turn()
+    done = root.begin_op(turn, "llm", {"provider": "anthropic", "model": "claude-sonnet-4"})
+    root.account_llm(done, Usage(input=10, output=5))
+    root.end_op(done)
+    sub = root.begin_op(turn, "session", {"name": "agent__child"})
+    child = root.spawn_child(sub, agent_id="child")
+    open_op = child.begin_op(child.begin_turn(), "llm", {"provider": "openai", "model": "gpt-4o"})
+    child.account_llm(open_op, Usage(input=7, output=1))
+    child.append_log(open_op, {"timestamp": 1, "message": "streaming"})
+    os.kill(os.getpid(), signal.SIGKILL)
+    root.end_session(True)  # never reached
+""")
+
+
+def test_a_killed_run_leaves_a_valid_partial_tree(tmp_path: Path) -> None:
+    done = subprocess.run([sys.executable, "-c", KILLED_RUN, str(tmp_path)],
+                          capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == -signal.SIGKILL
+    file = done.stdout.strip()
+    tree = load_optree(file)
+    assert tree.problems == []
+    root = tree.root
+    assert root is not None and root.unfinished and root.ended_at is None
+    child = tree.children(root)[0]
+    assert child.unfinished and child.agent_id == "child"
+    ops = {op.path: op for op in tree.ops.values()}
+    assert set(ops) == {"1-1", "1-2", "1-2.1-1"}
+    assert not ops["1-1"].unfinished and ops["1-1"].status == "ok"
+    assert ops["1-2"].unfinished and ops["1-2.1-1"].unfinished
+    assert root.rollup.tokens_in == 17 and root.rollup.agents_run == 2
+    assert ops["1-2.1-1"].logs[0].message == "streaming"
+    text = render_ascii(tree)
+    assert "status=unfinished" in text and "unfinished" in text.split("\n")[1]
+
+
+def test_a_torn_last_line_keeps_everything_before_it(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    session = Session.create(tmp_path)
+    b = OpTreeBuilder(clock=clock, ids=ids, sink=session, prices=NO_PRICES)
+    op = b.begin_op(b.begin_turn(), "llm")
+    b.account_llm(op, Usage(input=3, output=1))
+    b.end_op(op)
+    session.close()
+    path = Path(session.file or "")
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) - 40])  # the op.end line is cut short
+    with pytest.warns(LoadWarning, match="torn"):
+        tree = load_optree(path)
+    assert tree.problems == []
+    node = tree.ops[op]
+    assert node.unfinished and node.accounting[0].usage == Usage(input=3, output=1)
+
+
+def test_problems_are_reported_not_dropped(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    session = Session.create(tmp_path)
+    b = OpTreeBuilder(clock=clock, ids=ids, sink=session, prices=NO_PRICES)
+    op = b.begin_op(b.begin_turn(), "llm")
+    b.end_session(True)
+    session.append_custom("sessiontree.op.future", {"v": 1, "run": b.run_id})
+    session.append_custom("sessiontree.op.log", {"v": 1, "run": b.run_id, "opId": "ghost",
+                                                 "log": {"timestamp": 1}})
+    bad = session.append_custom("sessiontree.op.accounting", {"v": 1, "run": b.run_id,
+                                                             "opId": op, "entry": {"kind": 5}})
+    session.append_custom("sessiontree.op.begin", {"v": 2, "run": b.run_id})
+    session.append_custom("other.extension", {"kept": True})  # not ours: ignored
+    tree = optree_from_session(session)
+    reasons = [p.reason for p in tree.problems]
+    assert len(reasons) == 4
+    assert "unknown operation-tree event type 'sessiontree.op.future'" in reasons[0]
+    assert "ghost" in reasons[1]
+    assert tree.problems[2].entry_id == bad
+    assert "unsupported event schema version 2" in reasons[3]
+    assert optree_to_builtins(tree)["problems"][1]["customType"] == "sessiontree.op.log"
+
+
+def test_end_snapshot_is_checked_against_the_fold() -> None:
+    clock, ids = Clock(), Ids()
+    events: list[Any] = []
+    b = OpTreeBuilder(clock=clock, ids=ids, on_update=events.append, prices=NO_PRICES)
+    op = b.begin_op(b.begin_turn(), "llm")
+    b.account_llm(op, Usage(input=3, output=1), cost_usd="0.5")
+    b.end_session(True)
+    tampered = [(e.custom_type, json.loads(json.dumps(e.data))) for e in events]
+    tampered[-1][1]["own"]["tokensIn"] = 99
+    tree = fold_events(tampered)
+    assert [p.reason for p in tree.problems] == [
+        f"run {b.run_id!r}: the own totals recorded at its end differ from the folded events "
+        "in tokens_in"]
+
+
+def test_batched_logs_fold_to_the_same_tree(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    session = Session.create(tmp_path)
+    root = full_run(session, clock, ids, batch=8)
+    with Session.open(session.file or "") as reopened:
+        entries = list(reopened.custom_entries("sessiontree.op"))
+        loaded = optree_from_session(reopened, mark_open=False)
+    ends = {e.data["opId"]: i for i, e in enumerate(entries)
+            if e.custom_type == "sessiontree.op.end"}
+    batches = [(i, e) for i, e in enumerate(entries) if e.custom_type == "sessiontree.op.batch"]
+    assert batches
+    for position, batch in batches:  # grouped events are written before their op ends
+        assert all(ends[item["data"]["opId"]] > position for item in batch.data["events"])
+    assert loaded.problems == []
+    same_tree(loaded, root.tree)
+
+
+def test_large_payloads_go_to_blobs(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    session = Session.create(tmp_path)
+    sink = SessionSink(session, blob_threshold=1000)
+    b = OpTreeBuilder(clock=clock, ids=ids, sink=sink, prices=NO_PRICES)
+    op = b.begin_op(b.begin_turn(), "tool")
+    big = {"data": "x" * 5000}
+    b.set_request(op, {"kind": "tool", "payload": big, "size": 5012})
+    b.set_response(op, {"payload": "small"})
+    tree = load_optree(session.file or "")
+    request = tree.ops[op].request
+    assert request is not None and request.blob is not None and request.size == 5012
+    assert request.preview is not None and request.preview.startswith('{"data":"xxx')
+    assert load_blob(session.file or "", request.blob.sha256) == big
+    assert (blob_dir(session.file or "") / f"{request.blob.sha256}.json").is_file()
+    assert tree.ops[op].response is not None and tree.ops[op].response.payload == "small"
+    assert "<blob sha256:" in render_ascii(tree)
+    assert max(len(line) for line in Path(session.file or "").read_bytes().splitlines()) < 1000
+
+
+def test_child_run_in_another_session_file(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    parent_session = Session.create(tmp_path)
+    child_session = Session.create(tmp_path)
+    parent = OpTreeBuilder({"agentId": "parent"}, clock=clock, ids=ids, sink=parent_session,
+                           prices=NO_PRICES)
+    sub = parent.begin_op(parent.begin_turn(), "session")
+    child = OpTreeBuilder({"agentId": "child"}, clock=clock, ids=ids, sink=child_session,
+                          prices=NO_PRICES)
+    child.account_llm(child.begin_op(child.begin_turn(), "llm"), Usage(input=4, output=2))
+    child.end_session(True)
+    name = os.path.basename(child_session.file or "")
+    parent.attach_child_session(sub, child.run_id, file=name)
+    parent.end_op(sub)
+    parent.end_session(True)
+    assert parent.rollup.tokens_in == 0  # the child lives in another file
+    tree = load_optree(parent_session.file or "")
+    assert tree.problems == []
+    linked = tree.ops[sub]
+    assert (linked.child, linked.child_file) == (child.run_id, name)
+    assert tree.runs[parent.run_id].rollup.tokens_in == 4
+    assert tree.runs[child.run_id].parent is not None
+    alone = load_optree(parent_session.file or "", resolve_files=False)
+    assert child.run_id not in alone.runs and "not loaded" in render_ascii(alone)
+
+
+def test_session_without_an_operation_tree(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    session.append_message(UserMessage(content="hi", timestamp=1))
+    tree = optree_from_session(session)
+    assert tree.runs == {} and tree.root is None
+    assert optree_to_builtins(tree) == {"version": 1, "roots": [], "problems": []}
