@@ -914,3 +914,57 @@ def test_compaction_then_context_keeps_the_suffix(steps: list[tuple[str, Any]], 
     budget = int(0.8 * DEFAULT_COMPACTION_SETTINGS.reserve_tokens) * 4
     assert js_length(entry.summary.split("\n\n<read-files>")[0].split("\n\n<modified-files>")[0]) \
         <= budget
+
+
+# -- async --------------------------------------------------------------------------------------
+
+
+def test_acompact_awaits_hooks_in_the_running_loop(tmp_path: Path) -> None:
+    s = long_session(tmp_path)
+    prep = s.prepare_compaction(keep_recent_tokens=600)
+    assert prep is not None
+    loops: list[Any] = []
+
+    async def before(p: CompactPreparation) -> None:
+        loops.append(asyncio.get_running_loop())
+
+    async def after(e: CompactEvent) -> None:
+        loops.append(asyncio.get_running_loop())
+
+    s.events.on("session_before_compact", before)
+    s.events.on("session_compact", after)
+
+    async def main() -> tuple[Any, Compaction | None]:
+        return asyncio.get_running_loop(), await s.acompact(keep_recent_tokens=600)
+
+    loop, entry = asyncio.run(main())
+    assert loops == [loop, loop]
+    assert entry is not None and s.leaf_id == entry.id
+    from sessiontree.compaction import generate_compaction
+
+    assert entry.summary == generate_compaction(prep).summary
+    s.close()
+
+
+def test_acompact_split_turn_and_failures(tmp_path: Path) -> None:
+    s = Session.create(tmp_path, cwd="/p")
+    s.append_message(user("First " + "a" * 400))
+    s.append_message(reply("first answer " + "b" * 400))
+    s.append_message(user("Second, long turn"))
+    for i in range(6):
+        s.append_message(reply("", call(f"c{i}", "read", path=f"f{i}.py")))
+        s.append_message(result(f"c{i}", "r" * 800, "read"))
+    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+    with pytest.raises(SummaryFailed, match="model exploded"):
+        asyncio.run(s.acompact(Raising(), keep_recent_tokens=450))
+    assert_unchanged(s, before, leaf)
+    s.events.on("session_before_compact", lambda p: BeforeCompactResult(cancel=True))
+    assert asyncio.run(s.acompact(keep_recent_tokens=450)) is None
+    assert_unchanged(s, before, leaf)
+    s.events = type(s.events)()
+    summarizer = Fixed()
+    entry = asyncio.run(s.acompact(summarizer, keep_recent_tokens=450))
+    assert entry is not None
+    assert sorted(r.purpose for r in summarizer.requests) == ["compaction", "turn_prefix"]
+    assert TURN_CONTEXT_SEPARATOR in entry.summary
+    s.close()

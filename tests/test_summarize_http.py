@@ -415,3 +415,26 @@ def test_failing_model_writes_nothing(server: FakeLLM, tmp_path: Path) -> None:
     assert session.leaf_id == leaf
     assert Path(str(session.file)).read_bytes() == before
     session.close()
+
+
+def test_async_compaction_uses_the_adapters_async_path(server: FakeLLM, tmp_path: Path) -> None:
+    session = Session.create(tmp_path, cwd="/home/dev/proj")
+    session.append_message(UserMessage.of("First task " + "a" * 600))
+    session.append_message(AssistantMessage.of("First answer " + "b" * 600))
+    session.append_message(UserMessage.of("Second task: one long turn"))
+    for i in range(6):
+        session.append_message(AssistantMessage(content=[ToolCall(id=f"c{i}", name="read",
+                                                                  arguments={"path": f"f{i}.py"})],
+                                                stop_reason="toolUse"))
+        session.append_message(ToolResultMessage(tool_call_id=f"c{i}", tool_name="read",
+                                                 content=[TextContent(text="r" * 800)]))
+    prep = session.prepare_compaction(keep_recent_tokens=450)
+    assert prep is not None and prep.is_split_turn
+    entry = asyncio.run(session.acompact(openai(server), keep_recent_tokens=450))
+    assert entry is not None
+    history, prefix = entry.summary.split("\n\n---\n\n**Turn Context (split turn):**\n\n")
+    assert history.startswith("## Goal\n- First task")
+    assert prefix.startswith("## Goal\n- Second task: one long turn")
+    budgets = sorted(seen.body["max_tokens"] for seen in server.requests)
+    assert budgets == [int(0.5 * 16384), int(0.8 * 16384)]
+    session.close()

@@ -52,6 +52,8 @@ __all__ = [
     "CutPoint",
     "FileOperations",
     "NothingToCompact",
+    "acompact",
+    "agenerate_compaction",
     "calculate_context_tokens",
     "compact",
     "context_tokens",
@@ -686,6 +688,20 @@ class CompactionResult(msgspec.Struct, frozen=True):
     details: Any = msgspec.UNSET
 
 
+def _checked(summarizer: Any, text: Any, cancel: CancelToken | None) -> str:
+    if not isinstance(text, str) or not text.strip():
+        raise SummaryFailed(f"{type(summarizer).__name__} returned an empty summary")
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    return text
+
+
+def _failed(summarizer: Any, exc: Exception) -> SummaryFailed:
+    error = SummaryFailed(f"{type(summarizer).__name__} failed: {type(exc).__name__}: {exc}")
+    error.__cause__ = exc
+    return error
+
+
 def _summarize(summarizer: Summarizer, request: SummaryRequest, cancel: CancelToken | None) -> str:
     if cancel is not None:
         cancel.raise_if_cancelled()
@@ -694,13 +710,29 @@ def _summarize(summarizer: Summarizer, request: SummaryRequest, cancel: CancelTo
     except (SummaryCancelled, SummaryFailed):
         raise
     except Exception as exc:  # noqa: BLE001 - any failure of a summarizer is a SummaryFailed
-        raise SummaryFailed(f"{type(summarizer).__name__} failed: {type(exc).__name__}: {exc}") \
-            from exc
-    if not isinstance(text, str) or not text.strip():
-        raise SummaryFailed(f"{type(summarizer).__name__} returned an empty summary")
+        raise _failed(summarizer, exc) from exc
+    return _checked(summarizer, text, cancel)
+
+
+async def _asummarize(summarizer: Summarizer, request: SummaryRequest,
+                      cancel: CancelToken | None) -> str:
+    """:func:`_summarize` for async code: ``asummarize`` when the summarizer has it, else
+    ``summarize`` in a worker thread."""
+    import asyncio
+
     if cancel is not None:
         cancel.raise_if_cancelled()
-    return text
+    native = getattr(summarizer, "asummarize", None)
+    try:
+        if native is not None:
+            text = await native(request, cancel)
+        else:
+            text = await asyncio.to_thread(summarizer.summarize, request, cancel)
+    except (SummaryCancelled, SummaryFailed):
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise _failed(summarizer, exc) from exc
+    return _checked(summarizer, text, cancel)
 
 
 def _default_summarizer() -> Summarizer:
@@ -709,44 +741,91 @@ def _default_summarizer() -> Summarizer:
     return ExtractiveSummarizer()
 
 
+class _Requests(msgspec.Struct, frozen=True):
+    """The summaries a preparation needs: the history's (or a text standing for it) and, for a
+    split turn, the turn prefix's."""
+
+    history: SummaryRequest | None
+    history_text: str
+    prefix: SummaryRequest | None
+
+
+def _requests(preparation: CompactionPreparation, instructions: str | None) -> _Requests:
+    settings = preparation.settings
+    details = preparation.file_details
+    history = SummaryRequest(
+        messages=list(preparation.messages_to_summarize), purpose="compaction",
+        previous_summary=preparation.previous_summary, instructions=instructions,
+        max_tokens=math.floor(0.8 * settings.reserve_tokens),
+        read_files=list(details.read_files), modified_files=list(details.modified_files))
+    if not (preparation.is_split_turn and preparation.turn_prefix_messages):
+        return _Requests(history, "", None)
+    prefix = SummaryRequest(messages=list(preparation.turn_prefix_messages), purpose="turn_prefix",
+                            max_tokens=math.floor(0.5 * settings.reserve_tokens))
+    if preparation.messages_to_summarize:
+        return _Requests(history, "", prefix)
+    return _Requests(None, preparation.previous_summary or NO_PRIOR_HISTORY, prefix)
+
+
+def _result(preparation: CompactionPreparation, history: str, prefix: str | None) -> CompactionResult:
+    summary = history if prefix is None else history + TURN_CONTEXT_SEPARATOR + prefix
+    summary += format_file_operations(preparation.file_details)
+    return CompactionResult(summary=summary, first_kept_entry_id=preparation.first_kept_entry_id,
+                            tokens_before=preparation.tokens_before,
+                            details=preparation.file_details)
+
+
 def generate_compaction(preparation: CompactionPreparation, summarizer: Summarizer | None = None,
                         *, instructions: str | None = None,
                         cancel: CancelToken | None = None) -> CompactionResult:
     """Write the summaries of a preparation (pi's ``compact``, without the model specifics).
 
     The history is summarized with a budget of ``0.8 × reserve_tokens`` (updating the previous
-    summary when there is one); for a split turn the turn's prefix is summarized separately
-    (``0.5 × reserve_tokens``) and joined as ``<history>`` + :data:`TURN_CONTEXT_SEPARATOR` +
-    ``<prefix>``, the history being the previous summary or ``"No prior history."`` when no
-    message precedes the turn. The file-operation tags follow.
+    summary when there is one, with the caller's instructions); for a split turn the turn's
+    prefix is summarized separately (``0.5 × reserve_tokens``) and joined as ``<history>`` +
+    :data:`TURN_CONTEXT_SEPARATOR` + ``<prefix>``, the history being the previous summary or
+    ``"No prior history."`` when no message precedes the turn. The file-operation tags follow.
 
     Raises:
         SummaryCancelled: ``cancel`` was cancelled.
         SummaryFailed: the summarizer raised or returned nothing.
     """
     summarizer = summarizer if summarizer is not None else _default_summarizer()
-    settings = preparation.settings
-    details = preparation.file_details
-    history_request = SummaryRequest(
-        messages=list(preparation.messages_to_summarize), purpose="compaction",
-        previous_summary=preparation.previous_summary, instructions=instructions,
-        max_tokens=math.floor(0.8 * settings.reserve_tokens),
-        read_files=list(details.read_files), modified_files=list(details.modified_files))
-    if preparation.is_split_turn and preparation.turn_prefix_messages:
-        if preparation.messages_to_summarize:
-            history = _summarize(summarizer, history_request, cancel)
-        else:
-            history = preparation.previous_summary or NO_PRIOR_HISTORY
-        prefix = _summarize(summarizer, SummaryRequest(
-            messages=list(preparation.turn_prefix_messages), purpose="turn_prefix",
-            instructions=instructions, max_tokens=math.floor(0.5 * settings.reserve_tokens)),
-            cancel)
-        summary = history + TURN_CONTEXT_SEPARATOR + prefix
-    else:
-        summary = _summarize(summarizer, history_request, cancel)
-    summary += format_file_operations(details)
-    return CompactionResult(summary=summary, first_kept_entry_id=preparation.first_kept_entry_id,
-                            tokens_before=preparation.tokens_before, details=details)
+    plan = _requests(preparation, instructions)
+    history = _summarize(summarizer, plan.history, cancel) if plan.history else plan.history_text
+    prefix = _summarize(summarizer, plan.prefix, cancel) if plan.prefix else None
+    return _result(preparation, history, prefix)
+
+
+async def agenerate_compaction(preparation: CompactionPreparation,
+                               summarizer: Summarizer | None = None, *,
+                               instructions: str | None = None,
+                               cancel: CancelToken | None = None) -> CompactionResult:
+    """:func:`generate_compaction` for async code; the history and the turn prefix are
+    summarized concurrently (as pi does)."""
+    import asyncio
+
+    summarizer = summarizer if summarizer is not None else _default_summarizer()
+    plan = _requests(preparation, instructions)
+
+    async def history() -> str:
+        return await _asummarize(summarizer, plan.history, cancel) if plan.history \
+            else plan.history_text
+
+    async def prefix() -> str | None:
+        return await _asummarize(summarizer, plan.prefix, cancel) if plan.prefix else None
+
+    history_task = asyncio.ensure_future(history())
+    prefix_task = asyncio.ensure_future(prefix())
+    tasks: list[asyncio.Future[Any]] = [history_task, prefix_task]
+    try:
+        await asyncio.gather(*tasks)
+    except BaseException:
+        for task in tasks:  # the first failure decides; the other summary is not waited for
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        raise
+    return _result(preparation, history_task.result(), prefix_task.result())
 
 
 # -- sessions ------------------------------------------------------------------------------------
@@ -787,14 +866,94 @@ def _path_dicts(session: Session) -> list[dict[str, Any]]:
     return out
 
 
+class _Compacting(msgspec.Struct):
+    """One compaction under way: what was prepared, and what the hooks get."""
+
+    leaf: str | None
+    preparation: CompactionPreparation
+    payload: Any
+    token: CancelToken
+
+
+def _begin(session: Session, keep_recent_tokens: int | None, reserve_tokens: int | None,
+           settings: CompactionSettings | None, instructions: str | None,
+           cancel: CancelToken | None) -> _Compacting:
+    from .events import CompactPreparation
+
+    settings = settings or DEFAULT_COMPACTION_SETTINGS
+    changes: dict[str, int] = {}
+    if keep_recent_tokens is not None:
+        changes["keep_recent_tokens"] = keep_recent_tokens
+    if reserve_tokens is not None:
+        changes["reserve_tokens"] = reserve_tokens
+    if changes:
+        settings = msgspec.structs.replace(settings, **changes)
+    leaf = session.leaf_id
+    path = _path_dicts(session)
+    if path and path[-1].get("type") == "compaction":
+        raise AlreadyCompacted("the path already ends in a compaction", path=session.file,
+                               entry_id=leaf)
+    preparation = prepare_compaction(path, settings)
+    if preparation is None or preparation.is_empty:
+        kept = f"keep_recent_tokens={settings.keep_recent_tokens} keeps the whole path" \
+            if preparation is not None else "the path is empty"
+        raise NothingToCompact(f"nothing to compact: {kept}", path=session.file, entry_id=leaf)
+    token = cancel if cancel is not None else CancelToken()
+    previous = [c for c in (entry_from_builtins(dict(e)) for e in reversed(path)
+                            if e.get("type") == "compaction") if isinstance(c, Compaction)]
+    payload = CompactPreparation(
+        first_kept_entry_id=preparation.first_kept_entry_id,
+        tokens_before=preparation.tokens_before,
+        messages_to_summarize=list(preparation.messages_to_summarize),  # type: ignore[arg-type]
+        turn_prefix_messages=list(preparation.turn_prefix_messages),  # type: ignore[arg-type]
+        is_split_turn=preparation.is_split_turn, previous_summary=preparation.previous_summary,
+        file_details=preparation.file_details, previous_compactions=previous,
+        instructions=instructions, session=session, cancel=token)
+    return _Compacting(leaf, preparation, payload, token)
+
+
+def _hook_result(state: _Compacting, hook: Any) -> CompactionResult | None:
+    """The compaction a ``session_before_compact`` handler supplied, if any."""
+    from .events import BeforeCompactResult
+
+    if not isinstance(hook, BeforeCompactResult) or hook.summary is None:
+        return None
+    if not hook.summary.strip():
+        raise SummaryFailed("a session_before_compact handler supplied an empty summary")
+    prep = state.preparation
+    return CompactionResult(
+        summary=hook.summary,
+        first_kept_entry_id=hook.first_kept_entry_id or prep.first_kept_entry_id,
+        tokens_before=hook.tokens_before if hook.tokens_before is not None else prep.tokens_before,
+        details=hook.details if hook.details is not None else msgspec.UNSET)
+
+
+def _cancelled(state: _Compacting, hook: Any) -> bool:
+    return state.token.cancelled or bool(getattr(hook, "cancel", False))
+
+
+def _append(session: Session, state: _Compacting, result: CompactionResult,
+            from_hook: bool) -> tuple[Compaction, Any]:
+    from .events import CompactEvent
+
+    if session.leaf_id != state.leaf:  # a hook moved the leaf: compact where we prepared
+        session.branch(state.leaf) if state.leaf is not None else session.reset_leaf()
+    entry_id = session.append_compaction(result.summary, result.first_kept_entry_id,
+                                         result.tokens_before, result.details, from_hook=from_hook)
+    entry = session.entry(entry_id)
+    assert isinstance(entry, Compaction)
+    return entry, CompactEvent(compaction=entry, from_hook=from_hook, session=session)
+
+
 def compact(session: Session, summarizer: Summarizer | None = None, *,
             keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
             settings: CompactionSettings | None = None, instructions: str | None = None,
             cancel: CancelToken | None = None) -> Compaction | None:
     """Summarize the current path's history before the cut point and append a compaction.
 
-    Emits ``session_before_compact`` (a handler may cancel, or supply the compaction to write)
-    and, once written, ``session_compact`` (:mod:`sessiontree.events`).
+    Emits ``session_before_compact`` (a handler may cancel, or supply the compaction to write;
+    its payload holds the preparation and the earlier compactions, newest first) and, once
+    written, ``session_compact`` (:mod:`sessiontree.events`).
 
     Args:
         session: the session; its current leaf is compacted and the entry appended there.
@@ -819,64 +978,46 @@ def compact(session: Session, summarizer: Summarizer | None = None, *,
         HookFailed: a ``session_before_compact`` handler raised.
         EntryNotFound: a hook supplied a first kept entry that is not on the path.
     """
-    from .events import BeforeCompactResult, CompactEvent, CompactPreparation
-
-    settings = settings or DEFAULT_COMPACTION_SETTINGS
-    changes: dict[str, int] = {}
-    if keep_recent_tokens is not None:
-        changes["keep_recent_tokens"] = keep_recent_tokens
-    if reserve_tokens is not None:
-        changes["reserve_tokens"] = reserve_tokens
-    if changes:
-        settings = msgspec.structs.replace(settings, **changes)
-    leaf = session.leaf_id
-    path = _path_dicts(session)
-    if path and path[-1].get("type") == "compaction":
-        raise AlreadyCompacted("the path already ends in a compaction", path=session.file,
-                               entry_id=leaf)
-    preparation = prepare_compaction(path, settings)
-    if preparation is None or preparation.is_empty:
-        kept = f"keep_recent_tokens={settings.keep_recent_tokens} keeps the whole path" \
-            if preparation is not None else "the path is empty"
-        raise NothingToCompact(f"nothing to compact: {kept}", path=session.file, entry_id=leaf)
-    token = cancel if cancel is not None else CancelToken()
-    previous = [c for c in (entry_from_builtins(dict(e)) for e in reversed(path)
-                            if e.get("type") == "compaction") if isinstance(c, Compaction)]
-    hook = session.events.before("session_before_compact", CompactPreparation(
-        first_kept_entry_id=preparation.first_kept_entry_id,
-        tokens_before=preparation.tokens_before,
-        messages_to_summarize=list(preparation.messages_to_summarize),  # type: ignore[arg-type]
-        turn_prefix_messages=list(preparation.turn_prefix_messages),  # type: ignore[arg-type]
-        is_split_turn=preparation.is_split_turn, previous_summary=preparation.previous_summary,
-        file_details=preparation.file_details, previous_compactions=previous,
-        instructions=instructions, session=session, cancel=token))
-    if token.cancelled or (isinstance(hook, BeforeCompactResult) and hook.cancel):
+    state = _begin(session, keep_recent_tokens, reserve_tokens, settings, instructions, cancel)
+    hook = session.events.before("session_before_compact", state.payload)
+    if _cancelled(state, hook):
         return None
-    from_hook = isinstance(hook, BeforeCompactResult) and hook.summary is not None
-    if from_hook:
-        assert isinstance(hook, BeforeCompactResult)
-        if not (hook.summary or "").strip():
-            raise SummaryFailed("a session_before_compact handler supplied an empty summary")
-        result = CompactionResult(
-            summary=str(hook.summary),
-            first_kept_entry_id=hook.first_kept_entry_id or preparation.first_kept_entry_id,
-            tokens_before=hook.tokens_before if hook.tokens_before is not None
-            else preparation.tokens_before,
-            details=hook.details if hook.details is not None else msgspec.UNSET)
-    else:
+    result = _hook_result(state, hook)
+    from_hook = result is not None
+    if result is None:
         try:
-            result = generate_compaction(preparation, summarizer, instructions=instructions,
-                                         cancel=token)
+            result = generate_compaction(state.preparation, summarizer, instructions=instructions,
+                                         cancel=state.token)
         except SummaryCancelled:
             return None
-    if token.cancelled:
+    if state.token.cancelled:
         return None
-    if session.leaf_id != leaf:
-        session.branch(leaf) if leaf is not None else session.reset_leaf()
-    entry_id = session.append_compaction(result.summary, result.first_kept_entry_id,
-                                         result.tokens_before, result.details, from_hook=from_hook)
-    entry = session.entry(entry_id)
-    assert isinstance(entry, Compaction)
-    session.events.emit("session_compact", CompactEvent(compaction=entry, from_hook=from_hook,
-                                                        session=session))
+    entry, event = _append(session, state, result, from_hook)
+    session.events.emit("session_compact", event)
+    return entry
+
+
+async def acompact(session: Session, summarizer: Summarizer | None = None, *,
+                   keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
+                   settings: CompactionSettings | None = None, instructions: str | None = None,
+                   cancel: CancelToken | None = None) -> Compaction | None:
+    """:func:`compact` for async code: hooks are awaited in the running loop, a summarizer's
+    ``asummarize`` is used when it has one (the HTTP adapters do), and the history and turn
+    prefix summaries run concurrently."""
+    state = _begin(session, keep_recent_tokens, reserve_tokens, settings, instructions, cancel)
+    hook = await session.events.aemit("session_before_compact", state.payload)
+    if _cancelled(state, hook):
+        return None
+    result = _hook_result(state, hook)
+    from_hook = result is not None
+    if result is None:
+        try:
+            result = await agenerate_compaction(state.preparation, summarizer,
+                                                instructions=instructions, cancel=state.token)
+        except SummaryCancelled:
+            return None
+    if state.token.cancelled:
+        return None
+    entry, event = _append(session, state, result, from_hook)
+    await session.events.aemit("session_compact", event)
     return entry

@@ -795,6 +795,18 @@ class Session:
                        reserve_tokens=reserve_tokens, settings=settings,
                        instructions=instructions, cancel=cancel)
 
+    async def acompact(self, summarizer: Summarizer | None = None, *,
+                       keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
+                       settings: CompactionSettings | None = None, instructions: str | None = None,
+                       cancel: CancelToken | None = None) -> Compaction | None:
+        """:meth:`compact` for async code (hooks awaited in the running loop, the summarizer's
+        ``asummarize`` used when it has one). See :func:`sessiontree.compaction.acompact`."""
+        from .compaction import acompact
+
+        return await acompact(self, summarizer, keep_recent_tokens=keep_recent_tokens,
+                              reserve_tokens=reserve_tokens, settings=settings,
+                              instructions=instructions, cancel=cancel)
+
     def __repr__(self) -> str:
         where = self.file or "memory"
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
