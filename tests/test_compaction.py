@@ -176,6 +176,9 @@ def hand_written(folder: Path) -> Path:
     s.append_message(reply("aborted", stop="aborted"))
     s.append_message(reply("errored", stop="error"))
     s.append_message(user("ok 😀"))
+    s.append_message(reply("", call("t9", "bash", command="ls", **{"10": 1, "2": [2, 1.5], "01": 0})))
+    s.append_message(result("t9", "😀" * 1100 + "tail"))
+    s.append_message(user("final " + "k" * 2400))
     s.append_message(reply("", call("t8", "read", path="zz.py")))
     s.append_message(result("t8", "j" * 1200, "read"))
     path = Path(s.file or "")
@@ -217,7 +220,7 @@ def pi_results(pi_modules: Path, generated: dict[str, Path]) -> dict[tuple[str, 
     specs = []
     keys = []
     keeps = {name: keep for name, _, keep in GENERATED}
-    keeps["hand"] = (20000, 500, 100, 1)
+    keeps["hand"] = (20000, 900, 500, 100, 1)
     for name, file in generated.items():
         with Session.open(file) as session:
             leaves = probe_leaves(session)
@@ -524,6 +527,15 @@ def test_file_operations_sort_as_javascript() -> None:
     assert format_file_operations(details) == (
         "\n\n<read-files>\n\U0001f600\n\uff01\n</read-files>\n\n<modified-files>\na\nb\n</modified-files>")
     assert format_file_operations(FileDetails()) == ""
+
+
+def test_serialize_conversation_orders_and_cuts_as_javascript() -> None:
+    text = serialize_conversation([
+        AssistantMessage(content=[call("1", "x", b=1, **{"10": 1, "2": 2, "01": 3})]),
+        result("1", "😀" * 1001)])
+    assert '[Assistant tool calls]: x(2=2, 10=1, b=1, 01=3)' in text
+    # 2000 code units: 1000 emoji, then the note counts the 2 units left
+    assert "[Tool result]: " + "😀" * 1000 + "\n\n[... 2 more characters truncated]" in text
 
 
 def test_serialize_conversation() -> None:

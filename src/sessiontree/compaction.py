@@ -463,9 +463,31 @@ _TOOL_RESULT_MAX_CHARS = 2000
 
 
 def _truncate(text: str, limit: int = _TOOL_RESULT_MAX_CHARS) -> str:
-    if len(text) <= limit:
+    """The first ``limit`` UTF-16 code units and a note, as JavaScript's ``slice`` cuts."""
+    length = js_length(text)
+    if length <= limit:
         return text
-    return f"{text[:limit]}\n\n[... {len(text) - limit} more characters truncated]"
+    if text.isascii():
+        head = text[:limit]
+    else:
+        units = text.encode("utf-16-le", "surrogatepass")[:2 * limit]
+        head = units.decode("utf-16-le", "surrogatepass")
+    return f"{head}\n\n[... {length - limit} more characters truncated]"
+
+
+def _is_index_key(key: str) -> bool:
+    """Whether JavaScript treats ``key`` as an array index (such keys come first, ascending)."""
+    return key.isdigit() and key.isascii() and (key == "0" or key[0] != "0") and \
+        int(key) < 4294967295
+
+
+def _js_items(mapping: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """``Object.entries`` order: array-index keys ascending, then the others as inserted."""
+    items = list(mapping.items())
+    index = sorted(((k, v) for k, v in items if _is_index_key(k)), key=lambda kv: int(kv[0]))
+    if not index:
+        return items
+    return index + [(k, v) for k, v in items if not _is_index_key(k)]
 
 
 def _typed(message: MessageLike) -> AgentMessage | UnknownMessage:
@@ -508,7 +530,8 @@ def serialize_conversation(messages: Iterable[MessageLike]) -> str:
                     arguments = block.get("arguments")
                     shown = ", ".join(
                         f"{key}={_json.dumps(value).decode('utf-8', 'surrogatepass')}"
-                        for key, value in (arguments.items() if isinstance(arguments, Mapping) else ()))
+                        for key, value in (_js_items(arguments) if isinstance(arguments, Mapping)
+                                           else ()))
                     calls.append(f"{block.get('name')}({shown})")
             if thinking:
                 parts.append("[Assistant thinking]: " + "\n".join(thinking))
