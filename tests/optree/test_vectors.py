@@ -54,3 +54,63 @@ def test_warnings_verbatim(replayed: Replay) -> None:
 def test_whole_session_node(replayed: Replay) -> None:
     expected: dict[str, Any] = decode(replayed.vector["expected"]["session"])
     assert canon(replayed.root.get_session()) == canon(expected)
+
+
+# --- the same calls in the default mode, where they are valid there -----------------------------
+
+DEFAULT_VALID = ["V1", "V2", "V3", "V4", "X4"]
+
+
+class _DefaultAdapter:
+    """Default-mode builder behind the reference's call names (for vectors valid in both)."""
+
+    def __init__(self, meta: Any, replay: Replay) -> None:
+        from sessiontree.optree import NO_PRICES, OpTreeBuilder
+        from sessiontree.optree._jsformat import UNDEFINED
+
+        self.builder = OpTreeBuilder(None if meta is UNDEFINED else meta, clock=replay.now,
+                                     ids=replay.next_id, prices=NO_PRICES)
+
+    def get_session(self) -> Any:
+        return self  # attach_child_session receives the adapter of the child
+
+    def __getattr__(self, name: str) -> Any:
+        from sessiontree.optree._jsformat import UNDEFINED
+
+        method = getattr(self.builder, name)
+
+        def call(*args: Any) -> Any:
+            args = tuple(None if a is UNDEFINED else (a.builder if isinstance(a, _DefaultAdapter)
+                                                      else a) for a in args)
+            if name in ("get_op_path", "render_ascii", "flatten"):
+                return None  # compared after the replay
+            return method(*args)
+
+        return call
+
+
+@pytest.mark.parametrize("vector", [v for v in VECTORS if v["name"] in DEFAULT_VALID],
+                         ids=DEFAULT_VALID)
+def test_default_mode_renders_the_reference_layout(vector: dict[str, Any]) -> None:
+    from sessiontree.optree import compat_totals, to_reference_node
+
+    replay = Replay(vector)
+    replay.factory = lambda meta: _DefaultAdapter(meta, replay)
+    for call in vector["calls"]:
+        if call["method"] == "getTotals":
+            continue
+        call = {k: v for k, v in call.items() if k not in ("returns", "arg_after")}
+        replay.step(call)
+    builder = replay.root.builder
+    expected = vector["expected"]
+    assert builder.render_ascii(style="compat") == expected["ascii"]
+    node = to_reference_node(builder.tree, builder.run)
+    assert canon(compat_totals(node)) == canon(decode(expected["totals"]))
+    assert {op: builder.get_op_path(op) for op in replay.op_ids} == expected["paths"]
+    flat = builder.flatten()
+    from sessiontree.optree.render import _log_reference
+
+    assert [_log_reference(log) for log in flat.logs] == decode(expected["flatten"]["logs"])
+    assert [a.timestamp for a in flat.accounting] == \
+        [a["timestamp"] for a in expected["flatten"]["accounting"]]
+    assert builder.check_totals() == []
