@@ -51,7 +51,9 @@ def open_session(path: str, **kwargs: Any) -> Any:
     """Open a session, printing load problems to stderr as one warning line."""
     from ..session import LoadWarning, Session
 
-    with warnings.catch_warnings(record=True) as caught:
+    from ._progress import loading
+
+    with warnings.catch_warnings(record=True) as caught, loading(path):
         warnings.simplefilter("always", LoadWarning)
         session = Session.open(path, **kwargs)
     for warning in caught:

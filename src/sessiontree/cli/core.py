@@ -13,7 +13,8 @@ from rich.console import Console
 from .. import _json
 from ..errors import CorruptHeader, SessionTreeError
 from ._app import cli, echo_json, json_option, open_session, reports_errors
-from ._render import render_row, tree_rows
+from ..views import FILTER_MODES, FilterMode, ViewNode, filter_tree, flatten
+from ._render import render_row
 
 __all__ = ["context", "demo", "label", "ls", "migrate", "repair", "tree", "verify"]
 
@@ -24,42 +25,57 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=True)
 
 
-def print_tree(session: object, console: Console | None = None) -> None:
-    """Print a session's tree, linear runs in one column, the active path marked."""
+def print_tree(session: object, console: Console | None = None, *, mode: FilterMode = "all",
+               search: str | None = None, max_depth: int | None = None, fold: int = 0) -> int:
+    """Print a session's tree, linear runs in one column, the active path marked.
+
+    Returns:
+        The number of entries shown.
+    """
     from ..session import Session
 
     assert isinstance(session, Session)
     console = console or _console()
     active = set(session.path_ids())
     width = max(30, (console.width or 100) - 40)
-    for row in tree_rows(session.tree(), active):
+    shown = 0
+    view = filter_tree(session.tree(), mode, search)
+    for row in flatten(view, active, max_depth=max_depth, fold=fold):
+        shown += 1 if row.node is not None else 0
         console.print(render_row(row, leaf_id=session.leaf_id, width=width))
+    return shown
 
 
-def _tree_json(session: object) -> bytes:
+def _tree_json(session: object, mode: FilterMode = "all", search: str | None = None) -> bytes:
     from ..session import Session
 
     assert isinstance(session, Session)
 
-    def node(n: object) -> dict[str, object]:
-        from .._tree import TreeNode
-
-        assert isinstance(n, TreeNode)
+    def shape(view: ViewNode) -> dict[str, object]:
+        n = view.node
         out: dict[str, object] = {"id": n.id, "parentId": n.parent_id, "type": n.type,
                                   "timestamp": n.timestamp}
+        if n.role is not None:
+            out["role"] = n.role
         if n.label is not None:
             out["label"] = n.label
-        out["children"] = [node(c) for c in n.children]
+        out["children"] = []
         return out
 
-    import sys
-
-    limit = sys.getrecursionlimit()
-    sys.setrecursionlimit(max(limit, 4 * len(session) + 1000))
-    try:
-        return _json.dumps({"leafId": session.leaf_id, "roots": [node(r) for r in session.tree()]})
-    finally:
-        sys.setrecursionlimit(limit)
+    roots = filter_tree(session.tree(), mode, search)
+    top = [shape(v) for v in roots]
+    stack = list(zip(roots, top))
+    while stack:  # iterative: a 100,000-entry chain is as deep as it is long
+        view, data = stack.pop()
+        kids = data["children"]
+        assert isinstance(kids, list)
+        for child in view.children:
+            shaped = shape(child)
+            kids.append(shaped)
+            stack.append((child, shaped))
+    payload: dict[str, object] = {"leafId": session.leaf_id, "filter": mode, "search": search,
+                                  "roots": top}
+    return _json.dumps(payload)
 
 
 @cli.command()
@@ -89,15 +105,37 @@ def demo(directory: str | None) -> None:
 
 @cli.command()
 @FILE
+@click.option("--filter", "mode", type=click.Choice(FILTER_MODES), default="all", show_default=True,
+              help="What to show (as the browser's ctrl+o): default hides labels, custom and "
+                   "settings entries; no-tools also tool results; user-only; labeled-only; all.")
+@click.option("--search", metavar="TEXT",
+              help="Only entries whose text holds every word of TEXT (case-insensitive).")
+@click.option("--max-depth", type=click.IntRange(min=0), metavar="N",
+              help="Draw branches up to N levels of indentation; deeper ones show a count.")
+@click.option("--fold", type=click.IntRange(min=0), default=40, show_default=True, metavar="N",
+              help="Fold linear runs longer than N entries into their ends and one '… K more "
+                   "entries …' line (0: never).")
 @json_option
 @reports_errors
-def tree(file: str, as_json: bool) -> None:
-    """Print the session's tree: linear runs in one column, the path to the leaf marked ●/•."""
+def tree(file: str, mode: FilterMode, search: str | None, max_depth: int | None, fold: int,
+         as_json: bool) -> None:
+    """Print the session's tree: linear runs in one column, branches indented (box drawing),
+    labels in brackets, the path to the leaf marked •, the leaf ●.
+
+    A filter or search hides entries but keeps what is below them: it hangs under the nearest
+    shown ancestor. With --json: the (filtered) tree as nested objects; --max-depth and --fold
+    only change the drawing.
+    """
     with open_session(file) as session:
         if as_json:
-            echo_json(_tree_json(session))
-        else:
-            print_tree(session)
+            echo_json(_tree_json(session, mode, search))
+            return
+        console = _console()
+        shown = print_tree(session, console, mode=mode, search=search, max_depth=max_depth,
+                           fold=fold)
+        if shown == 0:
+            click.echo(f"no entry matches (filter {mode}"
+                       f"{', search ' + repr(search) if search else ''})", err=True)
 
 
 @cli.command()
