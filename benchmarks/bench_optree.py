@@ -34,8 +34,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from sessiontree.optree import NO_PRICES, Accounting, OpTreeBuilder, Usage, recompute  # noqa: E402
-from sessiontree.optree._totals import diff_totals  # noqa: E402
+from sessiontree.optree import NO_PRICES, Accounting, OpTreeBuilder, Usage, recompute
+from sessiontree.optree._totals import diff_totals
 
 LEVELS = 3
 
@@ -168,17 +168,18 @@ def main() -> None:
           "| baseline estimated as below |")
     print("| ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: |")
     for size in sizes:
-        ours_t = min(timed(lambda: build(size, None)) for _ in range(args.repeat))
+        ours_t = min(timed(lambda size=size: build(size, None)) for _ in range(args.repeat))
         root, ops, events = build(size, None)
         state: dict[str, OpTreeBuilder] = {}
 
         def baseline_hook(builder: OpTreeBuilder) -> None:
             recompute(builder.tree)
 
-        base_t = timed(lambda: state.setdefault("root", build(size, baseline_hook)[0]))
+        base_t = timed(lambda state=state, size=size: state.setdefault(
+            "root", build(size, baseline_hook)[0]))
         ok = check(root) and check(state["root"])
         final = root.tree
-        one = statistics.median(timed(lambda: recompute(final)) for _ in range(5))
+        one = statistics.median(timed(lambda final=final: recompute(final)) for _ in range(5))
         print(f"| {ops:,} | {len(root.tree.runs):,} | {events:,} | {fmt_s(ours_t)} | "
               f"{fmt_s(base_t)} | {base_t / ours_t:,.0f}× | {'equal' if ok else 'DIFFER'} | "
               f"{fmt_s(one * events / 2)} |")

@@ -33,7 +33,7 @@ def session_with_ops(folder: Path) -> tuple[str, OpTreeBuilder]:
 
 
 def test_ops_prints_the_tree_and_the_totals_table(tmp_path: Path) -> None:
-    file, root = session_with_ops(tmp_path)
+    file, _ = session_with_ops(tmp_path)
     result = CliRunner().invoke(cli, ["ops", file])
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
@@ -51,7 +51,7 @@ def test_ops_prints_the_tree_and_the_totals_table(tmp_path: Path) -> None:
 
 
 def test_ops_json(tmp_path: Path) -> None:
-    file, root = session_with_ops(tmp_path)
+    file, _ = session_with_ops(tmp_path)
     result = CliRunner().invoke(cli, ["ops", file, "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)

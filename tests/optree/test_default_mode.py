@@ -395,8 +395,8 @@ def test_d12_check_compares_every_field_including_agents(make: Make,
     b.begin_op(b.begin_turn(), "llm")
     b.run.rollup.agents_run += 1  # corrupt one counter the reference never compares (Q12)
     warnings = b.end_session()
-    assert warnings == [f"run id1: incremental rollup totals differ from a full recompute in "
-                        "agents_run"]
+    assert warnings == [("run id1: incremental rollup totals differ from a full recompute in "
+                         "agents_run")]
     assert b.warnings == warnings and "agents_run" in caplog.text
 
 

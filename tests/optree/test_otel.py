@@ -12,17 +12,17 @@ import pytest
 
 pytest.importorskip("opentelemetry.sdk")
 
-from opentelemetry.sdk.trace import ReadableSpan, TracerProvider  # noqa: E402
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor  # noqa: E402
-from opentelemetry.sdk.trace.export.in_memory_span_exporter import (  # noqa: E402
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import (
     InMemorySpanExporter,
 )
-from opentelemetry.trace import SpanKind, StatusCode  # noqa: E402
+from opentelemetry.trace import SpanKind, StatusCode
 
-from sessiontree.optree import NO_PRICES, OpTreeBuilder, Usage  # noqa: E402
-from sessiontree.optree.otel import export_otel, span_id_for, trace_id_for  # noqa: E402
+from sessiontree.optree import NO_PRICES, OpTreeBuilder, Usage
+from sessiontree.optree.otel import export_otel, span_id_for, trace_id_for
 
-from .conftest import B, Clock, Ids  # noqa: E402
+from .conftest import B, Clock, Ids
 
 
 def v4_tree() -> OpTreeBuilder:
@@ -268,6 +268,7 @@ def test_missing_extra_names_the_pip_command() -> None:
     code = ("import sys; sys.modules['opentelemetry'] = None\n"
             "try:\n    import sessiontree.optree.otel\n"
             "except Exception as e:\n    print(type(e).__name__, e)")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], check=False, capture_output=True,
+                          text=True)
     assert done.stdout.strip() == ("MissingExtra sessiontree.optree.otel requires the 'otel' "
                                    "extra: pip install 'sessiontree[otel]'")

@@ -207,7 +207,7 @@ KILLED_RUN = textwrap.dedent("""
 
 def test_a_killed_run_leaves_a_valid_partial_tree(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", KILLED_RUN, str(tmp_path)],
-                          capture_output=True, text=True, cwd=REPO)
+                          check=False, capture_output=True, text=True, cwd=REPO)
     assert done.returncode == -signal.SIGKILL
     file = done.stdout.strip()
     tree = load_optree(file)
@@ -278,8 +278,8 @@ def test_end_snapshot_is_checked_against_the_fold() -> None:
     tampered[-1][1]["own"]["tokensIn"] = 99
     tree = fold_events(tampered)
     assert [p.reason for p in tree.problems] == [
-        f"run {b.run_id!r}: the own totals recorded at its end differ from the folded events "
-        "in tokens_in"]
+        (f"run {b.run_id!r}: the own totals recorded at its end differ from the folded events "
+         "in tokens_in")]
 
 
 def test_batched_logs_fold_to_the_same_tree(tmp_path: Path) -> None:

@@ -481,8 +481,8 @@ def apply_event(tree: OpTree, custom_type: str, data: Mapping[str, Any]) -> list
                       data.get("attrs"))
         seq = data.get("seq")
         if seq is not None and seq != op.seq:
-            return [f"op {op.op_id!r} was recorded at position {seq} of its turn but folds to "
-                    f"{op.seq}"]
+            return [(f"op {op.op_id!r} was recorded at position {seq} of its turn but folds to "
+                     f"{op.seq}")]
     elif custom_type == ev.OP_END:
         end_op(tree, data["opId"], data["t"], data["status"], data.get("attrs"),
                data.get("durationMs"))

@@ -54,7 +54,7 @@ def is_nullish(value: object) -> bool:
     return value is UNSET or value is None
 
 
-def _number_string(value: float | int) -> str:
+def _number_string(value: float) -> str:
     if isinstance(value, int):
         return str(value) if abs(value) < 10**21 else js_number(float(value))
     if math.isnan(value):
@@ -111,7 +111,7 @@ def _to_number(value: object) -> float | int:
     return math.nan
 
 
-def _num_add(a: float | int, b: float | int) -> float | int:
+def _num_add(a: float, b: float) -> float | int:
     if isinstance(a, int) and isinstance(b, int):
         total = a + b
         return total if abs(total) <= 2**53 else float(total)
@@ -148,7 +148,7 @@ def strict_equal(a: object, b: object) -> bool:
     return a is b
 
 
-def to_fixed(value: float | int, digits: int) -> str:
+def to_fixed(value: float, digits: int) -> str:
     """JavaScript ``Number.prototype.toFixed(digits)`` (section 9.2): exact binary value, ties up."""
     if isinstance(value, float) and math.isnan(value):
         return "NaN"

@@ -11,6 +11,7 @@ Invariants (checked by the property tests):
 from __future__ import annotations
 
 from collections.abc import Iterator
+
 from .model import Accounting, OpTree, Run, Totals
 
 __all__ = [

@@ -281,7 +281,7 @@ def _prompt_lines(turn: object, prefix: str) -> list[str]:
             text = prompts.get(key, UNDEFINED)
             if isinstance(text, str) and text:
                 out.append(prefix + label + utf16_truncate(text, 120, 117))
-    except Exception:  # the reference swallows any error of this block
+    except Exception:  # noqa: BLE001  # the reference swallows any error of this block
         return out
     return out
 

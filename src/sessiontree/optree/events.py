@@ -27,7 +27,6 @@ __all__ = [
     "LOG",
     "OP_BEGIN",
     "OP_END",
-    "OpEvent",
     "REASONING",
     "REASONING_FINAL",
     "REQUEST",
@@ -38,6 +37,7 @@ __all__ = [
     "SCHEMA_VERSION",
     "TURN_BEGIN",
     "TURN_END",
+    "OpEvent",
 ]
 
 EVENT_PREFIX = "sessiontree.op"

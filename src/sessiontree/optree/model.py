@@ -25,7 +25,7 @@ from decimal import Decimal
 from typing import Any
 
 import msgspec
-from msgspec import UNSET, UnsetType
+from msgspec import UNSET
 
 from .errors import InvalidOpTree, OpNotFound, RunNotFound
 
