@@ -53,6 +53,7 @@ from .stores.memory import MemoryLog
 if TYPE_CHECKING:
     from .compaction import CompactionPreparation, CompactionSettings
     from .navigation import NavigationResult
+    from .optree.model import OpTree
     from .summarize.base import CancelToken, Summarizer
 
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
@@ -322,6 +323,20 @@ class Session:
                 entry = self._decode(record)
                 if isinstance(entry, Custom):
                     yield entry
+
+    def optree(self, *, resolve_files: bool = True) -> OpTree:
+        """The operation tree recorded in this session (its ``sessiontree.op*`` custom entries,
+        folded in file order whatever the leaf; runs that never ended are marked unfinished).
+
+        Args:
+            resolve_files: also load child runs that live in other session files.
+
+        Returns:
+            The tree; ``tree.problems`` lists the entries that could not be applied.
+        """
+        from .optree.persist import optree_from_session
+
+        return optree_from_session(self, resolve_files=resolve_files)
 
     def _message_payloads(self) -> Iterator[tuple[Record, dict[str, Any]]]:
         for record in list(self._index.by_id.values()):
