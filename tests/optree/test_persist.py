@@ -351,3 +351,29 @@ def test_session_without_an_operation_tree(tmp_path: Path) -> None:
     tree = optree_from_session(session)
     assert tree.runs == {} and tree.root is None
     assert optree_to_builtins(tree) == {"version": 1, "roots": [], "problems": []}
+
+
+def test_session_optree_method(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    root = full_run(session, Clock(), Ids())
+    tree = session.optree()
+    assert tree.problems == [] and tree.root is not None and tree.root.run_id == root.run_id
+    assert tree.runs[root.run_id].rollup == root.rollup
+
+
+def test_attaching_an_unrecorded_child_writes_its_events(tmp_path: Path) -> None:
+    clock, ids = Clock(), Ids()
+    session = Session.create(tmp_path)
+    parent = OpTreeBuilder(clock=clock, ids=ids, sink=session, prices=NO_PRICES)
+    sub = parent.begin_op(parent.begin_turn(), "session")
+    loose = OpTreeBuilder({"agentId": "loose"}, clock=clock, ids=ids, prices=NO_PRICES)
+    lop = loose.begin_op(loose.begin_turn(), "llm")
+    loose.account_llm(lop, Usage(input=8, output=2), cost_usd="0.2")
+    loose.append_log(lop, {"timestamp": 3, "message": "before"})
+    parent.attach_child_session(sub, loose)  # nobody recorded the child: its events go first
+    loose.append_log(lop, {"timestamp": 4, "message": "after (not recorded: no sink)"})
+    tree = session.optree(resolve_files=False)
+    assert tree.problems == []
+    assert tree.runs[parent.run_id].rollup.tokens_in == 8
+    assert [log.message for log in tree.ops[lop].logs] == ["before"]
+    assert tree.ops[lop].path == "1-1.1-1"

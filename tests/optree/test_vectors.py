@@ -114,3 +114,19 @@ def test_default_mode_renders_the_reference_layout(vector: dict[str, Any]) -> No
     assert [a.timestamp for a in flat.accounting] == \
         [a["timestamp"] for a in expected["flatten"]["accounting"]]
     assert builder.check_totals() == []
+
+
+def test_compat_callbacks_on_updates() -> None:
+    from sessiontree.optree import CompatTreeBuilder
+
+    seen: list[tuple[str, Any]] = []
+    b = CompatTreeBuilder({"agentId": "a"}, clock=lambda: 1, ids=iter(["s", "t", "o"]).__next__)
+    unsubscribe = b.subscribe(lambda e: seen.append((e.custom_type, e.data.get("opId"))))
+    b.begin_turn(1)
+    op = b.begin_op(1, "llm")
+    b.set_latest_status("working")
+    unsubscribe()
+    b.end_op(op, "ok")
+    assert seen == [("sessiontree.op.turn.begin", None), ("sessiontree.op.begin", "o"),
+                    ("sessiontree.op.run.meta", None)]
+    assert b.get_session()["latestStatus"] == "working"

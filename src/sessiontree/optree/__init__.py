@@ -10,7 +10,7 @@ Two modes share one vocabulary (REFERENCE.md 14.2):
 
 from __future__ import annotations
 
-from ._apply import LoadProblem, merge_patch
+from ._apply import merge_patch
 from ._totals import recompute
 from .builder import Listener, OpTreeBuilder, create_builder
 from .compat import CompatTreeBuilder, compat_totals, render_reference_ascii
@@ -28,6 +28,7 @@ from .events import EVENT_PREFIX, OpEvent
 from .model import (
     Accounting,
     Blob,
+    LoadProblem,
     Log,
     Op,
     OpTree,

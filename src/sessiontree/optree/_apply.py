@@ -45,7 +45,6 @@ from .model import (
 
 __all__ = [
     "BUILTIN_KINDS",
-    "LoadProblem",
     "append_accounting",
     "append_log",
     "append_reasoning",
@@ -68,22 +67,6 @@ __all__ = [
 
 BUILTIN_KINDS = frozenset({"llm", "tool", "session", "system"})
 """The op kinds with a meaning; custom kinds are namespaced (``myorg.retrieval``)."""
-
-
-class LoadProblem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
-    """An event the fold could not apply, or a consistency check that failed.
-
-    Attributes:
-        index: the event's position among the operation-tree events (0-based).
-        entry_id: the session entry holding the event, when known.
-        custom_type: the event's ``customType``.
-        reason: what went wrong.
-    """
-
-    index: int
-    custom_type: str
-    reason: str
-    entry_id: str | None = None
 
 
 def json_copy(value: Any) -> Any:

@@ -33,6 +33,7 @@ __all__ = [
     "INCLUSIVE_CONVENTIONS",
     "Accounting",
     "Blob",
+    "LoadProblem",
     "Log",
     "Op",
     "OpTree",
@@ -620,6 +621,22 @@ class Run(msgspec.Struct, kw_only=True, rename="camel"):
             yield from turn.ops
 
 
+class LoadProblem(msgspec.Struct, frozen=True, kw_only=True, rename="camel"):
+    """An event the fold could not apply, or a consistency check that failed.
+
+    Attributes:
+        index: the event's position among the operation-tree events (0-based).
+        entry_id: the session entry holding the event, when known.
+        custom_type: the event's ``customType``.
+        reason: what went wrong.
+    """
+
+    index: int
+    custom_type: str
+    reason: str
+    entry_id: str | None = None
+
+
 class OpTree:
     """Every run of an operation tree, indexed by run id and op id.
 
@@ -635,7 +652,7 @@ class OpTree:
     def __init__(self) -> None:
         self.runs: dict[str, Run] = {}
         self.ops: dict[str, Op] = {}
-        self.problems: list[Any] = []
+        self.problems: list[LoadProblem] = []
         self._turns: dict[tuple[str, int], Turn] = {}
         self._turn_ids: dict[str, Turn] = {}
         self._pending: dict[str, ParentRef] = {}

@@ -27,9 +27,9 @@ import msgspec
 from .. import _json
 from ..errors import SessionTreeError
 from . import events as ev
-from ._apply import LoadProblem, apply_event, mark_unfinished
+from ._apply import apply_event, mark_unfinished
 from .events import EVENT_PREFIX, OpEvent
-from .model import OpTree
+from .model import LoadProblem, OpTree
 
 __all__ = [
     "SessionSink",
