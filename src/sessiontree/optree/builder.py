@@ -22,6 +22,10 @@ Differences from the reference (REFERENCE.md 14.2, D1–D16; the compatibility m
 * ``end_session`` checks every totals field against a full recompute, in both scopes (D12);
 * durations come from a monotonic clock when there is one (D13); ending twice raises (D14);
 * kinds and timestamps are validated (D15).
+
+Each difference has a test named ``test_d<N>_...`` in ``tests/optree/test_default_mode.py``
+that runs the same calls through both modes. Listeners are called synchronously after each
+change is applied; a builder is not thread-safe (use one builder per run and per thread).
 """
 
 from __future__ import annotations
