@@ -149,17 +149,31 @@ def _op_node(tree: OpTree, op: Op) -> _Node:
         line += f" → {iso(op.ended_at)} ({duration}ms)"
     if op.status is not None:
         line += f" status={op.status}"
+        error = op.attributes.get("error")
+        if op.status == "failed" and isinstance(error, str) and error:
+            line += f" error={_one_line(error, 200)}"
     elif op.unfinished:
         line += " status=unfinished"
     detail = f"logs={len(op.logs)} accounting={len(op.accounting)}"
-    if op.accounting:
+    if any(a.usage is not None for a in op.accounting):
         usage = op.usage
         detail += (f" tokens in={usage.input} cR={usage.cache_read} cW={usage.cache_write}"
                    f" out={usage.output}")
-        cost = op.cost_usd
-        sources = sorted({a.cost_source for a in op.accounting})
-        if cost is not None:
-            detail += f" cost={format_cost(cost)} ({'+'.join(sources)})"
+        if usage.reasoning:
+            detail += f" reasoning={usage.reasoning}"
+    cost = op.cost_usd
+    if cost is not None:
+        sources = sorted({a.cost_source for a in op.accounting if a.cost_usd is not None})
+        detail += f" cost={format_cost(cost)} ({'+'.join(sources)})"
+    unpriced = sum(1 for a in op.accounting if a.cost_usd is None and a.priced_kind)
+    if unpriced:
+        detail += f" unpriced={unpriced}"
+    for entry in op.accounting:
+        if entry.kind == "tool" and (entry.server or entry.command):
+            detail += f" tool={entry.server or ''}:{entry.command or ''}"
+            if entry.chars_in is not None or entry.chars_out is not None:
+                detail += f" chars in={entry.chars_in} out={entry.chars_out}"
+            break
     details = [detail]
     if op.reasoning is not None:
         text = f"reasoning: chunks={len(op.reasoning.chunks)}"
