@@ -130,3 +130,37 @@ def test_compat_callbacks_on_updates() -> None:
     assert seen == [("sessiontree.op.turn.begin", None), ("sessiontree.op.begin", "o"),
                     ("sessiontree.op.run.meta", None)]
     assert b.get_session()["latestStatus"] == "working"
+
+
+# --- ai-agent snapshots imported into the default mode ---------------------------------------------
+
+
+@pytest.mark.parametrize("vector", [v for v in VECTORS if v["name"] in DEFAULT_VALID],
+                         ids=DEFAULT_VALID)
+def test_reference_snapshot_import_renders_the_same(vector: dict[str, Any]) -> None:
+    from sessiontree.optree import render_ascii
+    from sessiontree.optree.interop import optree_from_reference
+
+    node = decode(vector["expected"]["session"])
+    tree = optree_from_reference({"version": 1, "opTree": node})
+    assert tree.problems == []
+    assert render_ascii(tree, style="compat") == vector["expected"]["ascii"]
+    assert {op: tree.ops[op].path for op in vector["expected"]["paths"]} == \
+        vector["expected"]["paths"]
+
+
+def test_reference_snapshot_quirks_become_problems() -> None:
+    from sessiontree.optree.interop import optree_from_reference
+
+    by_name = {v["name"]: v for v in VECTORS}
+    v8 = optree_from_reference(decode(by_name["V8"]["expected"]["session"]))  # repeated Turn#1
+    assert [p.reason for p in v8.problems] == [
+        "run 'id1' has a turn 1 already; turn indexes are unique",
+        "run 'id1' has no turn 'id5'", "run 'id1' has no turn 'id5'"]
+    v7 = optree_from_reference(decode(by_name["V7"]["expected"]["session"]))  # child on a tool op
+    assert len(v7.roots()) == 2 and "session" in v7.problems[0].reason
+    v5 = optree_from_reference(decode(by_name["V5"]["expected"]["session"]))
+    assert v5.problems == [] and str(v5.runs["id1"].own.cost_usd) == "0.3"
+    x7 = optree_from_reference(decode(by_name["X7"]["expected"]["session"]))  # attached twice
+    assert "more than once" in x7.problems[0].reason
+    assert x7.runs["id1"].rollup.agents_run == 2

@@ -25,6 +25,7 @@ from .errors import (
     TurnNotFound,
 )
 from .events import EVENT_PREFIX, OpEvent
+from .interop import optree_from_reference, reference_events
 from .model import (
     Accounting,
     Blob,
@@ -101,9 +102,11 @@ __all__ = [
     "create_builder",
     "flatten",
     "merge_patch",
+    "optree_from_reference",
     "optree_to_builtins",
     "price_accounting",
     "recompute",
+    "reference_events",
     "render_ascii",
     "render_reference_ascii",
     "run_to_builtins",
