@@ -6,6 +6,26 @@ Two modes share one vocabulary (REFERENCE.md 14.2):
   sub-agents, kept incrementally in O(depth), exact ``Decimal`` costs, events persisted in the
   session file (:class:`SessionSink`, :func:`optree_from_session`);
 * compat: :class:`CompatTreeBuilder`, the reference ``SessionTreeBuilder`` byte for byte.
+
+A tour::
+
+    from sessiontree import Session
+    from sessiontree.optree import OpTreeBuilder, Usage
+
+    session = Session.create()
+    run = OpTreeBuilder(agent_id="main", sink=session)      # events go into the session file
+    turn = run.begin_turn()
+    op = run.begin_op(turn, "llm", {"provider": "anthropic", "model": "claude-sonnet-4"})
+    run.account_llm(op, Usage.from_anthropic(response.usage))  # priced offline, exact Decimal
+    run.end_op(op)
+    sub = run.spawn_child(run.begin_op(turn, "session", {"name": "agent__fixer"}))
+    ...
+    run.end_session(True)
+    print(run.render_ascii())                                # every depth, own/rollup totals
+    session.optree()                                         # rebuilt from the file
+
+OpenTelemetry export is :func:`sessiontree.optree.otel.export_otel` (``[otel]`` extra); the
+``sessiontree ops FILE`` command prints the tree and a totals table.
 """
 
 from __future__ import annotations
@@ -42,6 +62,7 @@ from .model import (
     Turn,
     Usage,
 )
+from .persist import SessionSink, fold_events, load_blob, load_optree, optree_from_session
 from .pricing import (
     NO_PRICES,
     GenaiPricesTable,
@@ -92,6 +113,7 @@ __all__ = [
     "Run",
     "RunEnded",
     "RunNotFound",
+    "SessionSink",
     "Totals",
     "Turn",
     "TurnNotFound",
@@ -101,8 +123,12 @@ __all__ = [
     "cost_of",
     "create_builder",
     "flatten",
+    "fold_events",
+    "load_blob",
+    "load_optree",
     "merge_patch",
     "optree_from_reference",
+    "optree_from_session",
     "optree_to_builtins",
     "price_accounting",
     "recompute",
