@@ -75,7 +75,14 @@ def _tree_json(session: object, mode: FilterMode = "all", search: str | None = N
             stack.append((child, shaped))
     payload: dict[str, object] = {"leafId": session.leaf_id, "filter": mode, "search": search,
                                   "roots": top}
-    return _json.dumps(payload)
+    import sys
+
+    limit = sys.getrecursionlimit()  # the encoder nests once per level of the tree
+    sys.setrecursionlimit(max(limit, 4 * len(session) + 1000))
+    try:
+        return _json.dumps(payload)
+    finally:
+        sys.setrecursionlimit(limit)
 
 
 @cli.command()

@@ -5,7 +5,10 @@ one (html, md, json, ...) is one entry here and its writer function; the command
 ``--format`` choice and its help text pick it up.
 
 ``jsonl`` writes a new session file in pi's format (a path with ``--branch``, a subtree with
-``--subtree``) that pi and sessiontree open like any other session.
+``--subtree``) that pi and sessiontree open like any other session. ``html`` (one offline page
+with a tree sidebar), ``md`` (the active branch, or every branch with ``--all``) and ``json``
+(entries and tree) are for reading; their writers live in :mod:`sessiontree.export`. Long
+exports show a progress bar when stdout is a terminal.
 """
 
 from __future__ import annotations
@@ -16,10 +19,15 @@ from typing import TYPE_CHECKING
 import click
 import msgspec
 
+import os
+import sys
+
 from .. import _json
 from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._progress import progress
 
 if TYPE_CHECKING:
+    from ..export import Selection
     from ..session import Session
 
 __all__ = ["FORMATS", "ExportFormat", "ExportRequest", "export"]
@@ -35,6 +43,7 @@ class ExportRequest(msgspec.Struct, frozen=True):
         output: ``-o OUT`` (``None``: the writer's default, e.g. stdout).
         ancestors: with ``--subtree``: include the path to ID (``--no-ancestors`` drops it).
         overwrite: ``--force``: replace an existing output file.
+        all_branches: ``--all`` (md): every branch, each under its own heading.
     """
 
     file: str
@@ -43,6 +52,7 @@ class ExportRequest(msgspec.Struct, frozen=True):
     output: str | None = None
     ancestors: bool = True
     overwrite: bool = False
+    all_branches: bool = False
 
 
 Writer = Callable[["Session", ExportRequest], str]
@@ -68,9 +78,69 @@ def _write_jsonl(session: Session, request: ExportRequest) -> str:
                                   overwrite=request.overwrite)
 
 
+def _selection(session: Session, request: ExportRequest) -> Selection:
+    from ..export import select
+
+    return select(session, branch=request.branch, subtree=request.subtree,
+                  ancestors=request.ancestors)
+
+
+def _write(request: ExportRequest, data: bytes, default: str | None) -> str:
+    """Write ``data`` to ``-o OUT`` (``-``: stdout), else ``default`` (``None``: stdout)."""
+    target = request.output if request.output is not None else default
+    if target is None or target == "-":
+        out = sys.stdout.buffer
+        out.write(data)
+        out.flush()
+        return "-"
+    if os.path.isdir(target):
+        raise click.UsageError(f"{target} is a folder; give a file name with -o")
+    if os.path.exists(target) and not request.overwrite:
+        raise click.ClickException(f"{target} exists; use --force to replace it")
+    from .._fs import atomic_write
+
+    atomic_write(target, data)
+    return target
+
+
+def _write_html(session: Session, request: ExportRequest) -> str:
+    from ..export.html import export_html
+
+    selection = _selection(session, request)
+    with progress("exporting html", len(selection.ids)) as advance:
+        data = export_html(session, selection, advance=advance)
+    stem = os.path.splitext(os.path.basename(request.file))[0]
+    return _write(request, data, stem + ".html")
+
+
+def _write_md(session: Session, request: ExportRequest) -> str:
+    from ..export.markdown import export_markdown
+
+    selection = _selection(session, request)
+    with progress("exporting markdown", None) as advance:
+        text = export_markdown(session, selection, all_branches=request.all_branches,
+                               advance=advance)
+    return _write(request, text.encode("utf-8"), None)
+
+
+def _write_json(session: Session, request: ExportRequest) -> str:
+    from ..export.json import export_json
+
+    selection = _selection(session, request)
+    with progress("exporting json", len(selection.ids)) as advance:
+        data = export_json(session, selection, advance=advance)
+    return _write(request, data + b"\n", None)
+
+
 FORMATS: dict[str, ExportFormat] = {
     "jsonl": ExportFormat("a new session file in pi's format (needs --branch or --subtree, -o)",
                           _write_jsonl),
+    "html": ExportFormat("one self-contained HTML page with a tree sidebar (default -o: "
+                         "FILE's name with .html, in the current folder)", _write_html),
+    "md": ExportFormat("the active branch as Markdown (--all: every branch); stdout by "
+                       "default", _write_md),
+    "json": ExportFormat("the entries and the tree as one JSON document; stdout by default",
+                         _write_json),
 }
 """The export formats by name; the first one is the default."""
 
@@ -93,14 +163,22 @@ Formats:
 @click.option("--no-ancestors", "ancestors", flag_value=False, default=True,
               help="With --subtree: leave out the path to ID (ID becomes a root).")
 @click.option("--force", is_flag=True, help="Replace OUT if it exists.")
+@click.option("--all", "all_branches", is_flag=True,
+              help="With --format md: every branch, each under its own heading.")
 @json_option
 @reports_errors
 def export(file: str, fmt: str, branch: str | None, subtree: str | None, output: str | None,
-           ancestors: bool, force: bool, as_json: bool) -> None:
+           ancestors: bool, force: bool, all_branches: bool, as_json: bool) -> None:
     if branch is not None and subtree is not None:
         raise click.UsageError("give --branch or --subtree, not both")
+    if all_branches and fmt != "md":
+        raise click.UsageError("--all goes with --format md")
+    to_stdout = output == "-" or (output is None and fmt in ("md", "json"))
+    if as_json and to_stdout:
+        raise click.UsageError("--json reports where the export went; give -o OUT for "
+                               f"--format {fmt} (its output is on stdout otherwise)")
     request = ExportRequest(file=file, branch=branch, subtree=subtree, output=output,
-                            ancestors=ancestors, overwrite=force)
+                            ancestors=ancestors, overwrite=force, all_branches=all_branches)
     with open_session(file) as session:
         written = FORMATS[fmt].writer(session, request)
     if as_json:

@@ -1,0 +1,221 @@
+"""``--format md``: a session's conversation as readable Markdown.
+
+The active branch by default (the path from the root to the selection's leaf); with
+``all_branches`` every branch, one ``##`` heading per leaf. Each entry is a ``###`` heading
+(who, id, time, label) and its content: text as written, thinking as a quote, tool calls as
+JSON code blocks followed by their results, images as a note of their type and size, and
+compactions and branch summaries marked.
+
+Invariants:
+* Text from the session is never interpreted: code blocks use a fence longer than any run
+  of backticks in their content, so a message cannot close its own block.
+* Entries are read from their stored JSON (unknown types and roles still print).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from .. import _json
+from ._select import Selection, select, selected_tree, walk
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["export_markdown", "fence", "render_entry"]
+
+_TICKS = re.compile(r"`+")
+
+
+def fence(text: str, info: str = "") -> str:
+    """``text`` in a fenced code block whose fence no backtick run inside can close."""
+    longest = max((len(m.group()) for m in _TICKS.finditer(text)), default=0)
+    bar = "`" * max(3, longest + 1)
+    return f"{bar}{info}\n{text}\n{bar}"
+
+
+def _quote(text: str) -> str:
+    return "\n".join("> " + line if line else ">" for line in text.splitlines() or [""])
+
+
+def _blocks_text(content: Any) -> tuple[str, list[str]]:
+    """Text and image notes of a ``content`` (string or blocks)."""
+    if isinstance(content, str):
+        return content, []
+    texts: list[str] = []
+    images: list[str] = []
+    for block in content if isinstance(content, list) else []:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            texts.append(block["text"])
+        elif block.get("type") == "image":
+            data = block.get("data")
+            size = len(data) * 3 // 4 if isinstance(data, str) else 0
+            images.append(f"*[image: {block.get('mimeType', '?')}, about {size:,} bytes]*")
+    return "\n\n".join(texts), images
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    text, images = _blocks_text(result.get("content"))
+    parts = []
+    status = " (error)" if result.get("isError") else ""
+    parts.append(f"**Result{status}:**\n\n" + fence(text or "(no output)"))
+    parts.extend(images)
+    return "\n\n".join(parts)
+
+
+def _when(entry: dict[str, Any]) -> str:
+    stamp = entry.get("timestamp")
+    return f" · {stamp[:19].replace('T', ' ')}" if isinstance(stamp, str) else ""
+
+
+def render_entry(entry: dict[str, Any], label: str | None = None,
+                 results: dict[str, dict[str, Any]] | None = None) -> str | None:
+    """One entry as a Markdown section, or ``None`` for entries with nothing to read (labels,
+    tool results already shown under their call).
+
+    Args:
+        entry: the entry as stored (decoded JSON).
+        label: its current label.
+        results: tool results by ``toolCallId`` to show under their calls (they are then not
+            shown again).
+    """
+    kind = entry.get("type")
+    eid = entry.get("id", "?")
+    tag = f" · [{label}]" if label else ""
+    head = f"### {{}} · `{eid}`{_when(entry)}{tag}"
+    if kind == "message":
+        message = entry.get("message")
+        if not isinstance(message, dict):
+            return None
+        role = message.get("role")
+        if role == "user":
+            text, images = _blocks_text(message.get("content"))
+            return "\n\n".join([head.format("User"), text, *images]).rstrip()
+        if role == "assistant":
+            return _assistant(head, message, results or {})
+        if role == "toolResult":
+            if results is not None and message.get("toolCallId") in results:
+                return None
+            return head.format(f"Tool result: {message.get('toolName', '?')}") + "\n\n" + \
+                _result_text(message)
+        if role == "bashExecution":
+            code = message.get("exitCode")
+            out = fence(f"$ {message.get('command', '')}\n{message.get('output', '')}", "console")
+            return f"{head.format('Shell')}\n\n{out}\n\nexit code: {code}"
+        if role == "custom":
+            text, images = _blocks_text(message.get("content"))
+            return "\n\n".join([head.format(f"Custom: {message.get('customType', '?')}"), text,
+                                *images])
+        return head.format(f"Message ({role})") + "\n\n" + fence(_json.dumps(message).decode(),
+                                                                 "json")
+    if kind == "compaction":
+        return (f"{head.format('Compaction')}\n\n*{entry.get('tokensBefore', 0):,} tokens "
+                f"summarized; the context continues from this summary.*\n\n"
+                + _quote(str(entry.get("summary", ""))))
+    if kind == "branch_summary":
+        return (f"{head.format('Branch summary')}\n\n*Summary of the branch left at "
+                f"`{entry.get('fromId', '?')}`.*\n\n" + _quote(str(entry.get("summary", ""))))
+    if kind == "custom_message":
+        if entry.get("display") is False:
+            return None
+        text, images = _blocks_text(entry.get("content"))
+        return "\n\n".join([head.format(f"Custom: {entry.get('customType', '?')}"), text,
+                            *images])
+    if kind == "model_change":
+        return f"*Model: {entry.get('provider', '?')}/{entry.get('modelId', '?')}* (`{eid}`)"
+    if kind == "thinking_level_change":
+        return f"*Thinking level: {entry.get('thinkingLevel', '?')}* (`{eid}`)"
+    if kind == "session_info":
+        name = entry.get("name")
+        return f"*Session name: {name}* (`{eid}`)" if name else f"*Session name cleared* (`{eid}`)"
+    if kind in ("label", "custom"):
+        return None
+    return head.format(f"Entry ({kind})") + "\n\n" + fence(_json.dumps(entry).decode(), "json")
+
+
+def _assistant(head: str, message: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+    model = message.get("model")
+    parts = [head.format(f"Assistant{f' ({model})' if model else ''}")]
+    for block in message.get("content") or []:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        if kind == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif kind == "thinking" and isinstance(block.get("thinking"), str):
+            parts.append(_quote("*Thinking:* " + block["thinking"]))
+        elif kind == "toolCall":
+            args = _json.dumps(block.get("arguments", {})).decode()
+            parts.append(f"**Tool call:** `{block.get('name', '?')}`\n\n" + fence(args, "json"))
+            result = results.get(str(block.get("id")))
+            if result is not None:
+                parts.append(_result_text(result))
+    reason = message.get("stopReason")
+    if reason in ("error", "aborted"):
+        parts.append(f"*[{reason}] {message.get('errorMessage', '')}*".rstrip())
+    return "\n\n".join(parts)
+
+
+def _path_markdown(session: Session, ids: Iterable[str], labels: dict[str, str]) -> list[str]:
+    entries = [_json.loads(session.raw_line(i)) for i in ids]
+    results = {}
+    for entry in entries:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if isinstance(message, dict) and message.get("role") == "toolResult":
+            results[str(message.get("toolCallId"))] = message
+    calls = set()
+    for entry in entries:
+        message = entry.get("message") if entry.get("type") == "message" else None
+        if isinstance(message, dict) and message.get("role") == "assistant":
+            for block in message.get("content") or []:
+                if isinstance(block, dict) and block.get("type") == "toolCall":
+                    calls.add(str(block.get("id")))
+    shown_results = {k: v for k, v in results.items() if k in calls}
+    out = []
+    for entry in entries:
+        text = render_entry(entry, labels.get(str(entry.get("id"))), shown_results)
+        if text:
+            out.append(text)
+    return out
+
+
+def export_markdown(session: Session, selection: Selection | None = None, *,
+                    all_branches: bool = False,
+                    advance: Callable[[int], None] | None = None) -> str:
+    """The Markdown document.
+
+    Args:
+        selection: what to export (default: everything, opened on the session's leaf).
+        all_branches: every branch of the selection, each under its own heading, instead of
+            only the path to the selection's leaf.
+        advance: called with the number of branches done, for a progress bar.
+    """
+    selection = selection or select(session)
+    shown = set(selection.ids)
+    labels = {k: v[0] for k, v in session.labels().items() if k in shown}
+    title = session.name or f"Session {session.id}"
+    lines = [f"# {title}", "",
+             f"*{session.cwd} · started {session.header.timestamp[:19].replace('T', ' ')} · "
+             f"{len(selection.ids)} entries*"]
+    if all_branches:
+        roots = selected_tree(session, selection)
+        leaves = [n.id for n in walk(roots) if not n.children]
+        for number, leaf in enumerate(leaves, 1):
+            path = [i for i in session.path_ids(leaf) if i in shown]
+            mark = " (current)" if leaf == selection.leaf_id else ""
+            label = f" [{labels[leaf]}]" if leaf in labels else ""
+            lines += ["", f"## Branch {number} of {len(leaves)}: to `{leaf}`{label}{mark}", ""]
+            lines.append("\n\n".join(_path_markdown(session, path, labels)))
+            if advance is not None:
+                advance(1)
+    elif selection.leaf_id is not None:
+        path = [i for i in session.path_ids(selection.leaf_id) if i in shown]
+        lines += ["", f"## Branch to `{selection.leaf_id}`", ""]
+        lines.append("\n\n".join(_path_markdown(session, path, labels)))
+        if advance is not None:
+            advance(1)
+    return "\n".join(lines).rstrip() + "\n"
