@@ -1,0 +1,47 @@
+"""``sessiontree browse``: the interactive tree browser (Textual, the ``tui`` extra).
+
+The command only checks its arguments and the extra; the app is :mod:`sessiontree.cli.tui`,
+imported when the command runs, so ``sessiontree --help`` never imports Textual.
+"""
+
+from __future__ import annotations
+
+import click
+
+from ..errors import MissingExtra
+from ..views import FILTER_MODES, FilterMode
+from ._app import cli, reports_errors
+
+__all__ = ["browse"]
+
+
+def _summarizer_name(spec: str | None) -> str:
+    return "offline summarizer" if not spec or spec == "offline" else spec
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.option("--summarizer", "summarizer_spec", metavar="SPEC", default=None,
+              envvar="SESSIONTREE_SUMMARIZER", show_envvar=True,
+              help="Who writes branch summaries when you choose to summarize: 'offline' "
+                   "(default, no model), 'openai:MODEL' or 'anthropic:MODEL'.")
+@click.option("--filter", "mode", type=click.Choice(FILTER_MODES), default="default",
+              show_default=True, help="The filter to start with (ctrl+o cycles).")
+@reports_errors
+def browse(file: str, summarizer_spec: str | None, mode: FilterMode) -> None:
+    """Browse FILE's tree interactively: the active path first and highlighted, filters
+    (ctrl+o), search (/), labels (shift+L), a preview with the context size, and Enter to go
+    to an entry (asking whether to summarize the branch you leave). Keys: see the README.
+    """
+    try:
+        from .tui import BrowseApp
+    except ImportError as exc:
+        raise MissingExtra("browse needs the 'tui' extra: pip install 'sessiontree[tui]' "
+                           f"({exc})") from None
+    summarizer = None
+    if summarizer_spec and summarizer_spec != "offline":
+        from ..summarize import summarizer_from_spec
+
+        summarizer = summarizer_from_spec(summarizer_spec)
+    BrowseApp(file, summarizer=summarizer, summarizer_name=_summarizer_name(summarizer_spec),
+              mode=mode).run()

@@ -1,0 +1,593 @@
+"""``sessiontree browse``: a Textual browser for a session tree (the ``tui`` extra).
+
+The tree is drawn as ``sessiontree tree`` draws it (linear runs in one column, branches
+indented, the active path first and marked); filters, search, label editing and navigation
+work as in pi's tree selector. Key table: :data:`KEYS` (also in the README).
+
+Invariants:
+* The tree widget renders only the lines on screen (Textual's line API): a 100,000-entry
+  session costs one row object per shown entry, and payloads are decoded for the rows drawn,
+  the preview and searches only.
+* Opening, rebuilding rows after a filter or search, the preview's context size and
+  navigation run in worker threads, so the interface never waits on them; a newer request
+  cancels an older one of the same kind.
+* Everything written goes through :class:`~sessiontree.Session` (``set_label``,
+  ``navigate_tree``), so the file stays one pi can open.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from rich.segment import Segment
+from rich.style import Style
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.geometry import Region, Size
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+from textual.widgets import Footer, Input, Label, Static
+from textual.worker import get_current_worker
+
+from .._tree import TreeNode
+from ..describe import KIND_NAMES, entry_kind, entry_summary, one_line
+from ..views import FilterMode, Row, filter_tree, flatten, next_mode, node_text
+from ._render import KIND_STYLE, render_row
+
+if TYPE_CHECKING:
+    from ..navigation import NavigationResult
+    from ..session import Session
+    from ..summarize.base import Summarizer
+
+__all__ = ["KEYS", "BrowseApp", "ConfirmNavigate", "EditLabel", "TreeView"]
+
+KEYS: list[tuple[str, str]] = [
+    ("↑ ↓ PgUp PgDn Home End", "move the selection"),
+    ("Enter", "go to the selected entry (asks whether to summarize the branch you leave)"),
+    ("ctrl+o / shift+ctrl+o", "next / previous filter: default, no-tools, user-only, "
+                              "labeled-only, all (also f / F)"),
+    ("/", "search (every word must match; Enter keeps it, Esc clears it)"),
+    ("shift+L", "edit the selected entry's label (empty clears it)"),
+    ("l", "jump to the session's leaf"),
+    ("q, ctrl+c", "quit"),
+]
+"""The browser's keys, as documented in the README."""
+
+
+class TreeView(ScrollView, can_focus=True):
+    """The session tree as rows, drawn a screen at a time."""
+
+    DEFAULT_CSS = """
+    TreeView { background: $surface; }
+    TreeView:focus { background-tint: $foreground 3%; }
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "cursor_to(0)", "First", show=False),
+        Binding("end", "cursor_to(-1)", "Last", show=False),
+    ]
+
+    class Highlighted(Message):
+        """The selection moved to another entry."""
+
+        def __init__(self, node: TreeNode | None) -> None:
+            super().__init__()
+            self.node = node
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.rows: list[Row] = []
+        self.cursor = 0
+        self.leaf_id: str | None = None
+        self._lines: dict[int, Text] = {}
+
+    # -- data
+
+    def set_rows(self, rows: list[Row], leaf_id: str | None, keep: str | None = None) -> None:
+        """Show new rows; the selection stays on ``keep`` when it is still shown."""
+        self.rows = rows
+        self.leaf_id = leaf_id
+        self._lines.clear()
+        at = 0
+        if keep is not None:
+            for number, row in enumerate(rows):
+                if row.node is not None and row.node.id == keep:
+                    at = number
+                    break
+        width = max((len(r.prefix) for r in rows), default=0) + 120
+        self.virtual_size = Size(width, len(rows))
+        self.cursor = min(at, max(0, len(rows) - 1))
+        self._reveal()
+        self.refresh()
+        self.post_message(self.Highlighted(self.selected))
+
+    @property
+    def selected(self) -> TreeNode | None:
+        if not self.rows:
+            return None
+        return self.rows[self.cursor].node
+
+    def forget(self, entry_id: str) -> None:
+        """Redraw a row whose entry changed (its label)."""
+        self._lines.clear()
+        self.refresh()
+
+    # -- drawing
+
+    def _line(self, number: int) -> Text:
+        text = self._lines.get(number)
+        if text is None:
+            text = render_row(self.rows[number], leaf_id=self.leaf_id, width=100)
+            if len(self._lines) > 2000:
+                self._lines.clear()
+            self._lines[number] = text
+        return text
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        number = y + scroll_y
+        width = self.size.width
+        if number >= len(self.rows):
+            return Strip.blank(width, self.rich_style)
+        text = self._line(number)
+        segments = list(text.render(self.app.console))
+        base = self.rich_style
+        if number == self.cursor:
+            highlight = Style(bgcolor="grey30" if self.has_focus else "grey23", bold=True)
+            segments = [Segment(s.text, (s.style or Style()) + highlight) for s in segments]
+            base = base + highlight
+        strip = Strip(segments).crop(scroll_x, scroll_x + width)
+        return strip.extend_cell_length(width, base)
+
+    def _reveal(self) -> None:
+        self.scroll_to_region(Region(0, self.cursor, 1, 1), animate=False, force=True)
+
+    def move_to(self, number: int) -> None:
+        if not self.rows:
+            return
+        number = max(0, min(len(self.rows) - 1, number))
+        if number == self.cursor:
+            return
+        old = self.cursor
+        self.cursor = number
+        self.refresh_line(old)
+        self.refresh_line(number)
+        self._reveal()
+        self.post_message(self.Highlighted(self.selected))
+
+    def select_id(self, entry_id: str) -> bool:
+        for number, row in enumerate(self.rows):
+            if row.node is not None and row.node.id == entry_id:
+                self.move_to(number)
+                return True
+        return False
+
+    def refresh_line(self, y: int) -> None:
+        self.refresh(Region(0, y - self.scroll_offset.y, self.size.width, 1))
+
+    # -- actions
+
+    def action_cursor(self, step: int) -> None:
+        self.move_to(self.cursor + step)
+
+    def action_page(self, step: int) -> None:
+        self.move_to(self.cursor + step * max(1, self.size.height - 1))
+
+    def action_cursor_to(self, number: int) -> None:
+        self.move_to(number if number >= 0 else len(self.rows) - 1)
+
+
+class ConfirmNavigate(ModalScreen[bool | None]):
+    """Asks whether to summarize the branch being left: y, n, or Esc to cancel."""
+
+    DEFAULT_CSS = """
+    ConfirmNavigate { align: center middle; }
+    ConfirmNavigate > Vertical { width: 72; height: auto; border: thick $accent; padding: 1 2;
+                                 background: $panel; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("y", "answer(True)", "Summarize"),
+        Binding("n", "answer(False)", "No summary"),
+        Binding("escape", "answer(None)", "Cancel"),
+    ]
+
+    def __init__(self, target: str, what: str, summarizer: str) -> None:
+        super().__init__()
+        self.target = target
+        self.what = what
+        self.summarizer = summarizer
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Go to {self.target} ({self.what})?")
+            yield Label(f"Summarize the branch you leave ({self.summarizer})?")
+            yield Label("[b]y[/b] yes · [b]n[/b] no, just move · [b]Esc[/b] cancel")
+
+    def action_answer(self, answer: bool | None) -> None:
+        self.dismiss(answer)
+
+
+class EditLabel(ModalScreen[str | None]):
+    """Edits one entry's label: Enter saves (empty clears), Esc cancels."""
+
+    DEFAULT_CSS = """
+    EditLabel { align: center middle; }
+    EditLabel > Vertical { width: 72; height: auto; border: thick $accent; padding: 1 2;
+                           background: $panel; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, entry_id: str, current: str | None) -> None:
+        super().__init__()
+        self.entry_id = entry_id
+        self.current = current or ""
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(f"Label of {self.entry_id} (Enter saves, empty clears, Esc cancels)")
+            yield Input(self.current, id="label-input")
+
+    @on(Input.Submitted)
+    def _submit(self, event: Input.Submitted) -> None:
+        self.dismiss(event.value.strip())
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class BrowseApp(App[None]):
+    """Browse a session file: the tree, a preview of the selection, filters and search."""
+
+    TITLE = "sessiontree browse"
+    ENABLE_COMMAND_PALETTE = False
+    CSS = """
+    #status { height: 1; background: $primary-background; color: $text; padding: 0 1; }
+    #panes { height: 1fr; }
+    #tree { width: 3fr; }
+    #side { width: 2fr; min-width: 30; border-left: solid $primary; }
+    #preview { height: 1fr; padding: 0 1; }
+    #context { height: auto; padding: 0 1; color: $text-muted; }
+    #search { dock: bottom; display: none; }
+    #search.open { display: block; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("ctrl+o", "cycle_filter(1)", "Filter", priority=True),
+        Binding("ctrl+shift+o", "cycle_filter(-1)", "Filter back", show=False, priority=True),
+        Binding("f", "cycle_filter(1)", "Filter", show=False),
+        Binding("F", "cycle_filter(-1)", "Filter back", show=False),
+        Binding("slash", "search", "Search"),
+        Binding("L", "edit_label", "Label"),
+        Binding("enter", "navigate", "Go here"),
+        Binding("l", "to_leaf", "Leaf", show=False),
+        Binding("escape", "escape", "Clear", show=False),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def __init__(self, path: str, *, summarizer: Summarizer | None = None,
+                 summarizer_name: str = "offline summarizer", mode: FilterMode = "default",
+                 opener: Callable[[str], Session] | None = None) -> None:
+        super().__init__()
+        self.path = path
+        self.summarizer = summarizer
+        self.summarizer_name = summarizer_name
+        self.mode: FilterMode = mode
+        self.search_text = ""
+        self.session: Session | None = None
+        self._opener = opener
+        self._roots: list[TreeNode] = []
+        self._texts: dict[str, str] = {}
+        self.editor_text: str | None = None
+        self.loaded = False
+        self.busy = False
+
+    # -- layout
+
+    def compose(self) -> ComposeResult:
+        yield Static("loading…", id="status")
+        with Horizontal(id="panes"):
+            yield TreeView(id="tree")
+            with Vertical(id="side"):
+                with VerticalScroll(id="preview"):
+                    yield Static("", id="preview-text")
+                yield Static("", id="context")
+        yield Input(placeholder="search: every word must match (Enter keeps, Esc clears)",
+                    id="search")
+        yield Footer()
+
+    @property
+    def tree_view(self) -> TreeView:
+        return self.query_one("#tree", TreeView)
+
+    def on_mount(self) -> None:
+        self.tree_view.focus()
+        self._load()
+
+    def on_unmount(self) -> None:
+        if self.session is not None:
+            self.session.close()
+
+    # -- loading and rows (worker threads)
+
+    @work(thread=True, exclusive=True, group="load")
+    def _load(self) -> None:
+        from ..session import Session
+
+        session = self._opener(self.path) if self._opener else Session.open(self.path)
+        roots = session.tree()
+        rows = self._rows(roots, session, self.mode, self.search_text, None)
+        self.call_from_thread(self._loaded, session, roots, rows)
+
+    def _loaded(self, session: Session, roots: list[TreeNode], rows: list[Row]) -> None:
+        self.session = session
+        self._roots = roots
+        self.loaded = True
+        self.tree_view.set_rows(rows, session.leaf_id, keep=session.leaf_id)
+        self._status()
+
+    def _text(self, node: TreeNode) -> str:
+        text = self._texts.get(node.id)
+        if text is None:
+            text = node_text(node)
+            self._texts[node.id] = text
+        return text
+
+    def _rows(self, roots: list[TreeNode], session: Session, mode: FilterMode, search: str,
+              keep: str | None) -> list[Row]:
+        leaf = session.leaf_id
+        active = set(session.path_ids())
+        worker = get_current_worker()
+
+        def text(node: TreeNode) -> str:
+            if worker.is_cancelled:
+                raise _Cancelled
+            return self._text(node)
+
+        def kept(node: TreeNode) -> bool:
+            return node.id == leaf or node.id == keep
+
+        try:
+            view = filter_tree(roots, mode, search or None, text=text, keep=kept)
+        except _Cancelled:
+            return []
+        return list(flatten(view, active))
+
+    def rebuild(self, *, reload_tree: bool = False) -> None:
+        """Recompute the rows for the current filter and search (in a worker)."""
+        if self.session is None:
+            return
+        selected = self.tree_view.selected
+        self._rebuild(reload_tree, selected.id if selected is not None else None)
+
+    @work(thread=True, exclusive=True, group="rows")
+    def _rebuild(self, reload_tree: bool, keep: str | None) -> None:
+        session = self.session
+        assert session is not None
+        roots = session.tree() if reload_tree else self._roots
+        rows = self._rows(roots, session, self.mode, self.search_text, keep)
+        if get_current_worker().is_cancelled:
+            return
+        self.call_from_thread(self._rebuilt, roots, rows, keep)
+
+    def _rebuilt(self, roots: list[TreeNode], rows: list[Row], keep: str | None) -> None:
+        assert self.session is not None
+        self._roots = roots
+        self.tree_view.set_rows(rows, self.session.leaf_id, keep=keep)
+        self._status()
+
+    def _status(self, note: str = "") -> None:
+        session = self.session
+        if session is None:
+            return
+        shown = sum(1 for r in self.tree_view.rows if r.node is not None)
+        name = session.name or session.file or session.id
+        search = f" · search {self.search_text!r}" if self.search_text else ""
+        text = (f"{one_line(name, 40)} · {shown}/{len(session)} shown · filter {self.mode}"
+                f"{search} · leaf {session.leaf_id or '(none)'}")
+        if note:
+            text += f" · {note}"
+        self.query_one("#status", Static).update(Text(text))
+
+    # -- the preview
+
+    @on(TreeView.Highlighted)
+    def _highlighted(self, event: TreeView.Highlighted) -> None:
+        node = event.node
+        preview = self.query_one("#preview-text", Static)
+        context = self.query_one("#context", Static)
+        if node is None:
+            preview.update(Text("no entry matches", style="dim"))
+            context.update("")
+            return
+        preview.update(self._preview(node))
+        context.update(Text("context: …", style="dim"))
+        self._context_size(node.id)
+
+    def _preview(self, node: TreeNode) -> Text:
+        entry = node.entry
+        kind = entry_kind(entry)
+        text = Text()
+        text.append(f"{KIND_NAMES.get(kind, kind)}", style=KIND_STYLE.get(kind, "bold"))
+        text.append(f"  {node.id}  {node.timestamp or ''}\n", style="dim")
+        if node.label:
+            text.append(f"label: {node.label}\n", style="bold yellow")
+        if self.session is not None and node.id == self.session.leaf_id:
+            text.append("the session's leaf\n", style="yellow")
+        text.append("\n")
+        text.append(_full_text(entry))
+        if self.editor_text is not None:
+            text.append("\n\ntext of the chosen message (to edit and send again):\n",
+                        style="bold")
+            text.append(self.editor_text)
+        return text
+
+    @work(thread=True, exclusive=True, group="preview")
+    def _context_size(self, entry_id: str) -> None:
+        from ..compaction import context_tokens
+
+        session = self.session
+        if session is None:
+            return
+        try:
+            messages = len(session.build_context(entry_id))
+            tokens = context_tokens(session, entry_id)
+        except Exception as exc:  # a damaged entry: say so in the pane, never crash
+            self.call_from_thread(self._show_context, entry_id, f"context: {exc}")
+            return
+        if get_current_worker().is_cancelled:
+            return
+        self.call_from_thread(
+            self._show_context, entry_id,
+            f"context from here: {messages} message{'s' if messages != 1 else ''}, "
+            f"~{tokens:,} tokens")
+
+    def _show_context(self, entry_id: str, text: str) -> None:
+        selected = self.tree_view.selected
+        if selected is not None and selected.id == entry_id:
+            self.query_one("#context", Static).update(Text(text))
+
+    # -- actions
+
+    def action_cycle_filter(self, step: int) -> None:
+        if not self.loaded or isinstance(self.screen, ModalScreen):
+            return
+        self.mode = next_mode(self.mode, step)
+        self._status()
+        self.rebuild()
+
+    def action_search(self) -> None:
+        field = self.query_one("#search", Input)
+        field.add_class("open")
+        field.focus()
+
+    @on(Input.Changed, "#search")
+    def _search_changed(self, event: Input.Changed) -> None:
+        self.search_text = event.value.strip()
+        self.rebuild()
+
+    @on(Input.Submitted, "#search")
+    def _search_submitted(self, event: Input.Submitted) -> None:
+        self.tree_view.focus()
+
+    def action_escape(self) -> None:
+        field = self.query_one("#search", Input)
+        if field.has_class("open"):
+            field.remove_class("open")
+            if field.value:
+                field.value = ""  # Changed clears the search
+            self.tree_view.focus()
+
+    def action_to_leaf(self) -> None:
+        if self.session is not None and self.session.leaf_id is not None:
+            self.tree_view.select_id(self.session.leaf_id)
+
+    def action_edit_label(self) -> None:
+        node = self.tree_view.selected
+        if node is None or self.session is None or self.busy:
+            return
+
+        def done(value: str | None) -> None:
+            if value is None or self.session is None:
+                return
+            from ..errors import SessionTreeError
+
+            try:
+                self.session.set_label(node.id, value or None)
+            except SessionTreeError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.notify(f"label of {node.id} {'set to ' + repr(value) if value else 'cleared'}")
+            self.rebuild(reload_tree=True)
+
+        self.push_screen(EditLabel(node.id, node.label), done)
+
+    def action_navigate(self) -> None:
+        node = self.tree_view.selected
+        session = self.session
+        if node is None or session is None or self.busy:
+            return
+        if node.id == session.leaf_id:
+            self.notify(f"{node.id} is already the leaf")
+            return
+        kind = entry_kind(node.entry)
+        what = f"{KIND_NAMES.get(kind, kind)}: {entry_summary(node.entry, 40)}"
+
+        def answered(answer: bool | None) -> None:
+            if answer is None:
+                return
+            self.busy = True
+            self._status("summarizing…" if answer else "moving…")
+            self._navigate(node.id, answer)
+
+        self.push_screen(ConfirmNavigate(node.id, what, self.summarizer_name), answered)
+
+    @work(thread=True, exclusive=True, group="write")
+    def _navigate(self, target: str, summarize: bool) -> None:
+        from ..errors import SessionTreeError
+
+        session = self.session
+        assert session is not None
+        try:
+            result = session.navigate_tree(target, summarize=summarize,
+                                           summarizer=self.summarizer)
+        except SessionTreeError as exc:
+            self.call_from_thread(self._navigate_failed, str(exc))
+            return
+        self.call_from_thread(self._navigated, result)
+
+    def _navigate_failed(self, message: str) -> None:
+        self.busy = False
+        self.notify(message, severity="error", timeout=8)
+        self._status()
+
+    def _navigated(self, result: NavigationResult) -> None:
+        self.busy = False
+        self.editor_text = result.editor_text
+        parts = [f"leaf: {result.leaf_id or '(before the first entry)'}"]
+        if result.summary_entry is not None:
+            parts.append(f"summary {result.summary_entry.id} written")
+        elif result.marker_id is not None:
+            parts.append("checkout marker written")
+        self.notify(" · ".join(parts))
+        self.rebuild(reload_tree=True)
+        self.call_after_refresh(self.action_to_leaf)
+
+
+class _Cancelled(Exception):
+    """A newer rebuild replaced this one."""
+
+
+def _full_text(entry: Any) -> str:
+    """The readable text of an entry for the preview (cut at 20,000 characters)."""
+    from ..entries import BranchSummary, Compaction, MessageEntry
+    from ..messages import AssistantMessage, ThinkingContent, ToolCall, message_text
+
+    text: str
+    if isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage):
+        parts: list[str] = []
+        for block in entry.message.content:
+            if isinstance(block, ThinkingContent):
+                parts.append(f"[thinking] {one_line(block.thinking, 200)}")
+            elif isinstance(block, ToolCall):
+                import msgspec
+
+                parts.append(f"→ {block.name} {msgspec.json.encode(block.arguments).decode()}")
+            else:
+                parts.append(block.text)
+        text = "\n\n".join(parts)
+    elif isinstance(entry, MessageEntry):
+        text = message_text(entry.message)
+    elif isinstance(entry, (Compaction, BranchSummary)):
+        text = entry.summary
+    else:
+        text = entry_summary(entry, 2000)
+    return text if len(text) <= 20_000 else text[:20_000] + "\n…"
