@@ -53,7 +53,7 @@ def _blocks_text(content: Any) -> tuple[str, list[str]]:
             texts.append(block["text"])
         elif block.get("type") == "image":
             data = block.get("data")
-            size = len(data) * 3 // 4 if isinstance(data, str) else 0
+            size = len(data) * 3 // 4 - data[-2:].count("=") if isinstance(data, str) else 0
             images.append(f"*[image: {block.get('mimeType', '?')}, about {size:,} bytes]*")
     return "\n\n".join(texts), images
 
@@ -204,6 +204,7 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
     if all_branches:
         roots = selected_tree(session, selection)
         leaves = [n.id for n in walk(roots) if not n.children]
+        leaves.sort(key=lambda leaf: leaf != selection.leaf_id)  # the current branch first
         for number, leaf in enumerate(leaves, 1):
             path = [i for i in session.path_ids(leaf) if i in shown]
             mark = " (current)" if leaf == selection.leaf_id else ""
