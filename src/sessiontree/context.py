@@ -126,7 +126,7 @@ class SessionContext:
 def _typed_message(data: dict[str, Any] | msgspec.Raw) -> AgentMessage:
     if isinstance(data, msgspec.Raw):
         try:
-            return _message_decoder().decode(data)  # type: ignore[no-any-return]
+            return _message_decoder().decode(data)
         except (msgspec.DecodeError, UnicodeDecodeError):
             data = _json.loads(data)
     return message_from_builtins(data)  # type: ignore[return-value]
@@ -134,7 +134,7 @@ def _typed_message(data: dict[str, Any] | msgspec.Raw) -> AgentMessage:
 
 @functools.cache
 def _message_decoder() -> msgspec.json.Decoder[AgentMessage]:
-    return msgspec.json.Decoder(AgentMessage)  # type: ignore[arg-type]
+    return msgspec.json.Decoder(AgentMessage)
 
 
 def _truthy(value: Any) -> bool:

@@ -273,7 +273,7 @@ class Session:
     def _decode(self, record: Record) -> AnyEntry:
         raw = self._log.read(record)
         try:
-            return _entry_decoder().decode(raw)  # type: ignore[no-any-return]
+            return _entry_decoder().decode(raw)
         except (msgspec.DecodeError, UnicodeDecodeError):
             return entry_from_builtins(_json.loads(raw))
 
