@@ -90,6 +90,7 @@ class TreeView(ScrollView, can_focus=True):
         self.cursor = 0
         self.leaf_id: str | None = None
         self._lines: dict[int, Text] = {}
+        self._deepest = 0
 
     # -- data
 
@@ -104,8 +105,8 @@ class TreeView(ScrollView, can_focus=True):
                 if row.node is not None and row.node.id == keep:
                     at = number
                     break
-        width = max((len(r.prefix) for r in rows), default=0) + 120
-        self.virtual_size = Size(width, len(rows))
+        self._deepest = max((len(r.prefix) for r in rows), default=0)
+        self.virtual_size = Size(self._deepest + 50, len(rows))
         self.cursor = min(at, max(0, len(rows) - 1))
         self._reveal()
         self.refresh()
@@ -117,6 +118,9 @@ class TreeView(ScrollView, can_focus=True):
             return None
         return self.rows[self.cursor].node
 
+    def on_resize(self) -> None:
+        self._lines.clear()
+
     def forget(self, entry_id: str) -> None:
         """Redraw a row whose entry changed (its label)."""
         self._lines.clear()
@@ -127,7 +131,8 @@ class TreeView(ScrollView, can_focus=True):
     def _line(self, number: int) -> Text:
         text = self._lines.get(number)
         if text is None:
-            text = render_row(self.rows[number], leaf_id=self.leaf_id, width=100)
+            room = max(20, self.size.width - len(self.rows[number].prefix) - 24)
+            text = render_row(self.rows[number], leaf_id=self.leaf_id, width=room)
             if len(self._lines) > 2000:
                 self._lines.clear()
             self._lines[number] = text
@@ -140,12 +145,11 @@ class TreeView(ScrollView, can_focus=True):
         if number >= len(self.rows):
             return Strip.blank(width, self.rich_style)
         text = self._line(number)
-        segments = list(text.render(self.app.console))
         base = self.rich_style
         if number == self.cursor:
-            highlight = Style(bgcolor="grey30" if self.has_focus else "grey23", bold=True)
-            segments = [Segment(s.text, (s.style or Style()) + highlight) for s in segments]
-            base = base + highlight
+            base = base + Style(bgcolor="grey30" if self.has_focus else "grey23", bold=True)
+        segments = [Segment(s.text, base + s.style if s.style else base)
+                    for s in text.render(self.app.console) if not s.control]
         strip = Strip(segments).crop(scroll_x, scroll_x + width)
         return strip.extend_cell_length(width, base)
 

@@ -1,0 +1,273 @@
+"""``sessiontree browse``, driven by Textual's pilot on real files: navigate, filter, search,
+label, go to an entry (with and without a summary) and read the file back; an SVG snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import re
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from sessiontree import Session
+from sessiontree.cli.tui import KEYS, BrowseApp
+
+from .viewhelpers import generate, write_branched
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+SIZE = (110, 30)
+
+Script = Callable[[BrowseApp, object], Awaitable[None]]
+
+
+def drive(path: Path, script: Script, *, size: tuple[int, int] = SIZE, **kwargs: object) -> None:
+    async def main() -> None:
+        app = BrowseApp(str(path), **kwargs)  # type: ignore[arg-type]
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            await script(app, pilot)
+
+    asyncio.run(main())
+
+
+async def settle(app: BrowseApp, pilot: object) -> None:
+    """Wait until loading, rebuilds and the preview are done."""
+    for _ in range(400):
+        await pilot.pause()  # type: ignore[attr-defined]
+        await app.workers.wait_for_complete()
+        if app.loaded and not app.workers._workers:  # noqa: SLF001
+            await pilot.pause()  # type: ignore[attr-defined]
+            return
+    raise AssertionError("the browser never settled")
+
+
+def selected(app: BrowseApp) -> str | None:
+    node = app.tree_view.selected
+    return node.id if node is not None else None
+
+
+def shown(app: BrowseApp) -> list[str]:
+    return [r.node.id for r in app.tree_view.rows if r.node is not None]
+
+
+def test_opens_on_the_leaf_with_the_active_branch_first(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        assert selected(app) == "b0000005"
+        rows = shown(app)
+        assert rows.index("u0000003") < rows.index("r0000001")
+        assert "l0000001" not in rows  # the default filter
+        preview = str(app.query_one("#preview-text").render())
+        assert "Tests added; all pass." in preview and "the session's leaf" in preview
+        context = str(app.query_one("#context").render())
+        assert re.search(r"context from here: \d+ messages, ~[\d,]+ tokens", context)
+
+    drive(path, script)
+
+
+def test_moving_updates_the_preview(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        await press("home")
+        await settle(app, pilot)
+        assert selected(app) == "u0000001"
+        assert "Write a CLI that resizes images" in str(app.query_one("#preview-text").render())
+        assert "context from here: 1 message," in str(app.query_one("#context").render())
+        await press("down", "down")
+        await settle(app, pilot)
+        assert selected(app) == "u0000003"
+        assert "label: python-rewrite" in str(app.query_one("#preview-text").render())
+        await press("end")
+        assert selected(app) == shown(app)[-1]
+        await press("l")
+        assert selected(app) == "b0000005"
+
+    drive(path, script)
+
+
+def test_filters_cycle_with_ctrl_o_both_ways(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        seen = []
+        for _ in range(5):
+            await press("ctrl+o")
+            await settle(app, pilot)
+            seen.append((app.mode, len(shown(app))))
+        assert [mode for mode, _ in seen] == ["no-tools", "user-only", "labeled-only", "all",
+                                              "default"]
+        counts = dict(seen)
+        assert counts["all"] == 13 and counts["default"] == 10 and counts["no-tools"] == 9
+        assert counts["user-only"] == 5  # four user messages and the leaf, always shown
+        await press("ctrl+shift+o")
+        await settle(app, pilot)
+        assert app.mode == "all"
+        await press("F", "F")
+        await settle(app, pilot)
+        assert app.mode == "user-only"
+        assert "filter user-only" in str(app.query_one("#status").render())
+
+    drive(path, script)
+
+
+def test_search_filters_rows_and_escape_clears_it(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        await press("slash", *"pillow", "enter")
+        await settle(app, pilot)
+        assert app.search_text == "pillow"
+        assert shown(app) == ["b0000004", "b0000005"]  # the match and the leaf
+        assert app.focused is app.tree_view
+        await press("slash", "escape")
+        await settle(app, pilot)
+        assert app.search_text == "" and len(shown(app)) == 10
+
+    drive(path, script)
+
+
+def test_shift_l_edits_the_label_in_the_file(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        await press("home")
+        await press("L")
+        await pilot.pause()  # type: ignore[attr-defined]
+        await press(*"start here", "enter")
+        await settle(app, pilot)
+        assert "[start here]" in str(app.tree_view._line(app.tree_view.cursor))  # noqa: SLF001
+        await press("down", "down", "L")  # u0000003: clear its label
+        await pilot.pause()  # type: ignore[attr-defined]
+        await press("ctrl+a", "ctrl+k", "enter")
+        await settle(app, pilot)
+        await press("L", *"ignored", "escape")  # cancelled: nothing written
+        await settle(app, pilot)
+
+    drive(path, script)
+    with Session.open(path) as session:
+        assert session.label("u0000001") == "start here"
+        assert session.label("u0000003") is None
+        assert session.labels() == {"u0000001": ("start here", session.labels()["u0000001"][1])}
+
+
+def test_enter_goes_to_the_entry_without_a_summary(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        assert app.tree_view.select_id("b0000003")
+        await press("enter")
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert "Summarize the branch you leave" in str(app.screen.query("Label").first().parent)\
+            or app.screen.__class__.__name__ == "ConfirmNavigate"
+        await press("n")
+        await settle(app, pilot)
+        assert app.session is not None and app.session.leaf_id != "b0000005"
+        assert selected(app) == app.session.leaf_id
+
+    drive(path, script)
+    with Session.open(path) as session:  # the move survives a reload (a checkout marker)
+        assert session.path_ids()[-2:] == ["b0000003", session.leaf_id]
+        assert session.entry(session.leaf_id).type == "custom"  # type: ignore[arg-type]
+        assert session.build_context().messages[-1].role == "assistant"
+
+
+def test_enter_on_a_user_message_with_a_summary_and_escape_cancels(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+    before = path.read_bytes()
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        app.tree_view.select_id("u0000002")
+        await press("enter", "escape")
+        await settle(app, pilot)
+        assert path.read_bytes() == before  # cancelled: nothing written
+        await press("enter", "y")
+        await settle(app, pilot)
+        assert app.editor_text == "Add a --width flag"
+        assert "text of the chosen message" in str(app.query_one("#preview-text").render())
+
+    drive(path, script)
+    with Session.open(path) as session:
+        leaf = session.entry(session.leaf_id)  # type: ignore[arg-type]
+        assert leaf.type == "branch_summary"
+        # a user message target moves to its parent; the summary is written there
+        assert session.path_ids()[-2] == "b0000002"
+        assert "Tests added" in leaf.summary or leaf.summary  # type: ignore[union-attr]
+
+
+def test_enter_on_the_leaf_does_nothing(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+    before = path.read_bytes()
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await settle(app, pilot)
+        assert app.screen is app.screen_stack[0]
+
+    drive(path, script)
+    assert path.read_bytes() == before
+
+
+def test_a_large_session_loads_in_the_background(tmp_path: Path) -> None:
+    path = generate(tmp_path / "g.jsonl", 5000, branch_every=150)
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        assert app.session is not None
+        assert len(app.tree_view.rows) > 3000
+        assert selected(app) == app.session.leaf_id
+        await pilot.press("pagedown", "pageup", "home", "end")  # type: ignore[attr-defined]
+        await settle(app, pilot)
+
+    async def main() -> None:
+        app = BrowseApp(str(path))
+        async with app.run_test(size=SIZE) as pilot:
+            # the interface is up before the session is loaded (loading runs in a thread)
+            assert "loading" in str(app.query_one("#status").render()) or app.loaded
+            await settle(app, pilot)
+            await script(app, pilot)
+
+    asyncio.run(main())
+
+
+def test_svg_snapshot(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+    svg: list[str] = []
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        app.tree_view.select_id("u0000003")
+        await settle(app, pilot)
+        svg.append(app.export_screenshot(title="sessiontree browse"))
+
+    drive(path, script)
+    golden = SNAPSHOTS / "browse.svg"
+    if os.environ.get("SESSIONTREE_UPDATE_SNAPSHOTS") == "1" or not golden.exists():
+        SNAPSHOTS.mkdir(exist_ok=True)
+        golden.write_text(svg[0])
+        if os.environ.get("SESSIONTREE_UPDATE_SNAPSHOTS") != "1":
+            raise AssertionError(f"{golden} did not exist; written now: check it and commit it")
+    (tmp_path / "browse.svg").write_text(svg[0])
+    assert svg[0] == golden.read_text(), (
+        f"the browser looks different from {golden} (see {tmp_path / 'browse.svg'}); if the "
+        "change is wanted, rerun with SESSIONTREE_UPDATE_SNAPSHOTS=1")
+
+
+def test_keys_are_in_the_readme() -> None:
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    for key, _ in KEYS:
+        assert f"| {key} |" in readme
+
+
+def test_browse_command_checks_its_file(tmp_path: Path) -> None:
+    from sessiontree.cli import cli
+
+    outcome = CliRunner().invoke(cli, ["browse", str(tmp_path / "missing.jsonl")])
+    assert outcome.exit_code == 2 and "does not exist" in outcome.stderr
