@@ -22,7 +22,17 @@ from ._time import iso_to_ms
 if TYPE_CHECKING:
     from .entries import AnyEntry
 
-__all__ = ["TreeIndex", "TreeNode", "path_to_root"]
+__all__ = ["TreeIndex", "TreeNode", "js_trim", "path_to_root"]
+
+# JavaScript's String.prototype.trim removes WhiteSpace and LineTerminator (ECMA-262): not the
+# same set as str.strip(), which also removes U+001C-U+001F and U+0085 but keeps U+FEFF.
+_JS_WHITESPACE = ("\t\n\v\f\r \xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
+                  "\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff")
+
+
+def js_trim(text: str) -> str:
+    """``text.trim()`` as JavaScript does it (pi trims session names this way)."""
+    return text.strip(_JS_WHITESPACE)
 
 
 class _Node(Protocol):
@@ -191,7 +201,7 @@ class TreeIndex:
                 else:
                     self.labels.pop(target, None)
         elif rec.type == "session_info":
-            self.name = (rec.name or "").strip() or None
+            self.name = js_trim(rec.name or "") or None
 
     def _break_cycles(self, problems: list[Problem]) -> None:
         by_id = self.by_id

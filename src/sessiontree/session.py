@@ -25,7 +25,7 @@ from msgspec import UNSET, UnsetType
 from . import _json
 from ._scan import Problem, Record
 from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
-from ._tree import TreeIndex, TreeNode
+from ._tree import TreeIndex, TreeNode, js_trim
 from .context import SessionContext, context_from_path
 from .entries import (
     CURRENT_VERSION,
@@ -590,7 +590,7 @@ class Session:
 
     def set_name(self, name: str | None) -> str:
         """Name the session (trimmed; ``None`` or blank clears it)."""
-        text = (name or "").strip()
+        text = js_trim(name or "")
         return self._append(lambda i, p, t: SessionInfo(id=i, parent_id=p, timestamp=t, name=text))
 
     def extend(self, entries: Iterable[Mapping[str, Any] | AnyEntry]) -> list[str]:
