@@ -321,3 +321,12 @@ def test_the_page_runs_only_its_own_script(tmp_path: Path) -> None:
                      re.S)
     assert data is not None and "<" not in data.group(1)
     assert json.loads(data.group(1))["entries"][-1]["id"] == "</script>"
+
+
+def test_a_tool_result_node_is_shown_under_its_call(branched_page: Page) -> None:
+    page = branched_page
+    page.click_row("r0000001")
+    assert "Path to r0000001" in page.info()
+    target = '#messages .tool-result.target[data-id="r0000001"]'
+    assert page.page.eval_on_selector(target, "d => d.open") is True
+    assert page.page.eval_on_selector(target, "d => d.closest('.card').dataset.id") == "b0000001"

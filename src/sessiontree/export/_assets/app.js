@@ -443,10 +443,12 @@
             var call = el("div", "tool-call");
             call.appendChild(el("span", "name", str(b.name)));
             call.appendChild(el("pre", null, JSON.stringify(b.arguments === undefined ? {} : b.arguments, null, 2)));
-            var result = results.get(str(b.id));
-            if (result) {
-              if (result.isError) call.classList.add("error");
-              call.appendChild(toolResultElement(result));
+            var resultEntry = results.get(str(b.id));
+            if (resultEntry) {
+              if (resultEntry.message.isError) call.classList.add("error");
+              var shownResult = toolResultElement(resultEntry.message);
+              shownResult.dataset.id = resultEntry.id;
+              call.appendChild(shownResult);
             }
             c.body.appendChild(call);
           }
@@ -509,7 +511,7 @@
       if (entries[index.get(pid)].type !== "message" || !m) return;
       if (m.role === "assistant" && Array.isArray(m.content))
         m.content.forEach(function (b) { if (b && b.type === "toolCall") calls.add(str(b.id)); });
-      else if (m.role === "toolResult" && calls.has(str(m.toolCallId))) pathResults.set(str(m.toolCallId), m);
+      else if (m.role === "toolResult" && calls.has(str(m.toolCallId))) pathResults.set(str(m.toolCallId), entries[index.get(pid)]);
     });
     messagesEl.replaceChildren();
     firstRendered = Math.max(0, shownPath.length - CHUNK);
@@ -519,7 +521,11 @@
     info += id === leafId ? " \u00b7 the session's leaf" : " \u00b7 not the session's leaf";
     $("#path-info").textContent = info;
     var target = messagesEl.querySelector('[data-id="' + cssEscape(id) + '"]');
-    if (target) { target.classList.add("target"); target.scrollIntoView({ block: "start" }); }
+    if (target) {
+      target.classList.add("target");
+      if (target.tagName === "DETAILS") target.open = true;  // a tool result under its call
+      target.scrollIntoView({ block: "start" });
+    }
     else messagesEl.scrollTop = messagesEl.scrollHeight;
   }
 
