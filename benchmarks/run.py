@@ -1,20 +1,28 @@
 """sessiontree beside pi 0.73.1 on the same generated sessions, in one run.
 
-    .venv/bin/python benchmarks/run.py [--sizes 1k,10k,100k] [--repeat 5]
+    .venv/bin/python benchmarks/run.py [--sizes 1k,10k,100k] [--repeat 5] [--markdown FILE]
 
-Generates the benchmark files with ../shared/bench/gen_pi_session.py (checked against the
-sha256 sums of ../shared/bench/README.md, cached in benchmarks/.data/), installs pi from npm if
-needed, runs ../shared/bench/pi-bench.mjs and our own measurements (each in a fresh process, so
-peak memory is per file), and prints every figure beside pi's with the ratio. The digests of
-both are compared too: the numbers only count if both built the same context, tree and path.
+1. Generates the benchmark files with ../shared/bench/gen_pi_session.py into benchmarks/.data/
+   (git-ignored; reused when the sha256 equals the table in ../shared/bench/README.md).
+2. Installs pi from npm if needed (sessiontree.testing.pi, shared with the tests) and runs
+   ``node --expose-gc ../shared/bench/pi-bench.mjs FILE --pi NODE_MODULES --entry index`` per file.
+3. Measures sessiontree on the same file in a fresh Python process per file (so the peak RSS is
+   per file, like pi's): open, build_context, tree, the path to the deepest leaf, 1,000 appends
+   to a scratch copy (no fsync), peak RSS and RSS growth.
+4. Prints one table: every figure beside pi's with the ratio, a check column (our digests equal
+   pi's digests from this run; the appends persisted) and the three targets on the 100k file.
+
+Exit status 1 when a digest differs (the timings would then compare different work).
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import hashlib
 import json
 import os
+import platform
 import resource
 import shutil
 import statistics
@@ -22,13 +30,16 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 HERE = Path(__file__).resolve().parent
-SHARED = Path(os.environ.get("SESSIONTREE_SHARED", HERE.parent.parent / "shared")).resolve()
+REPO = HERE.parent
+SHARED = Path(os.environ.get("SESSIONTREE_SHARED", REPO.parent / "shared")).resolve()
 DATA = HERE / ".data"
 
+# (generator arguments, sha256) exactly as in ../shared/bench/README.md
 SIZES = {
     "1k": (["--entries", "1000", "--branch-every", "100", "--compact-every", "300", "--seed", "1"],
            "30f4a5cec2cd97e6ebc4180a6eeccfb70184e2900acc0338b1a11f4aa85f920a"),
@@ -37,7 +48,14 @@ SIZES = {
     "100k": (["--entries", "100000", "--branch-every", "400", "--compact-every", "2500", "--seed", "3"],
              "dc3d1558c3407bd367fe24e49cf20c6cf6575ba865ff8bb15f374fc17dfae65a"),
 }
+APPENDS = 1000
+TARGET_SIZE = "100k"
+TARGET_SPEED = 5.0       # open + build_context at least 5x faster than pi
+TARGET_MEMORY = 0.25     # peak RSS at most a quarter of pi's
+TARGET_APPEND_US = 50.0  # median append under 50 microseconds
 
+
+# -- files -----------------------------------------------------------------------------------------
 
 def sha256(path: Path) -> str:
     digest = hashlib.sha256()
@@ -50,164 +68,274 @@ def sha256(path: Path) -> str:
 def generate(size: str) -> Path:
     args, expected = SIZES[size]
     path = DATA / f"pi-{size}.jsonl"
-    if not (path.exists() and sha256(path) == expected):
-        DATA.mkdir(exist_ok=True)
-        subprocess.run([sys.executable, str(SHARED / "bench" / "gen_pi_session.py"), *args, str(path)],
-                       check=True, capture_output=True)
-        if sha256(path) != expected:
-            raise SystemExit(f"{path}: the generator's output differs from bench/README.md")
+    if path.exists() and sha256(path) == expected:
+        return path
+    DATA.mkdir(exist_ok=True)
+    print(f"generating {path.name} …", file=sys.stderr, flush=True)
+    subprocess.run([sys.executable, str(SHARED / "bench" / "gen_pi_session.py"), *args, str(path)],
+                   check=True, capture_output=True)
+    if sha256(path) != expected:
+        raise SystemExit(f"{path}: the generator's output differs from ../shared/bench/README.md")
     return path
 
 
-def ms(seconds: float) -> float:
-    return seconds * 1000
+# -- our side (runs in a fresh process per file) ----------------------------------------------------
+
+def _rss_mib() -> float:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
 
 
-def measure(path: str, repeat: int) -> dict[str, Any]:
-    """Our figures for one file; runs in a fresh process (see main)."""
-    def rss_mib() -> float:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-        return 0.0
+def _peak_mib() -> float:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
 
+
+def measure(source: str, repeat: int) -> dict[str, Any]:
+    """Our figures for one file."""
     from sessiontree import Session, UserMessage
     from sessiontree.testing import branch_digest, context_digest, tree_digest
 
-    baseline = rss_mib()
+    def timed(func: Callable[[], Any]) -> tuple[dict[str, float], Any]:
+        runs, result = [], None
+        for _ in range(repeat):
+            start = time.perf_counter()
+            result = func()
+            runs.append((time.perf_counter() - start) * 1000)
+        return {"first": runs[0], "median": statistics.median(runs), "min": min(runs)}, result
+
+    gc.collect()
+    baseline = _rss_mib()
+    out: dict[str, Any] = {"rss_baseline_mib": baseline, "peak_before_load_mib": _peak_mib()}
     with tempfile.TemporaryDirectory() as folder:
-        copy = Path(folder) / Path(path).name
-        shutil.copyfile(path, copy)
+        copy = Path(folder) / Path(source).name
+        shutil.copyfile(source, copy)  # the append benchmark writes to the copy only
+
         start = time.perf_counter()
         session = Session.open(copy)
-        load = time.perf_counter() - start
+        out["load_ms"] = (time.perf_counter() - start) * 1000
+        out["peak_after_load_mib"] = _peak_mib()
+        out["entries"] = len(session)
 
-        def timed(func: Any) -> tuple[dict[str, float], Any]:
-            runs, result = [], None
-            for _ in range(repeat):
-                t = time.perf_counter()
-                result = func()
-                runs.append(ms(time.perf_counter() - t))
-            return {"first": runs[0], "median": statistics.median(runs)}, result
+        out["build_context_ms"], context = timed(session.build_context)
+        out["typed_context_ms"], _ = timed(lambda: session.build_context().messages)
+        builtins = context.to_builtins()
+        out["context"] = {"digest": context_digest(builtins["messages"]), "messages": len(context)}
+        out["peak_after_context_mib"] = _peak_mib()
+        gc.collect()
+        out["rss_after_load_mib"] = _rss_mib()
 
-        context_ms, context = timed(session.build_context)
-        typed_ms, _ = timed(lambda: session.build_context().messages)
-        peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        after_load = rss_mib()
-        tree_ms, tree = timed(session.tree)
-        walk_ms, _ = timed(lambda: sum(1 for root in session.tree() for _ in root.walk()))
-        depth = {node.id: d for root in tree for node, d in root.walk()}
-        greatest = max(depth.values())
-        deepest = next(i for i in session.ids() if depth[i] == greatest)
-        path_ids_ms, path_ids = timed(lambda: session.path_ids(deepest))
-        path_ms, _ = timed(lambda: session.path(deepest))
+        out["tree_ms"], roots = timed(session.tree)
+        out["tree_walk_ms"], nodes = timed(lambda: sum(1 for root in session.tree() for _ in root.walk()))
+        depth = {node.id: d for root in roots for node, d in root.walk()}
+        out["tree"] = {"digest": tree_digest(roots), "nodes": nodes, "roots": len(roots),
+                       "max_depth": max(depth.values())}
+        deepest = next(i for i in session.ids() if depth[i] == out["tree"]["max_depth"])  # first in file order
 
-        message = UserMessage.of("benchmark append " * 8)
-        appends = []
-        for _ in range(1000):
-            t = time.perf_counter_ns()
+        out["path_ids_ms"], path_ids = timed(lambda: session.path_ids(deepest))
+        out["path_ms"], path = timed(lambda: session.path(deepest))
+        out["branch"] = {"digest": branch_digest(path_ids), "length": len(path_ids),
+                         "typed_digest": branch_digest([e.id for e in path])}
+
+        messages = [UserMessage.of(f"bench append #{i}: please continue with the next step of the "
+                                   "refactor and run the tests.") for i in range(APPENDS)]
+        before = len(session)
+        each = []
+        block = time.perf_counter()
+        for message in messages:
+            start_ns = time.perf_counter_ns()
             session.append_message(message)
-            appends.append((time.perf_counter_ns() - t) / 1000)
+            each.append((time.perf_counter_ns() - start_ns) / 1000)
+        out["append_block_ms"] = (time.perf_counter() - block) * 1000
         session.close()
-    return {
-        "load_ms": ms(load), "build_context_ms": context_ms, "typed_context_ms": typed_ms,
-        "tree_ms": tree_ms,
-        "tree_walk_ms": walk_ms, "path_ids_ms": path_ids_ms, "path_ms": path_ms,
-        "append_median_us": statistics.median(appends), "append_mean_us": statistics.mean(appends),
-        "peak_rss_mib": peak, "rss_delta_mib": after_load - baseline,
-        "digests": {"context": context_digest(context.to_builtins()["messages"]),
-                    "tree": tree_digest(tree), "branch": branch_digest(path_ids)},
-        "path_length": len(path_ids),
-    }
+        out["append_median_us"] = statistics.median(each)
+        out["append_mean_us"] = statistics.mean(each)
+        out["append_p99_us"] = sorted(each)[int(len(each) * 0.99) - 1]
+        with Session.open(copy) as reopened:
+            out["append_persisted"] = len(reopened) == before + APPENDS
+        out["peak_end_mib"] = _peak_mib()
+    return out
 
+
+# -- running both ----------------------------------------------------------------------------------
 
 def run_pi(path: Path, modules: Path, repeat: int) -> dict[str, Any]:
-    out = subprocess.run(
+    done = subprocess.run(
         ["node", "--expose-gc", str(SHARED / "bench" / "pi-bench.mjs"), str(path), "--pi", str(modules),
-         "--entry", "index", "--repeat", str(repeat)],
-        check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+         "--entry", "index", "--repeat", str(repeat), "--appends", str(APPENDS)],
+        capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"pi-bench failed on {path}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def run_ours(path: Path, repeat: int) -> dict[str, Any]:
-    out = subprocess.run([sys.executable, __file__, "--child", str(path), "--repeat", str(repeat)],
-                         check=True, capture_output=True, text=True)
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
+                                                                      os.environ.get("PYTHONPATH")]))}
+    done = subprocess.run([sys.executable, __file__, "--child", str(path), "--repeat", str(repeat)],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the sessiontree measurement failed on {path}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
-def row(name: str, ours: float, pi: float | None, unit: str) -> str:
-    if pi is None:
-        return f"| {name} | {ours:,.2f} {unit} | — | — |"
-    ratio = pi / ours if ours else float("inf")
-    return f"| {name} | {ours:,.2f} {unit} | {pi:,.2f} {unit} | {ratio:,.1f}× |"
+def machine() -> str:
+    cpu = platform.processor() or platform.machine()
+    try:
+        with open("/proc/cpuinfo") as info:
+            cpu = next((line.split(":", 1)[1].strip() for line in info if line.startswith("model name")), cpu)
+        with open("/proc/meminfo") as info:
+            memory = f", {int(next(line for line in info if line.startswith('MemTotal')).split()[1]) / 2**20:.0f} GiB RAM"
+    except (OSError, StopIteration):
+        memory = ""
+    node = subprocess.run(["node", "--version"], capture_output=True, text=True, check=False).stdout.strip()
+    return (f"{cpu}, {os.cpu_count()} CPUs{memory}, {platform.system()} {platform.release()}; "
+            f"Python {platform.python_version()}, Node {node.lstrip('v')}")
 
 
-def report(size: str, ours: dict[str, Any], pi: dict[str, Any]) -> list[str]:
-    same = (ours["digests"]["context"] == pi["context"]["digest"]
-            and ours["digests"]["tree"] == pi["tree"]["digest"]
-            and ours["digests"]["branch"] == pi["branch"]["digest"])
+# -- the table -------------------------------------------------------------------------------------
+
+def _fmt(value: float | None, unit: str) -> str:
+    if value is None:
+        return "—"
+    return f"{value:,.2f} {unit}" if unit else f"{value:,.2f}"
+
+
+def _ratio(ours: float | None, pi: float | None) -> str:
+    if ours is None or pi is None or ours <= 0:
+        return "—"
+    return f"{pi / ours:,.1f}×"
+
+
+def _same(ours: str, pi: str, name: str) -> tuple[str, bool]:
+    return (f"{name} digest = pi's", True) if ours == pi else (f"**{name} digest DIFFERS**", False)
+
+
+def rows(size: str, ours: dict[str, Any], pi: dict[str, Any]) -> tuple[list[list[str]], bool, list[str]]:
+    """The table rows for one file, whether every check passed, and the target lines."""
+    ctx_ok = _same(ours["context"]["digest"], pi["context"]["digest"], "context")
+    tree_ok = _same(ours["tree"]["digest"], pi["tree"]["digest"], "tree")
+    path_ok = _same(ours["branch"]["digest"], pi["branch"]["digest"], "path")
+    typed_ok = _same(ours["branch"]["typed_digest"], pi["branch"]["digest"], "path")
     open_ctx = ours["load_ms"] + ours["build_context_ms"]["first"]
     pi_open_ctx = pi["load_ms"] + pi["build_context_ms"]["first"]
-    lines = [
-        f"### pi-{size}.jsonl ({pi['entries']:,} entries, {pi['file_bytes'] / 2**20:,.1f} MiB) — "
-        f"digests {'equal' if same else 'DIFFERENT'}",
-        "",
-        "| measure | sessiontree | pi 0.73.1 | pi ÷ sessiontree |",
-        "|---|---|---|---|",
-        row("open", ours["load_ms"], pi["load_ms"], "ms"),
-        row("build_context (first)", ours["build_context_ms"]["first"], pi["build_context_ms"]["first"], "ms"),
-        row("build_context (median)", ours["build_context_ms"]["median"], pi["build_context_ms"]["median"], "ms"),
-        row("build_context + typed messages (median)", ours["typed_context_ms"]["median"],
-            pi["build_context_ms"]["median"], "ms"),
-        row("**open + build_context**", open_ctx, pi_open_ctx, "ms"),
-        row("tree (first)", ours["tree_ms"]["first"], pi["get_tree_ms"]["first"], "ms"),
-        row("tree (median)", ours["tree_ms"]["median"], pi["get_tree_ms"]["median"], "ms"),
-        row("tree + full walk (median)", ours["tree_walk_ms"]["median"], None, "ms"),
-        row(f"path to the deepest leaf, ids ({ours['path_length']:,})", ours["path_ids_ms"]["median"],
-            pi["get_branch_ms"]["median"], "ms"),
-        row("path to the deepest leaf, typed entries", ours["path_ms"]["median"],
-            pi["get_branch_ms"]["median"], "ms"),
-        row("append, median per entry", ours["append_median_us"], None, "µs"),
-        row("append, mean per entry", ours["append_mean_us"], pi["append_per_entry_us"], "µs"),
-        row("**peak RSS after load**", ours["peak_rss_mib"], pi["peak_rss_after_load_mib"], "MiB"),
-        row("RSS growth from loading", ours["rss_delta_mib"], pi["mem_after_load_delta"]["rss_mib"], "MiB"),
-        "",
+    peak = ours["peak_after_context_mib"]
+    pi_peak = pi["peak_rss_after_load_mib"]
+    targets: list[str] = []
+    speed_check = memory_check = append_check = ""
+    if size == TARGET_SIZE:
+        speed, memory, append = pi_open_ctx / open_ctx, peak / pi_peak, ours["append_median_us"]
+        speed_check = f"target ≥ {TARGET_SPEED:g}× faster: {'**met**' if speed >= TARGET_SPEED else '**NOT met**'}"
+        memory_check = (f"{memory:.2f} of pi's; target ≤ {TARGET_MEMORY:g}: "
+                        f"{'**met**' if memory <= TARGET_MEMORY else '**NOT met**'}")
+        append_check = f"target < {TARGET_APPEND_US:g} µs: {'**met**' if append < TARGET_APPEND_US else '**NOT met**'}"
+        targets = [f"open + build_context {speed:.1f}× faster than pi ({speed_check.split(': ')[1]})",
+                   f"peak RSS {memory:.2f} of pi's ({memory_check.split(': ')[1]})",
+                   f"append median {append:.1f} µs ({append_check.split(': ')[1]})"]
+    persisted = ours["append_persisted"] and pi["append_persisted"]
+    label = f"{size}"
+    table = [
+        [label, "open", _fmt(ours["load_ms"], "ms"), _fmt(pi["load_ms"], "ms"),
+         _ratio(ours["load_ms"], pi["load_ms"]), f"{ours['entries']:,} = {pi['entries']:,} entries"],
+        [label, "build_context, first", _fmt(ours["build_context_ms"]["first"], "ms"),
+         _fmt(pi["build_context_ms"]["first"], "ms"),
+         _ratio(ours["build_context_ms"]["first"], pi["build_context_ms"]["first"]), ctx_ok[0]],
+        [label, "build_context, median", _fmt(ours["build_context_ms"]["median"], "ms"),
+         _fmt(pi["build_context_ms"]["median"], "ms"),
+         _ratio(ours["build_context_ms"]["median"], pi["build_context_ms"]["median"]),
+         f"{ours['context']['messages']:,} messages"],
+        [label, "build_context + typed messages, median", _fmt(ours["typed_context_ms"]["median"], "ms"),
+         _fmt(pi["build_context_ms"]["median"], "ms"),
+         _ratio(ours["typed_context_ms"]["median"], pi["build_context_ms"]["median"]), ""],
+        [label, "**open + build_context (first)**", _fmt(open_ctx, "ms"), _fmt(pi_open_ctx, "ms"),
+         _ratio(open_ctx, pi_open_ctx), speed_check],
+        [label, "tree, first", _fmt(ours["tree_ms"]["first"], "ms"), _fmt(pi["get_tree_ms"]["first"], "ms"),
+         _ratio(ours["tree_ms"]["first"], pi["get_tree_ms"]["first"]), tree_ok[0]],
+        [label, "tree, median", _fmt(ours["tree_ms"]["median"], "ms"), _fmt(pi["get_tree_ms"]["median"], "ms"),
+         _ratio(ours["tree_ms"]["median"], pi["get_tree_ms"]["median"]), f"{ours['tree']['nodes']:,} nodes"],
+        [label, "tree + walk of every node, median", _fmt(ours["tree_walk_ms"]["median"], "ms"), "—", "—", ""],
+        [label, f"path to the deepest leaf ({ours['branch']['length']:,} entries), ids, median",
+         _fmt(ours["path_ids_ms"]["median"], "ms"), _fmt(pi["get_branch_ms"]["median"], "ms"),
+         _ratio(ours["path_ids_ms"]["median"], pi["get_branch_ms"]["median"]), path_ok[0]],
+        [label, "path to the deepest leaf, typed entries, median", _fmt(ours["path_ms"]["median"], "ms"),
+         _fmt(pi["get_branch_ms"]["median"], "ms"), _ratio(ours["path_ms"]["median"], pi["get_branch_ms"]["median"]),
+         typed_ok[0]],
+        [label, f"**append, median** of {APPENDS:,}", _fmt(ours["append_median_us"], "µs"), "—", "—", append_check],
+        [label, f"append, mean of {APPENDS:,}", _fmt(ours["append_block_ms"] * 1000 / APPENDS, "µs"),
+         _fmt(pi["append_per_entry_us"], "µs"), _ratio(ours["append_block_ms"], pi[f"append_{APPENDS}_ms"]),
+         "persisted in both" if persisted else "**appends NOT persisted**"],
+        [label, "**peak RSS** (ours after open + build_context, pi after open)", _fmt(peak, "MiB"),
+         _fmt(pi_peak, "MiB"), _ratio(peak, pi_peak), memory_check],
+        [label, "RSS growth from loading (after gc)",
+         _fmt(ours["rss_after_load_mib"] - ours["rss_baseline_mib"], "MiB"),
+         _fmt(pi["mem_after_load_delta"]["rss_mib"], "MiB"), "—", ""],
+        [label, "peak RSS at the end of the run", _fmt(ours["peak_end_mib"], "MiB"), "—", "—", ""],
     ]
-    if size == "100k":
-        speed = pi_open_ctx / open_ctx
-        memory = ours["peak_rss_mib"] / pi["peak_rss_after_load_mib"]
-        lines += [
-            f"Targets on this file: open + build_context {speed:.1f}× faster than pi (target ≥ 5×: "
-            f"{'met' if speed >= 5 else 'NOT met'}); peak memory {memory:.2f} of pi's (target ≤ 0.25: "
-            f"{'met' if memory <= 0.25 else 'NOT met'}); append median {ours['append_median_us']:.1f} µs "
-            f"(target < 50 µs: {'met' if ours['append_median_us'] < 50 else 'NOT met'}).",
-            "",
-        ]
-    return lines
+    ok = ctx_ok[1] and tree_ok[1] and path_ok[1] and typed_ok[1] and persisted
+    return table, ok, targets
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1k,10k,100k")
-    parser.add_argument("--repeat", type=int, default=5)
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--sizes", default="1k,10k,100k", help="comma-separated, of 1k, 10k, 100k")
+    parser.add_argument("--repeat", type=int, default=5, help="calls per timed operation (median, first)")
+    parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, args.repeat)))
         return
 
-    sys.path.insert(0, str(HERE.parent / "src"))
-    from sessiontree.testing.pi import ensure_pi
+    sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
+    unknown = [s for s in sizes if s not in SIZES]
+    if unknown:
+        parser.error(f"unknown size {', '.join(unknown)} (choose from {', '.join(SIZES)})")
+    sys.path.insert(0, str(REPO / "src"))
+    from sessiontree.testing.pi import PI_VERSION, PiUnavailable, ensure_pi
 
-    modules = ensure_pi()
-    print(f"python {sys.version.split()[0]}, node {subprocess.check_output(['node', '--version'], text=True).strip()}, "
-          f"{os.cpu_count()} CPUs; repeat {args.repeat}\n")
-    for size in args.sizes.split(","):
+    try:
+        modules = ensure_pi()
+    except PiUnavailable as error:
+        raise SystemExit(str(error)) from None
+
+    table: list[list[str]] = []
+    targets: list[str] = []
+    all_ok = True
+    described = []
+    for size in sizes:
         path = generate(size)
+        print(f"{path.name}: pi …", file=sys.stderr, flush=True)
         pi = run_pi(path, modules, args.repeat)
+        print(f"{path.name}: sessiontree …", file=sys.stderr, flush=True)
         ours = run_ours(path, args.repeat)
-        print("\n".join(report(size, ours, pi)), flush=True)
+        lines, ok, file_targets = rows(size, ours, pi)
+        table += lines
+        targets += file_targets
+        all_ok = all_ok and ok
+        described.append(f"pi-{size}.jsonl ({pi['entries']:,} entries, {pi['file_bytes'] / 2**20:,.1f} MiB)")
+
+    report = [
+        f"sessiontree vs pi {PI_VERSION} — {time.strftime('%Y-%m-%d %H:%M %Z')}",
+        f"machine: {machine()}",
+        f"files: {', '.join(described)}; repeat {args.repeat}",
+        "",
+        f"| file | measure | sessiontree | pi {PI_VERSION} | pi ÷ sessiontree | check |",
+        "|---|---|---:|---:|---:|---|",
+        *("| " + " | ".join(row) + " |" for row in table),
+        "",
+    ]
+    if targets:
+        report.append(f"Targets on pi-{TARGET_SIZE}.jsonl: " + "; ".join(targets) + ".")
+    report.append("All digests equal pi's." if all_ok else "SOME CHECKS FAILED (see the check column).")
+    text = "\n".join(report)
+    print(text)
+    if args.markdown:
+        args.markdown.write_text(text + "\n", "utf-8")
+    if not all_ok:
+        sys.exit(1)
 
 
 if __name__ == "__main__":
