@@ -40,7 +40,13 @@ from sessiontree import (
     UserMessage,
 )
 from sessiontree._json import dumps, loads
-from sessiontree.testing.pi import PI_VERSION, PiUnavailable, ensure_pi, run_node_script
+from sessiontree.testing.pi import (
+    PI_VERSION,
+    PiUnavailable,
+    default_pi_dir,
+    ensure_pi,
+    run_node_script,
+)
 
 from .conftest import BENCH
 
@@ -605,7 +611,10 @@ def test_random_scripts_give_the_same_files_through_both_apis(batch: list[list[l
 
 
 def test_a_missing_pi_fails_instead_of_skipping(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Without npm or node the install raises with the reason (the fixture turns it into a failure)."""
+    """Without npm or node the install raises with the reason (the fixture turns it into a failure);
+    SESSIONTREE_PI_DIR says where pi is (or goes)."""
+    monkeypatch.setenv("SESSIONTREE_PI_DIR", str(tmp_path / "elsewhere"))
+    assert default_pi_dir() == tmp_path / "elsewhere"
     monkeypatch.setenv("PATH", str(tmp_path))
     with pytest.raises(PiUnavailable, match="node"):
         ensure_pi(tmp_path / "nowhere")
