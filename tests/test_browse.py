@@ -37,7 +37,7 @@ async def settle(app: BrowseApp, pilot: object) -> None:
     for _ in range(400):
         await pilot.pause()  # type: ignore[attr-defined]
         await app.workers.wait_for_complete()
-        if app.loaded and not app.workers._workers:  # noqa: SLF001
+        if app.loaded and not app.searching and not app.workers._workers:  # noqa: SLF001
             await pilot.pause()  # type: ignore[attr-defined]
             return
     raise AssertionError("the browser never settled")

@@ -33,11 +33,12 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widgets import Footer, Input, Label, Static
+from textual.timer import Timer
 from textual.worker import get_current_worker
 
 from .._tree import TreeNode
 from ..describe import KIND_NAMES, entry_kind, entry_summary, one_line
-from ..views import FilterMode, Row, filter_tree, flatten, next_mode, node_text
+from ..views import FilterMode, Row, filter_tree, flatten, next_mode, node_text, search_terms
 from ._render import KIND_STYLE, render_row
 
 if TYPE_CHECKING:
@@ -293,6 +294,9 @@ class BrowseApp(App[None]):
         self.editor_text: str | None = None
         self.loaded = False
         self.busy = False
+        self._search_timer: Timer | None = None
+        self.searching = False
+        """A search was typed and is waiting for the typing to pause."""
 
     # -- layout
 
@@ -345,16 +349,32 @@ class BrowseApp(App[None]):
             self._texts[node.id] = text
         return text
 
+    def _search_text(self, node: TreeNode, terms: list[str]) -> str:
+        """:func:`node_text`, or only the id when the stored line cannot hold every term.
+
+        Decoding 100,000 payloads takes seconds; a term that is not in the line's bytes (nor
+        in the label or the kind's names) is not in its text either, so most entries are
+        ruled out by a substring test. Terms JSON would escape skip the test.
+        """
+        if node.id not in self._texts and self.session is not None \
+                and not any(c in term for term in terms for c in '"\\'):
+            raw = self.session.raw_line(node.id).decode("utf-8", "replace").casefold()
+            extra = f" {(node.label or '').casefold()} {' '.join(KIND_NAMES.values())}"
+            if not all(term in raw or term in extra for term in terms):
+                return node.id
+        return self._text(node)
+
     def _rows(self, roots: list[TreeNode], session: Session, mode: FilterMode, search: str,
               keep: str | None) -> list[Row]:
         leaf = session.leaf_id
         active = set(session.path_ids())
         worker = get_current_worker()
+        terms = search_terms(search)
 
         def text(node: TreeNode) -> str:
             if worker.is_cancelled:
                 raise _Cancelled
-            return self._text(node)
+            return self._search_text(node, terms)
 
         def kept(node: TreeNode) -> bool:
             return node.id == leaf or node.id == keep
@@ -476,6 +496,15 @@ class BrowseApp(App[None]):
     @on(Input.Changed, "#search")
     def _search_changed(self, event: Input.Changed) -> None:
         self.search_text = event.value.strip()
+        if self._search_timer is not None:
+            self._search_timer.stop()
+        # typing is debounced: each letter typed would otherwise start a search of its own
+        self.searching = True
+        self._search_timer = self.set_timer(0.25, self._search_due)
+
+    def _search_due(self) -> None:
+        self.searching = False
+        self._search_timer = None
         self.rebuild()
 
     @on(Input.Submitted, "#search")

@@ -1,0 +1,40 @@
+"""Progress display: drawn on stderr only when asked (a terminal), a no-op otherwise."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from sessiontree.cli._progress import LARGE_FILE_BYTES, loading, progress
+
+
+def test_nothing_is_drawn_when_stdout_is_not_a_terminal(capsys: pytest.CaptureFixture[str]
+                                                       ) -> None:
+    with progress("exporting", 10) as advance:
+        advance(10)
+    assert capsys.readouterr() == ("", "")
+
+
+def test_a_bar_goes_to_stderr_and_is_removed(capsys: pytest.CaptureFixture[str]) -> None:
+    with progress("exporting html", 3, enabled=True) as advance:
+        for _ in range(3):
+            advance(1)
+    out, _ = capsys.readouterr()
+    assert out == ""
+
+
+def test_loading_only_very_large_files(tmp_path: Path, capsys: pytest.CaptureFixture[str]
+                                       ) -> None:
+    small = tmp_path / "small.jsonl"
+    small.write_text("{}\n")
+    big = tmp_path / "big.jsonl"
+    with open(big, "wb") as stream:  # sparse: only its size matters here
+        stream.truncate(LARGE_FILE_BYTES)
+    with loading(str(small), enabled=True), loading(str(big), enabled=True):
+        pass
+    with loading(str(tmp_path / "missing"), enabled=True):
+        pass
+    assert capsys.readouterr().out == ""
+    assert os.path.getsize(big) == LARGE_FILE_BYTES
