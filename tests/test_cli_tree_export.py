@@ -214,3 +214,27 @@ def test_selection_of_a_subtree_keeps_the_path_to_it(tmp_path: Path) -> None:
         assert chosen.leaf_id == "u0000002"  # the session's leaf is elsewhere
         assert select(session, subtree="u0000003").leaf_id == "b0000005"
         assert text("x") == {"type": "text", "text": "x"}
+
+
+def test_html_export_default_output_force_and_parts(tmp_path: Path, monkeypatch: object) -> None:
+    import re
+
+    path = write_branched(tmp_path / "s.jsonl")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)  # type: ignore[attr-defined]
+    code, out, _ = run("export", str(path), "--format", "html")
+    assert code == 0 and out.strip() == "s.html"
+    page = (work / "s.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "<title>Image resize CLI</title>" in page
+    code, _, err = run("export", str(path), "--format", "html")
+    assert code == 1 and "--force" in err
+    code, out, _ = run("export", str(path), "--format", "html", "--branch", "b0000003", "-o",
+                       "b.html", "--json")
+    assert code == 0 and json.loads(out) == {"format": "html", "file": "b.html"}
+    data = re.search(r'type="application/json">(.*?)</script>', (work / "b.html").read_text(),
+                     re.S)
+    assert data is not None
+    payload = json.loads(data.group(1))
+    assert payload["leafId"] == "b0000003" and len(payload["entries"]) == 7
+    assert payload["optree"] is None and len(payload["visible"]) == 7
