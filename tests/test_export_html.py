@@ -330,3 +330,56 @@ def test_a_tool_result_node_is_shown_under_its_call(branched_page: Page) -> None
     target = '#messages .tool-result.target[data-id="r0000001"]'
     assert page.page.eval_on_selector(target, "d => d.open") is True
     assert page.page.eval_on_selector(target, "d => d.closest('.card').dataset.id") == "b0000001"
+
+
+MARKDOWN = """# Title
+Some **bold**, *em*, _also em_, ~~gone~~ and `a < b` code; snake_case_name and a__b__c and
+2 * 3 * 4 stay text. A [link](https://example.org/a?b=1) and [bad](javascript:alert(1)).
+
+- one
+- two **strong**
+
+3. three
+4. four
+
+> quoted *text*
+
+````python
+```
+print("<b>hi</b>")
+````
+---
+https://example.org/plain."""
+
+
+def test_the_markdown_subset(browser: Any, tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "md.jsonl", [user(1, "u1", None, MARKDOWN)])
+    page = Page(browser, export(path, tmp_path / "md.html"))
+    try:
+        body = '.card[data-id="u1"] .body'
+
+        def texts(selector: str) -> list[str]:
+            return list(page.page.eval_on_selector_all(f"{body} {selector}",
+                                                       "es => es.map(e => e.textContent)"))
+
+        assert texts("h3") == ["Title"]
+        assert texts("> p > strong") == ["bold"] and texts("> p > em") == ["em", "also em"]
+        assert texts("p > del") == ["gone"] and texts("p > code") == ["a < b"]
+        paragraph = texts("p")[0]
+        assert "snake_case_name and a__b__c and\n2 * 3 * 4 stay text" in paragraph
+        assert page.page.eval_on_selector_all(
+            f"{body} a", "as => as.map(a => [a.textContent, a.getAttribute('href'), a.rel])") == [
+            ["link", "https://example.org/a?b=1", "noopener noreferrer nofollow"],
+            ["https://example.org/plain", "https://example.org/plain", "noopener noreferrer "
+                                                                       "nofollow"]]
+        assert "[bad](javascript:alert(1))" in paragraph
+        assert texts("ul > li") == ["one", "two strong"] and texts("ul li strong") == ["strong"]
+        assert texts("ol > li") == ["three", "four"]
+        assert page.page.get_attribute(f"{body} ol", "start") == "3"
+        assert texts("blockquote em") == ["text"]
+        assert texts("pre > code") == ['```\nprint("<b>hi</b>")']
+        assert page.page.get_attribute(f"{body} pre > code", "data-lang") == "python"
+        assert len(texts("hr")) == 1
+        assert page.errors == []
+    finally:
+        page.close()
