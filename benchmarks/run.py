@@ -301,6 +301,7 @@ def main() -> None:
     except PiUnavailable as error:
         raise SystemExit(str(error)) from None
 
+    load_before = os.getloadavg()[0]
     table: list[list[str]] = []
     targets: list[str] = []
     all_ok = True
@@ -317,9 +318,10 @@ def main() -> None:
         all_ok = all_ok and ok
         described.append(f"pi-{size}.jsonl ({pi['entries']:,} entries, {pi['file_bytes'] / 2**20:,.1f} MiB)")
 
+    load_after = os.getloadavg()[0]
     report = [
         f"sessiontree vs pi {PI_VERSION} — {time.strftime('%Y-%m-%d %H:%M %Z')}",
-        f"machine: {machine()}",
+        f"machine: {machine()}; load average {load_before:.2f} before, {load_after:.2f} after",
         f"files: {', '.join(described)}; repeat {args.repeat}",
         "",
         f"| file | measure | sessiontree | pi {PI_VERSION} | pi ÷ sessiontree | check |",
