@@ -621,3 +621,16 @@ def test_a_missing_pi_fails_instead_of_skipping(tmp_path: Path, monkeypatch: pyt
     unavailable = Pi("pi 0.73.1 is required by the interoperability tests and could not be installed: x")
     with pytest.raises(pytest.fail.Exception, match="could not be installed"):
         unavailable.read([])
+
+
+def test_the_benchmark_runs_beside_pi_with_equal_digests(pi: Pi) -> None:
+    """benchmarks/run.py on the 1k file: pi and we built the same context, tree and path (no
+    timing is checked here)."""
+    pi.modules  # noqa: B018 (fails the test when pi is unavailable)
+    script = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
+    done = subprocess.run([sys.executable, str(script), "--sizes", "1k", "--repeat", "2"],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "All digests equal pi's." in done.stdout
+    rows = [line for line in done.stdout.splitlines() if line.startswith("| 1k |")]
+    assert len(rows) == 15 and sum("digest = pi's" in row for row in rows) == 4
