@@ -59,8 +59,9 @@ from sessiontree.events import (
     CompactEvent,
     CompactPreparation,
     HookFailed,
+    OperationCancelled,
 )
-from sessiontree.summarize import CancelToken, SummaryFailed, SummaryRequest
+from sessiontree.summarize import CancelToken, SummaryCancelled, SummaryFailed, SummaryRequest
 from sessiontree.testing.pi import ensure_pi, run_node_script
 
 from .conftest import BENCH
@@ -726,7 +727,8 @@ def test_cancelled_compaction_writes_nothing(tmp_path: Path) -> None:
     before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
     token = CancelToken()
     token.cancel()
-    assert s.compact(keep_recent_tokens=600, cancel=token) is None
+    with pytest.raises(SummaryCancelled):
+        s.compact(keep_recent_tokens=600, cancel=token)
 
     class CancelsMidway:
         def __init__(self, token: CancelToken) -> None:
@@ -737,7 +739,8 @@ def test_cancelled_compaction_writes_nothing(tmp_path: Path) -> None:
             return "text"
 
     token = CancelToken()
-    assert s.compact(CancelsMidway(token), keep_recent_tokens=600, cancel=token) is None
+    with pytest.raises(SummaryCancelled):
+        s.compact(CancelsMidway(token), keep_recent_tokens=600, cancel=token)
     assert_unchanged(s, before, leaf)
     s.close()
 
@@ -777,11 +780,17 @@ def test_before_compact_cancel_writes_nothing(tmp_path: Path) -> None:
     before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
     after: list[CompactEvent] = []
     s.events.on("session_compact", after.append)
-    off = s.events.on("session_before_compact", lambda p: BeforeCompactResult(cancel=True))
-    assert s.compact(keep_recent_tokens=600) is None
+    def refuse(p: CompactPreparation) -> BeforeCompactResult:
+        return BeforeCompactResult(cancel=True)
+
+    off = s.events.on("session_before_compact", refuse)
+    with pytest.raises(OperationCancelled, match="refuse") as info:
+        s.compact(keep_recent_tokens=600)
+    assert info.value.event == "session_before_compact"
     off()
     off = s.events.on("session_before_compact", lambda p: p.cancel.cancel())
-    assert s.compact(keep_recent_tokens=600) is None
+    with pytest.raises(SummaryCancelled):
+        s.compact(keep_recent_tokens=600)
     off()
     assert_unchanged(s, before, leaf)
     assert after == []
@@ -971,7 +980,8 @@ def test_acompact_split_turn_and_failures(tmp_path: Path) -> None:
         asyncio.run(s.acompact(Raising(), keep_recent_tokens=450))
     assert_unchanged(s, before, leaf)
     s.events.on("session_before_compact", lambda p: BeforeCompactResult(cancel=True))
-    assert asyncio.run(s.acompact(keep_recent_tokens=450)) is None
+    with pytest.raises(OperationCancelled):
+        asyncio.run(s.acompact(keep_recent_tokens=450))
     assert_unchanged(s, before, leaf)
     s.events = type(s.events)()
     summarizer = Fixed()

@@ -321,7 +321,8 @@ def test_compact_cancelled_or_supplied_by_a_handler(session: Session) -> None:
     long_session(session)
     before = file_bytes(session)
     off = session.events.on("session_before_compact", lambda p: BeforeCompactResult(cancel=True))
-    assert compact(session, keep_recent_tokens=600) is None
+    with pytest.raises(OperationCancelled):
+        compact(session, keep_recent_tokens=600)
     assert file_bytes(session) == before
     off()
     session.events.on("session_before_compact", lambda p: BeforeCompactResult(summary="by hook"))

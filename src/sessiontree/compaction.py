@@ -951,8 +951,15 @@ def _hook_result(state: _Compacting, hook: Any) -> CompactionResult | None:
         details=hook.details if hook.details is not None else msgspec.UNSET)
 
 
-def _cancelled(state: _Compacting, hook: Any) -> bool:
-    return state.token.cancelled or bool(getattr(hook, "cancel", False))
+def _check_cancelled(session: Session, state: _Compacting, hook: Any, decider: str | None) -> None:
+    """Raise as navigation does: a handler's cancel names the handler, a token's does not."""
+    from .events import OperationCancelled
+
+    if getattr(hook, "cancel", False):
+        raise OperationCancelled("session_before_compact", decider or "?")
+    if state.token.cancelled:
+        raise SummaryCancelled("the compaction was cancelled; nothing was written",
+                               path=session.file)
 
 
 def _append(session: Session, state: _Compacting, result: CompactionResult,
@@ -971,7 +978,7 @@ def _append(session: Session, state: _Compacting, result: CompactionResult,
 def compact(session: Session, summarizer: Summarizer | None = None, *,
             keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
             settings: CompactionSettings | None = None, instructions: str | None = None,
-            cancel: CancelToken | None = None) -> Compaction | None:
+            cancel: CancelToken | None = None) -> Compaction:
     """Summarize the current path's history before the cut point and append a compaction.
 
     Emits ``session_before_compact`` (a handler may cancel, or supply the compaction to write;
@@ -990,10 +997,11 @@ def compact(session: Session, summarizer: Summarizer | None = None, *,
         cancel: cancels the operation; a hook may cancel it too.
 
     Returns:
-        The compaction entry written (now the leaf), or ``None`` when a hook or ``cancel``
-        cancelled the compaction (nothing written).
+        The compaction entry written (now the leaf).
 
     Raises:
+        OperationCancelled: a ``session_before_compact`` handler cancelled (nothing written).
+        SummaryCancelled: ``cancel`` was cancelled (nothing written).
         AlreadyCompacted: the path already ends in a compaction.
         NothingToCompact: the path is empty, or everything on it is kept.
         SummaryFailed: the summarizer raised or returned nothing, or a hook supplied an empty
@@ -1002,19 +1010,14 @@ def compact(session: Session, summarizer: Summarizer | None = None, *,
         EntryNotFound: a hook supplied a first kept entry that is not on the path.
     """
     state = _begin(session, keep_recent_tokens, reserve_tokens, settings, instructions, cancel)
-    hook = session.events.before("session_before_compact", state.payload)
-    if _cancelled(state, hook):
-        return None
+    hook, decider = session.events.decide("session_before_compact", state.payload)
+    _check_cancelled(session, state, hook, decider)
     result = _hook_result(state, hook)
     from_hook = result is not None
     if result is None:
-        try:
-            result = generate_compaction(state.preparation, summarizer, instructions=instructions,
-                                         cancel=state.token)
-        except SummaryCancelled:
-            return None
-    if state.token.cancelled:
-        return None
+        result = generate_compaction(state.preparation, summarizer, instructions=instructions,
+                                     cancel=state.token)
+    _check_cancelled(session, state, None, None)
     entry, event = _append(session, state, result, from_hook)
     session.events.emit("session_compact", event)
     return entry
@@ -1023,24 +1026,19 @@ def compact(session: Session, summarizer: Summarizer | None = None, *,
 async def acompact(session: Session, summarizer: Summarizer | None = None, *,
                    keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
                    settings: CompactionSettings | None = None, instructions: str | None = None,
-                   cancel: CancelToken | None = None) -> Compaction | None:
+                   cancel: CancelToken | None = None) -> Compaction:
     """:func:`compact` for async code: hooks are awaited in the running loop, a summarizer's
     ``asummarize`` is used when it has one (the HTTP adapters do), and the history and turn
     prefix summaries run concurrently."""
     state = _begin(session, keep_recent_tokens, reserve_tokens, settings, instructions, cancel)
-    hook = await session.events.aemit("session_before_compact", state.payload)
-    if _cancelled(state, hook):
-        return None
+    hook, decider = await session.events.adecide("session_before_compact", state.payload)
+    _check_cancelled(session, state, hook, decider)
     result = _hook_result(state, hook)
     from_hook = result is not None
     if result is None:
-        try:
-            result = await agenerate_compaction(state.preparation, summarizer,
-                                                instructions=instructions, cancel=state.token)
-        except SummaryCancelled:
-            return None
-    if state.token.cancelled:
-        return None
+        result = await agenerate_compaction(state.preparation, summarizer,
+                                            instructions=instructions, cancel=state.token)
+    _check_cancelled(session, state, None, None)
     entry, event = _append(session, state, result, from_hook)
     await session.events.aemit("session_compact", event)
     return entry

@@ -27,8 +27,8 @@ Rules:
 * Handlers run in subscription order. For a ``session_before_*`` event the first result with
   ``cancel=True`` stops the operation at once (later handlers are not called); otherwise the
   last non-``None`` result is the one used (pi's rule). A cancelled operation writes nothing
-  and leaves the leaf where it was; ``navigate_tree``, ``pop`` and the forks then raise
-  :class:`OperationCancelled` naming the handler (compaction returns ``None``).
+  and leaves the leaf where it was; the operation (``navigate_tree``, ``pop``, the forks,
+  ``compact``) then raises :class:`OperationCancelled` naming the handler.
 * ``context`` handlers are chained: each gets the messages the previous one returned. They work
   on fresh copies of the messages, so nothing they do changes the session.
 * A handler may be a plain function or a coroutine function. The async operations

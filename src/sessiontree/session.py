@@ -800,9 +800,10 @@ class Session:
     def compact(self, summarizer: Summarizer | None = None, *,
                 keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
                 settings: CompactionSettings | None = None, instructions: str | None = None,
-                cancel: CancelToken | None = None) -> Compaction | None:
+                cancel: CancelToken | None = None) -> Compaction:
         """Summarize the history before the cut point and append a compaction at the leaf
-        (offline summarizer by default); ``None`` when a hook or ``cancel`` cancelled it.
+        (offline summarizer by default); a hook or ``cancel`` cancelling it raises
+        ``OperationCancelled`` or ``SummaryCancelled`` and writes nothing.
         See :func:`sessiontree.compaction.compact`."""
         from .compaction import compact
 
@@ -813,7 +814,7 @@ class Session:
     async def acompact(self, summarizer: Summarizer | None = None, *,
                        keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
                        settings: CompactionSettings | None = None, instructions: str | None = None,
-                       cancel: CancelToken | None = None) -> Compaction | None:
+                       cancel: CancelToken | None = None) -> Compaction:
         """:meth:`compact` for async code (hooks awaited in the running loop, the summarizer's
         ``asummarize`` used when it has one). See :func:`sessiontree.compaction.acompact`."""
         from .compaction import acompact

@@ -75,8 +75,6 @@ def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_
             return
         summarizer = summarizer_from_spec(summarizer_spec)
         entry = session.compact(summarizer, settings=settings, instructions=instructions)
-        if entry is None:
-            raise click.ClickException(f"{file}: the compaction was cancelled; nothing was written")
         if as_json:
             echo_json(session.raw_line(entry.id))
             return
