@@ -14,6 +14,9 @@ Start with :class:`Session`::
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from ._scan import Problem
 from ._tree import TreeNode, path_to_root
 from .context import ModelRef, SessionContext, build_context, convert_to_llm
@@ -33,6 +36,23 @@ from .entries import (
     SessionInfo,
     ThinkingLevelChange,
     UnknownEntry,
+)
+from .events import (
+    BeforeBranchResult,
+    BeforeCompactResult,
+    BeforeTreeResult,
+    BranchEvent,
+    BranchPreparation,
+    CompactEvent,
+    CompactPreparation,
+    ContextEvent,
+    ContextResult,
+    EventBus,
+    HookFailed,
+    HookWarning,
+    OperationCancelled,
+    TreeEvent,
+    TreePreparation,
 )
 from .errors import (
     ConcurrentModification,
@@ -68,10 +88,74 @@ from .session import CHECKOUT_CUSTOM_TYPE, LoadWarning, Session
 from .stores.base import SessionListing, SessionLog, Store
 from .stores.jsonl import JsonlFile, JsonlStore, default_session_dir, list_sessions
 from .stores.memory import MemoryLog, MemoryStore
+from .summarize.base import CancelToken, SummaryCancelled, SummaryFailed, SummaryRequest, Summarizer
+
+if TYPE_CHECKING:
+    from .compaction import (
+        DEFAULT_COMPACTION_SETTINGS,
+        AlreadyCompacted,
+        CompactionPreparation,
+        CompactionSettings,
+        NothingToCompact,
+    )
+    from .fork import ForkError
+    from .navigation import NavigationResult, NothingToPop
+    from .repair import RepairResult, repair_file
+    from .summarize import AnthropicSummarizer, ExtractiveSummarizer, OpenAISummarizer
+
+# Imported on first use, so that ``import sessiontree`` stays light.
+_LAZY = {
+    "DEFAULT_COMPACTION_SETTINGS": "compaction", "AlreadyCompacted": "compaction",
+    "CompactionPreparation": "compaction", "CompactionSettings": "compaction",
+    "NothingToCompact": "compaction", "ForkError": "fork", "NavigationResult": "navigation",
+    "NothingToPop": "navigation", "RepairResult": "repair", "repair_file": "repair",
+    "AnthropicSummarizer": "summarize", "ExtractiveSummarizer": "summarize",
+    "OpenAISummarizer": "summarize",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
+    return getattr(importlib.import_module(f".{module}", __name__), name)
 
 __all__ = [
     "CHECKOUT_CUSTOM_TYPE",
     "CURRENT_VERSION",
+    "DEFAULT_COMPACTION_SETTINGS",
+    "AlreadyCompacted",
+    "AnthropicSummarizer",
+    "BeforeBranchResult",
+    "BeforeCompactResult",
+    "BeforeTreeResult",
+    "BranchEvent",
+    "BranchPreparation",
+    "CancelToken",
+    "CompactEvent",
+    "CompactPreparation",
+    "CompactionPreparation",
+    "CompactionSettings",
+    "ContextEvent",
+    "ContextResult",
+    "EventBus",
+    "ExtractiveSummarizer",
+    "ForkError",
+    "HookFailed",
+    "HookWarning",
+    "NavigationResult",
+    "NothingToCompact",
+    "NothingToPop",
+    "OpenAISummarizer",
+    "OperationCancelled",
+    "RepairResult",
+    "Summarizer",
+    "SummaryCancelled",
+    "SummaryFailed",
+    "SummaryRequest",
+    "TreeEvent",
+    "TreePreparation",
+    "repair_file",
     "AgentMessage",
     "AnyEntry",
     "AssistantMessage",
