@@ -37,6 +37,18 @@ from .entries import (
     ThinkingLevelChange,
     UnknownEntry,
 )
+from .errors import (
+    ConcurrentModification,
+    CorruptHeader,
+    CorruptLine,
+    EntryNotFound,
+    InvalidEntry,
+    MissingExtra,
+    SessionLocked,
+    SessionNotFound,
+    SessionTreeError,
+    UnsupportedVersion,
+)
 from .events import (
     BeforeBranchResult,
     BeforeCompactResult,
@@ -53,18 +65,6 @@ from .events import (
     OperationCancelled,
     TreeEvent,
     TreePreparation,
-)
-from .errors import (
-    ConcurrentModification,
-    CorruptHeader,
-    CorruptLine,
-    EntryNotFound,
-    InvalidEntry,
-    MissingExtra,
-    SessionLocked,
-    SessionNotFound,
-    SessionTreeError,
-    UnsupportedVersion,
 )
 from .messages import (
     AgentMessage,
@@ -88,7 +88,7 @@ from .session import CHECKOUT_CUSTOM_TYPE, LoadWarning, Session
 from .stores.base import SessionListing, SessionLog, Store
 from .stores.jsonl import JsonlFile, JsonlStore, default_session_dir, list_sessions
 from .stores.memory import MemoryLog, MemoryStore
-from .summarize.base import CancelToken, SummaryCancelled, SummaryFailed, SummaryRequest, Summarizer
+from .summarize.base import CancelToken, Summarizer, SummaryCancelled, SummaryFailed, SummaryRequest
 
 if TYPE_CHECKING:
     from .compaction import (

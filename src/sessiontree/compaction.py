@@ -26,15 +26,21 @@ from msgspec import UNSET, UnsetType
 
 from . import _json
 from .context import convert_to_llm, entry_message
-from .entries import AnyEntry, Compaction, FileDetails, UnknownEntry, entry_from_builtins
+from .entries import (
+    AnyEntry,
+    Compaction,
+    FileDetails,
+    as_json_object,
+    entry_from_builtins,
+)
 from .errors import SessionTreeError
 from .messages import AgentMessage, UnknownMessage, message_from_builtins
 from .summarize.base import (
     CancelToken,
+    Summarizer,
     SummaryCancelled,
     SummaryFailed,
     SummaryRequest,
-    Summarizer,
     format_file_operations,
 )
 
@@ -127,14 +133,6 @@ def js_length(text: str) -> int:
     return len(text.encode("utf-16-le", "surrogatepass")) // 2
 
 
-def _as_dict(message: MessageLike) -> Mapping[str, Any]:
-    if isinstance(message, Mapping):
-        return message
-    if isinstance(message, UnknownMessage):
-        return message.data
-    data = msgspec.to_builtins(message)
-    assert isinstance(data, dict)
-    return data
 
 
 def _text_chars(content: Any, *, images: bool) -> int:
@@ -174,7 +172,7 @@ def estimate_tokens(message: MessageLike) -> int:
     image; bashExecution → command and output; branch and compaction summaries → the summary.
     Other roles count 0.
     """
-    m = _as_dict(message)
+    m = as_json_object(message)
     role = m.get("role")
     chars = 0
     if role == "user":
@@ -252,7 +250,7 @@ class ContextTokens(msgspec.Struct, frozen=True):
 def estimate_context_tokens(messages: Sequence[MessageLike]) -> ContextTokens:
     """pi's ``estimateContextTokens``: the last counting assistant usage plus estimates of the
     messages after it; with no usage at all, the sum of every message's estimate."""
-    dicts = [_as_dict(m) for m in messages]
+    dicts = [as_json_object(m) for m in messages]
     for index in range(len(dicts) - 1, -1, -1):
         usage = _usage(dicts[index])
         if usage is not None:
@@ -267,7 +265,7 @@ def get_last_assistant_usage(entries: Sequence[EntryLike]) -> dict[str, Any] | N
     """pi's ``getLastAssistantUsage``: the usage (on-disk dict) of the last assistant message
     entry that is neither aborted nor errored, or ``None``."""
     for entry in reversed(entries):
-        data = _entry_dict(entry)
+        data = as_json_object(entry)
         message = data.get("message")
         if data.get("type") == "message" and isinstance(message, Mapping):
             usage = _usage(message)
@@ -285,20 +283,12 @@ def should_compact(context_tokens: int, context_window: int,
 # -- cut points ---------------------------------------------------------------------------------
 
 
-def _entry_dict(entry: EntryLike) -> Mapping[str, Any]:
-    if isinstance(entry, Mapping):
-        return entry
-    if isinstance(entry, UnknownEntry):
-        return entry.data
-    data = msgspec.to_builtins(entry)
-    assert isinstance(data, dict)
-    return data
 
 
 def _as_dicts(entries: Sequence[EntryLike]) -> Sequence[Mapping[str, Any]]:
     if all(isinstance(e, Mapping) for e in entries):
         return entries  # type: ignore[return-value]
-    return [_entry_dict(e) for e in entries]
+    return [as_json_object(e) for e in entries]
 
 
 def _role(entry: Mapping[str, Any]) -> Any:
@@ -427,7 +417,7 @@ class FileOperations:
     def add_message(self, message: MessageLike) -> None:
         """Take the tool calls of an assistant message whose ``arguments.path`` is a non-empty
         string (pi's ``extractFileOpsFromMessage``)."""
-        m = _as_dict(message)
+        m = as_json_object(message)
         content = m.get("content")
         if m.get("role") != "assistant" or not isinstance(content, list):
             return
@@ -507,7 +497,7 @@ def serialize_conversation(messages: Iterable[MessageLike]) -> str:
     typed = [_typed(m) for m in messages]
     parts: list[str] = []
     for message in convert_to_llm(typed):  # type: ignore[arg-type]
-        m = _as_dict(message)
+        m = as_json_object(message)
         role = m.get("role")
         content = m.get("content")
         blocks = [b for b in content if isinstance(b, Mapping)] if isinstance(content, list) else []

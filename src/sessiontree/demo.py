@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 
+from .entries import FileDetails
 from .messages import (
     AssistantMessage,
     Cost,
@@ -14,7 +15,6 @@ from .messages import (
     Usage,
     UserMessage,
 )
-from .entries import FileDetails
 from .session import Session
 
 __all__ = ["build_demo_session"]

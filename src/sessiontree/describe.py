@@ -26,7 +26,6 @@ from .messages import (
     TextContent,
     ToolCall,
     ToolResultMessage,
-    UnknownMessage,
     UserMessage,
     message_text,
 )

@@ -11,12 +11,13 @@ Invariants:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .messages import AgentMessage, TextContent, ImageContent, UnknownMessage, message_from_builtins
+from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage, message_from_builtins
 
 __all__ = [
     "CURRENT_VERSION",
@@ -33,6 +34,7 @@ __all__ = [
     "SessionInfo",
     "ThinkingLevelChange",
     "UnknownEntry",
+    "as_json_object",
     "entry_from_builtins",
     "AnyEntry",
 ]
@@ -163,6 +165,20 @@ Entry = Union[
 AnyEntry = Union[Entry, UnknownEntry]
 
 _entry_type: Any = Entry
+
+
+def as_json_object(value: Any) -> dict[str, Any]:
+    """A typed entry or message, an unknown one, or an on-disk dict, as the on-disk dict."""
+    if isinstance(value, dict):
+        return value
+    if isinstance(value, Mapping):
+        return dict(value)
+    if isinstance(value, (UnknownEntry, UnknownMessage)):
+        return value.data
+    data = msgspec.to_builtins(value)
+    if not isinstance(data, dict):
+        raise TypeError(f"{type(value).__name__} is not an entry or a message")
+    return data
 
 
 def entry_from_builtins(data: dict[str, Any]) -> AnyEntry:

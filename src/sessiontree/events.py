@@ -60,9 +60,9 @@ from .errors import SessionTreeError
 from .summarize.base import CancelToken
 
 if TYPE_CHECKING:
+    from .context import SessionContext
     from .entries import AnyEntry, BranchSummary, Compaction, FileDetails
     from .messages import AgentMessage
-    from .context import SessionContext
     from .session import Session
 
 __all__ = [

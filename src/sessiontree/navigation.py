@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import _json
-from .entries import AnyEntry, BranchSummary, FileDetails
+from .entries import AnyEntry, BranchSummary, FileDetails, as_json_object
 from .errors import EntryNotFound, InvalidEntry, SessionTreeError
 from .events import OperationCancelled, TreeEvent, TreePreparation
 from .messages import AgentMessage, UnknownMessage, message_from_builtins, message_text
@@ -166,16 +166,6 @@ def collect_entries_for_branch_summary(session: Session, old_leaf_id: str | None
     return BranchEntries([session.entry(i) for i in abandoned], common)
 
 
-def _entry_dict(entry: AnyEntry | dict[str, Any]) -> dict[str, Any]:
-    if isinstance(entry, dict):
-        return entry
-    from .entries import UnknownEntry
-
-    if isinstance(entry, UnknownEntry):
-        return dict(entry.data)
-    data = msgspec.to_builtins(entry)
-    assert isinstance(data, dict)
-    return data
 
 
 def prepare_branch_entries(entries: Sequence[AnyEntry | dict[str, Any]],
@@ -192,7 +182,7 @@ def prepare_branch_entries(entries: Sequence[AnyEntry | dict[str, Any]],
     from .compaction import FileOperations, estimate_tokens
     from .context import entry_message
 
-    data = [_entry_dict(e) for e in entries]
+    data = [as_json_object(e) for e in entries]
     files = FileOperations()
     for entry in data:
         if entry.get("type") == "branch_summary" and not entry.get("fromHook"):

@@ -19,8 +19,8 @@ import os
 import msgspec
 
 from . import _fs, _json
-from ._time import file_stamp, iso_now
 from ._scan import Scanner, _split
+from ._time import file_stamp, iso_now
 from .migrate import migrate_file
 from .session import Session
 

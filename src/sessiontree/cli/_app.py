@@ -50,7 +50,6 @@ json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON i
 def open_session(path: str, **kwargs: Any) -> Any:
     """Open a session, printing load problems to stderr as one warning line."""
     from ..session import LoadWarning, Session
-
     from ._progress import loading
 
     with warnings.catch_warnings(record=True) as caught, loading(path):

@@ -12,8 +12,8 @@ from rich.console import Console
 
 from .. import _json
 from ..errors import CorruptHeader, SessionTreeError
-from ._app import cli, echo_json, json_option, open_session, reports_errors
 from ..views import FILTER_MODES, FilterMode, ViewNode, filter_tree, flatten
+from ._app import cli, echo_json, json_option, open_session, reports_errors
 from ._render import render_row
 
 __all__ = ["context", "demo", "label", "ls", "migrate", "repair", "tree", "verify"]

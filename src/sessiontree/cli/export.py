@@ -13,14 +13,13 @@ exports show a progress bar when stdout is a terminal.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 import click
 import msgspec
-
-import os
-import sys
 
 from .. import _json
 from ._app import cli, echo_json, json_option, open_session, reports_errors

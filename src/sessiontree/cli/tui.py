@@ -32,8 +32,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widgets import Footer, Input, Label, Static
 from textual.timer import Timer
+from textual.widgets import Footer, Input, Label, Static
 from textual.worker import get_current_worker
 
 from .._tree import TreeNode

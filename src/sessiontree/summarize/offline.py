@@ -25,9 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-import msgspec
-
-from ..messages import UnknownMessage
+from ..entries import as_json_object
 from .base import CancelToken, SummaryRequest
 
 __all__ = ["ExtractiveSummarizer"]
@@ -101,13 +99,6 @@ def _content_text(content: Any) -> str:
                      if isinstance(b, Mapping) and b.get("type") == "text")
 
 
-def _as_dict(message: Any) -> Mapping[str, Any]:
-    if isinstance(message, Mapping):
-        return message
-    if isinstance(message, UnknownMessage):
-        return message.data
-    data = msgspec.to_builtins(message)
-    return data if isinstance(data, dict) else {}
 
 
 def _unique(items: Iterable[str]) -> list[str]:
@@ -153,7 +144,7 @@ class _Digest:
     last_request_turn: int = -1
 
     def take(self, message: Any) -> None:
-        m = _as_dict(message)
+        m = as_json_object(message)
         role = m.get("role")
         if role == "user":
             self._user(_content_text(m.get("content")))
