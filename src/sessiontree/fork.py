@@ -123,14 +123,7 @@ def subtree_lines(session: Session, entry_id: str, *, ancestors: bool = True
     Raises:
         EntryNotFound: no such entry.
     """
-    session.entry(entry_id)
-    chosen = {entry_id}
-    stack = [entry_id]
-    while stack:
-        for child in session.children_ids(stack.pop()):
-            if child not in chosen:
-                chosen.add(child)
-                stack.append(child)
+    chosen = set(session.subtree_ids(entry_id))
     if ancestors:
         chosen.update(session.path_ids(entry_id))
     cycle_roots = {p.entry_id for p in session.problems if p.kind == "cycle"}

@@ -359,6 +359,22 @@ class Session:
         self._record(entry_id)
         return [r.id for r in self._index.children(entry_id)]
 
+    def subtree_ids(self, entry_id: str) -> list[str]:
+        """``entry_id`` and every entry below it, in file order (no payload decoded).
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        self._record(entry_id)
+        below = {entry_id}
+        stack = [entry_id]
+        while stack:
+            for child in self._index.children(stack.pop()):
+                if child.id not in below:
+                    below.add(child.id)
+                    stack.append(child.id)
+        return [i for i in self._index.by_id if i in below]
+
     def path_ids(self, entry_id: str | None | UnsetType = UNSET) -> list[str]:
         """Ids on the root-to-entry path (default: to the current leaf); no payload decoded."""
         target = self._leaf if entry_id is UNSET else entry_id

@@ -59,13 +59,7 @@ def select(session: Session, *, branch: str | None = None, subtree: str | None =
         return Selection([i for i in session.ids() if i in path], branch, kind="branch")
     if subtree is not None:
         above = session.path_ids(subtree)[:-1] if ancestors else []
-        below = {subtree}
-        stack = [subtree]
-        while stack:
-            for child in session.children_ids(stack.pop()):
-                if child not in below:
-                    below.add(child)
-                    stack.append(child)
+        below = set(session.subtree_ids(subtree))
         shown = below | set(above)
         leaf = session.leaf_id if session.leaf_id in below else subtree
         return Selection([i for i in session.ids() if i in shown], leaf, subtree, "subtree")
