@@ -38,3 +38,35 @@ def test_loading_only_very_large_files(tmp_path: Path, capsys: pytest.CaptureFix
         pass
     assert capsys.readouterr().out == ""
     assert os.path.getsize(big) == LARGE_FILE_BYTES
+
+
+def _in_a_terminal(code: str) -> str:
+    """Run ``code`` with stdout and stderr on a pseudo-terminal; return what it drew."""
+    import pty
+    import subprocess
+    import sys
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "TERM": "xterm", "COLUMNS": "100"}
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=follower, stderr=follower,
+                            env=env)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            data = os.read(leader, 4096)
+        except OSError:  # the child closed the terminal
+            break
+        if not data:
+            break
+        chunks.append(data)
+    proc.wait()
+    os.close(leader)
+    return b"".join(chunks).decode("utf-8", "replace")
+
+
+def test_copies_of_large_sessions_show_an_indicator_in_a_terminal() -> None:
+    code = ("import time\nfrom sessiontree.cli._progress import copying\n"
+            "with copying({n}):\n    time.sleep(0.4)\n")
+    assert "copying 20,000 entries" in _in_a_terminal(code.format(n=20_000))
+    assert "copying" not in _in_a_terminal(code.format(n=10))

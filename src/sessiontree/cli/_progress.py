@@ -14,10 +14,13 @@ from collections.abc import Callable, Iterator
 
 from ._app import is_terminal
 
-__all__ = ["LARGE_FILE_BYTES", "loading", "progress"]
+__all__ = ["LARGE_FILE_BYTES", "LARGE_SESSION_ENTRIES", "copying", "loading", "progress"]
 
 LARGE_FILE_BYTES = 32 * 1024 * 1024
 """Files at least this large get a loading indicator (about 20,000 pi entries)."""
+
+LARGE_SESSION_ENTRIES = 10_000
+"""Copies of sessions with at least this many entries get an indicator."""
 
 Advance = Callable[[int], None]
 
@@ -67,4 +70,14 @@ def loading(path: str, *, enabled: bool | None = None) -> Iterator[None]:
         return
     with progress(f"loading {os.path.basename(path)} ({size / 2**20:,.0f} MiB)", None,
                   enabled=enabled):
+        yield
+
+
+@contextlib.contextmanager
+def copying(entries: int, *, enabled: bool | None = None) -> Iterator[None]:
+    """An indeterminate bar while a large session is copied into a new file."""
+    if entries < LARGE_SESSION_ENTRIES:
+        yield
+        return
+    with progress(f"copying {entries:,} entries", None, enabled=enabled):
         yield

@@ -23,7 +23,7 @@ import msgspec
 
 from .. import _json
 from ._app import cli, echo_json, json_option, open_session, reports_errors
-from ._progress import progress
+from ._progress import copying, progress
 
 if TYPE_CHECKING:
     from ..export import Selection
@@ -70,11 +70,13 @@ def _write_jsonl(session: Session, request: ExportRequest) -> str:
                                "copy every branch)")
     if request.output is None:
         raise click.UsageError("the jsonl format writes a new session file: give -o OUT")
-    if request.branch is not None:
-        return session.export_branch(request.branch, request.output, overwrite=request.overwrite)
-    assert request.subtree is not None
-    return session.export_subtree(request.subtree, request.output, ancestors=request.ancestors,
-                                  overwrite=request.overwrite)
+    with copying(len(session)):
+        if request.branch is not None:
+            return session.export_branch(request.branch, request.output,
+                                         overwrite=request.overwrite)
+        assert request.subtree is not None
+        return session.export_subtree(request.subtree, request.output,
+                                      ancestors=request.ancestors, overwrite=request.overwrite)
 
 
 def _selection(session: Session, request: ExportRequest) -> Selection:

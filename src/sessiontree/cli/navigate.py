@@ -12,6 +12,7 @@ import click
 
 from .. import _json
 from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._progress import copying
 
 if TYPE_CHECKING:
     from ..navigation import NavigationResult
@@ -142,7 +143,7 @@ def fork(file: str, entry_id: str | None, output: str | None, cwd: str | None,
     branch when ID is not given (pi's --fork). FILE is not changed."""
     from ..fork import create_branched_session, fork_from
 
-    with open_session(file) as session:
+    with open_session(file) as session, copying(len(session)):
         if entry_id is None:
             new = fork_from(session, cwd=cwd, path=output)
         else:
