@@ -1,6 +1,10 @@
-"""sessiontree beside pi 0.73.1 on the same generated sessions, in one run.
+"""sessiontree beside pi 0.73.1 on the same generated sessions, in one run; then the operation
+tree and HTML export benchmarks, each beside its own baseline.
 
-    .venv/bin/python benchmarks/run.py [--sizes 1k,10k,100k] [--repeat 5] [--markdown FILE]
+    .venv/bin/python benchmarks/run.py [--suites core,optree,html] [--sizes 1k,10k,100k]
+                                       [--repeat 5] [--markdown FILE]
+
+The ``core`` suite:
 
 1. Generates the benchmark files with ../shared/bench/gen_pi_session.py into benchmarks/.data/
    (git-ignored; reused when the sha256 equals the table in ../shared/bench/README.md).
@@ -13,6 +17,10 @@
    pi's digests from this run; the appends persisted) and the three targets on the 100k file.
 
 Exit status 1 when a digest differs (the timings would then compare different work).
+
+The ``optree`` suite is ``benchmarks/bench_optree.py`` (incremental totals against a full
+recompute after every event) and ``html`` is ``benchmarks/bench_html.py`` (time to interactive
+of exported pages in headless Chromium); each prints its own table.
 """
 
 from __future__ import annotations
@@ -280,6 +288,8 @@ def rows(size: str, ours: dict[str, Any], pi: dict[str, Any]) -> tuple[list[list
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--suites", default="core,optree,html",
+                        help="comma-separated, of core (beside pi), optree, html")
     parser.add_argument("--sizes", default="1k,10k,100k", help="comma-separated, of 1k, 10k, 100k")
     parser.add_argument("--repeat", type=int, default=5, help="calls per timed operation (median, first)")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
@@ -289,6 +299,21 @@ def main() -> None:
         print(json.dumps(measure(args.child, args.repeat)))
         return
 
+    suites = {s.strip() for s in args.suites.split(",") if s.strip()}
+    if suites - {"core", "optree", "html"}:
+        parser.error(f"unknown suite {', '.join(sorted(suites - {'core', 'optree', 'html'}))}")
+    all_ok = "core" not in suites or core(args, parser)
+    for suite in ("optree", "html"):
+        if suite in suites:
+            print(f"\n## {suite}\n", flush=True)
+            done = subprocess.run([sys.executable, str(HERE / f"bench_{suite}.py")])
+            all_ok = all_ok and done.returncode == 0
+    if not all_ok:
+        sys.exit(1)
+
+
+def core(args: argparse.Namespace, parser: argparse.ArgumentParser) -> bool:
+    """The table beside pi; False when a digest differs."""
     sizes = [s.strip() for s in args.sizes.split(",") if s.strip()]
     unknown = [s for s in sizes if s not in SIZES]
     if unknown:
@@ -336,8 +361,7 @@ def main() -> None:
     print(text)
     if args.markdown:
         args.markdown.write_text(text + "\n", "utf-8")
-    if not all_ok:
-        sys.exit(1)
+    return all_ok
 
 
 if __name__ == "__main__":
