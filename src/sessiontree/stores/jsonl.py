@@ -194,9 +194,6 @@ class JsonlFile:
         ]
         scanner.lineno -= 1
 
-    def torn_sidecars(self) -> list[str]:
-        """Sidecar files written by this writer's tail repairs."""
-        return [p.sidecar for p in (self._scanner.problems if self._scanner else []) if p.sidecar]
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
         assert self._locked and self._write_fd is not None, "write() outside begin_append()"
