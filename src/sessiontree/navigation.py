@@ -449,22 +449,29 @@ async def anavigate_tree(session: Session, target_id: str, summarize: bool = Fal
     return await _arun(plan) if isinstance(plan, _Plan) else plan
 
 
+def _decide(plan: _Plan, result: BeforeTreeResult | None, decider: str | None
+            ) -> tuple[tuple[str, Any] | None, bool, tuple[SummaryRequest, FileDetails] | None]:
+    """After the ``session_before_tree`` hooks: the summary if it is already known (a hook's,
+    or pi's "no content" text), whether a hook supplied it, and otherwise the request the
+    summarizer still has to answer (``None`` when no summary is wanted)."""
+    supplied = plan.apply_hook(result, decider)
+    if supplied is not None:
+        return supplied, True, None
+    request = plan.request()
+    if request is not None and not request[0].messages:
+        return _no_content(request[1]), False, None
+    return None, False, request
+
+
 def _run(plan: _Plan) -> NavigationResult:
     bus = plan.session.events
-    result, decider = bus.decide("session_before_tree", plan.prep)
-    supplied = plan.apply_hook(result, decider)
-    summary: tuple[str, Any] | None = supplied
-    if supplied is None:
-        request = plan.request()
-        if request is not None:
-            req, details = request
-            if not req.messages:
-                summary = _no_content(details)
-            else:
-                text = _call_summarizer(plan.summarizer_or_default(), req, plan.token)
-                summary = plan.finish_summary(text, details)
+    summary, from_hook, pending = _decide(plan, *bus.decide("session_before_tree", plan.prep))
+    if pending is not None:
+        req, details = pending
+        text = _call_summarizer(plan.summarizer_or_default(), req, plan.token)
+        summary = plan.finish_summary(text, details)
     plan.check_cancelled()
-    done = plan.write(summary, from_hook=supplied is not None)
+    done = plan.write(summary, from_hook=from_hook)
     bus.emit("session_tree", plan.event(done))
     return done
 
@@ -473,29 +480,22 @@ async def _arun(plan: _Plan) -> NavigationResult:
     import asyncio
 
     bus = plan.session.events
-    result, decider = await bus.adecide("session_before_tree", plan.prep)
-    supplied = plan.apply_hook(result, decider)
-    summary: tuple[str, Any] | None = supplied
-    if supplied is None:
-        request = plan.request()
-        if request is not None:
-            req, details = request
-            if not req.messages:
-                summary = _no_content(details)
+    summary, from_hook, pending = _decide(plan, *await bus.adecide("session_before_tree",
+                                                                  plan.prep))
+    if pending is not None:
+        req, details = pending
+        summarizer = plan.summarizer_or_default()
+        try:
+            if isinstance(summarizer, AsyncSummarizer):
+                text = await _acall_summarizer(summarizer, req, plan.token)
             else:
-                summarizer = plan.summarizer_or_default()
-                try:
-                    if isinstance(summarizer, AsyncSummarizer):
-                        text = await _acall_summarizer(summarizer, req, plan.token)
-                    else:
-                        text = await asyncio.to_thread(_call_summarizer, summarizer, req,
-                                                       plan.token)
-                except asyncio.CancelledError:
-                    plan.token.cancel()
-                    raise
-                summary = plan.finish_summary(text, details)
+                text = await asyncio.to_thread(_call_summarizer, summarizer, req, plan.token)
+        except asyncio.CancelledError:
+            plan.token.cancel()
+            raise
+        summary = plan.finish_summary(text, details)
     plan.check_cancelled()
-    done = plan.write(summary, from_hook=supplied is not None)
+    done = plan.write(summary, from_hook=from_hook)
     await bus.aemit("session_tree", plan.event(done))
     return done
 
@@ -508,22 +508,21 @@ def _pop_plan(session: Session, to: str | None, summarizer: Summarizer | None,
     leaf = session.leaf_id
     if leaf is None:
         raise NothingToPop("the session has no leaf: there is nothing to pop", path=session.file)
-    path = session.path(leaf)
+    ids = session.path_ids(leaf)  # envelopes only: the roles are known without decoding
     editor_text: str | None = None
     if to is None:
-        user = next((e for e in reversed(path) if e.type == "message"
-                     and getattr(getattr(e, "message", None), "role", None) == "user"), None)
-        if user is None:
+        index = next((i for i in range(len(ids) - 1, -1, -1)
+                      if session._record(ids[i]).role == "user"), None)
+        if index is None:
             raise NothingToPop("no user message on the current path: popping would go past the "
                                "root", path=session.file, entry_id=leaf)
-        index = next(i for i, e in enumerate(path) if e.id == user.id)
-        position = path[index - 1].id if index > 0 else None
-        target: str | None = user.id
+        position = ids[index - 1] if index > 0 else None
+        target: str | None = ids[index]
+        user = session.entry(ids[index])
         editor_text = message_text(user.message)  # type: ignore[union-attr]
     else:
         if to not in session:
             raise EntryNotFound(f"no entry {to!r} in this session", path=session.file, entry_id=to)
-        ids = [e.id for e in path]
         if to == leaf:
             raise NothingToPop(f"{to} is the leaf: there is nothing to pop", path=session.file,
                                entry_id=to)
