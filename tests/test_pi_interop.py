@@ -218,6 +218,20 @@ def build_ours(folder: Path) -> list[Path]:
     files.append(Path(s.file or ""))
     s.close()
 
+    # an agent loop through the of() constructors only: pi reads the same context
+    s = Session.create(folder, cwd=CWD)
+    s.append_message(UserMessage.of("List the files"))
+    ask = AssistantMessage.of("Listing.", thinking="use ls", provider="openai", model="gpt-5",
+                              api="openai-responses", tool_calls=[
+                                  ToolCall(id="call_1", name="bash", arguments={"command": "ls"})])
+    s.append_message(ask)
+    for call in ask.tool_calls:
+        s.append_message(ToolResultMessage.of(call, "a.py b.py", details={"exitCode": 0}))
+    s.append_message(ToolResultMessage.of("call_2", "no such tool", tool_name="grep", is_error=True))
+    s.append_message(AssistantMessage.of("Two files.", provider="openai", model="gpt-5"))
+    files.append(Path(s.file or ""))
+    s.close()
+
     # only user messages: pi itself would not have written this yet, but reads it
     s = Session.create(folder, cwd=CWD)
     s.append_message(UserMessage.of("one"))
@@ -231,7 +245,9 @@ def build_ours(folder: Path) -> list[Path]:
 def test_sessions_written_by_us_load_identically_in_pi(tmp_path: Path, pi: Pi) -> None:
     files = build_ours(tmp_path)
     answers = check_in_pi(pi, files)
-    assert answers[3]["name"] == "\x1c JavaScript's trim keeps U+001C and U+0085, drops U+FEFF \x85"
+    assert [m["role"] for m in answers[3]["context"]["messages"]] == [
+        "user", "assistant", "toolResult", "toolResult", "assistant"]
+    assert answers[4]["name"] == "\x1c JavaScript's trim keeps U+001C and U+0085, drops U+FEFF \x85"
     assert answers[2]["context"] == {"messages": [], "thinkingLevel": "off", "model": None}
     assert any(c["messages"][0]["role"] == "compactionSummary" for c in answers[1]["contexts"].values())
 
@@ -438,6 +454,7 @@ KEYS = st.one_of(st.sampled_from(["0", "1", "10", "2", "01", "-1", "1.5", "a", "
 NUMBERS = st.one_of(st.integers(-(2**53) + 1, 2**53 - 1),
                     st.floats(allow_nan=False, allow_infinity=False),
                     st.sampled_from([0.1, 1e21, 1e-7, 123456789012345680000.0, -0.0, 5e-324]))
+EXIT_CODES = st.one_of(st.none(), st.integers(-(2**31), 2**31))  # an int: append_message checks it
 JSON = st.recursive(st.one_of(st.none(), st.booleans(), NUMBERS, TEXT),
                     lambda inner: st.one_of(st.lists(inner, max_size=3), st.dictionaries(KEYS, inner, max_size=3)),
                     max_leaves=8)
@@ -469,7 +486,7 @@ def _message(draw: st.DrawFn, clock: int) -> dict[str, Any]:
     if role == "toolResult":
         return {"role": "toolResult", "toolCallId": draw(TEXT), "toolName": "bash", "content": draw(BLOCKS),
                 "isError": draw(st.booleans()), "timestamp": clock}
-    return {"role": "bashExecution", "command": draw(TEXT), "output": draw(TEXT), "exitCode": draw(NUMBERS),
+    return {"role": "bashExecution", "command": draw(TEXT), "output": draw(TEXT), "exitCode": draw(EXIT_CODES),
             "cancelled": False, "truncated": draw(st.booleans()), "timestamp": clock}
 
 

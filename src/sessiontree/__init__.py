@@ -43,6 +43,7 @@ from .errors import (
     CorruptLine,
     EntryNotFound,
     InvalidEntry,
+    InvalidMessage,
     MissingExtra,
     SessionLocked,
     SessionNotFound,
@@ -82,6 +83,7 @@ from .messages import (
     UnknownMessage,
     Usage,
     UserMessage,
+    validate_message,
 )
 from .migrate import MigrationResult, migrate_file
 from .session import CHECKOUT_CUSTOM_TYPE, LoadWarning, Session
@@ -176,6 +178,7 @@ __all__ = [
     "FileDetails",
     "ImageContent",
     "InvalidEntry",
+    "InvalidMessage",
     "JsonlFile",
     "JsonlStore",
     "Label",
@@ -215,4 +218,5 @@ __all__ = [
     "list_sessions",
     "migrate_file",
     "path_to_root",
+    "validate_message",
 ]

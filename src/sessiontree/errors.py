@@ -9,6 +9,7 @@
     ├── SessionLocked          another writer held the file lock past the timeout
     ├── ConcurrentModification the file shrank or was replaced under a writer
     ├── InvalidEntry           an entry or argument that cannot be written
+    │   └── InvalidMessage     a message whose fields have the wrong shape (names the field)
     └── MissingExtra           an optional dependency is not installed
 
 Each error carries the fields that locate it (``path``, ``lineno``, ``entry_id``) and a
@@ -25,6 +26,7 @@ __all__ = [
     "CorruptLine",
     "EntryNotFound",
     "InvalidEntry",
+    "InvalidMessage",
     "MissingExtra",
     "SessionLocked",
     "SessionNotFound",
@@ -119,6 +121,20 @@ class ConcurrentModification(SessionTreeError):
 
 class InvalidEntry(SessionTreeError, ValueError):
     """An entry or argument that cannot be written as given."""
+
+
+class InvalidMessage(InvalidEntry):
+    """A message that does not fit its role's shape; nothing was written.
+
+    Attributes:
+        field: the offending field as a JSON path below the message (``content[0].text``,
+            ``toolCallId``), or ``None`` when the whole message is wrong.
+    """
+
+    def __init__(self, reason: str, *, field: str | None = None,
+                 path: str | os.PathLike[str] | None = None) -> None:
+        self.field = field
+        super().__init__(reason, path=path)
 
 
 class MissingExtra(SessionTreeError, ImportError):

@@ -4,15 +4,24 @@ Attribute names are snake_case; on disk they are camelCase. Field order is the k
 writes, so a struct serialized by :func:`sessiontree._json.dumps` is the line pi would write.
 Optional keys use ``msgspec.UNSET`` so that "absent" and ``null`` stay different, as they are
 on disk. A message of a role this library does not know is kept as :class:`UnknownMessage`.
+
+Structs do not check their field types when constructed; :func:`validate_message` does, and
+every ``of()`` constructor and ``Session.append_message`` call it, so a message of the wrong
+shape raises :class:`~sessiontree.errors.InvalidMessage` naming the field before anything is
+written.
 """
 
 from __future__ import annotations
 
+import re
 import time
-from typing import Any, Literal, Union
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
+
+from .errors import InvalidMessage
 
 __all__ = [
     "AgentMessage",
@@ -35,6 +44,7 @@ __all__ = [
     "UserMessage",
     "message_text",
     "now_ms",
+    "validate_message",
 ]
 
 
@@ -123,8 +133,12 @@ class UserMessage(_Message, tag="user"):
 
     @classmethod
     def of(cls, text: str, *images: ImageContent) -> UserMessage:
-        """A user message in the form pi writes: a text block, then any image blocks."""
-        return cls(content=[TextContent(text=text), *images])
+        """A user message in the form pi writes: a text block, then any image blocks.
+
+        Raises:
+            InvalidMessage: ``text`` is not a string or an image is not an :class:`ImageContent`.
+        """
+        return _checked(cls(content=[TextContent(text=text), *images]), "UserMessage.of()")
 
 
 class AssistantMessage(_Message, tag="assistant"):
@@ -141,9 +155,40 @@ class AssistantMessage(_Message, tag="assistant"):
     diagnostics: list[dict[str, Any]] | UnsetType = UNSET
 
     @classmethod
-    def of(cls, text: str, *, provider: str = "", model: str = "", api: str = "") -> AssistantMessage:
-        """A plain text reply."""
-        return cls(content=[TextContent(text=text)], provider=provider, model=model, api=api)
+    def of(cls, text: str = "", *, tool_calls: Sequence[ToolCall] = (), thinking: str | None = None,
+           provider: str = "", model: str = "", api: str = "", usage: Usage | None = None,
+           stop_reason: StopReason | None = None) -> AssistantMessage:
+        """A reply in the block order pi writes: thinking, text, then tool calls.
+
+        Args:
+            text: the reply's text; left out when empty and there are tool calls.
+            tool_calls: the tools the model asks to run (answer each with
+                :meth:`ToolResultMessage.of`).
+            thinking: the model's reasoning text, if any.
+            provider: the provider name as pi writes it (``anthropic``, ``openai``).
+            model: the model id.
+            api: the API the reply came from (``anthropic-messages``, ``openai-completions``).
+            usage: token usage and cost; zeros when not given.
+            stop_reason: defaults to ``toolUse`` with tool calls, ``stop`` without.
+
+        Raises:
+            InvalidMessage: a field of the wrong type (the error's ``field`` names it).
+        """
+        content: list[TextContent | ThinkingContent | ToolCall] = []
+        if thinking is not None:
+            content.append(ThinkingContent(thinking=thinking))
+        if text or not tool_calls:
+            content.append(TextContent(text=text))
+        content.extend(tool_calls)
+        reason: StopReason = stop_reason or ("toolUse" if tool_calls else "stop")
+        message = cls(content=content, api=api, provider=provider, model=model,
+                      usage=usage if usage is not None else Usage(), stop_reason=reason)
+        return _checked(message, "AssistantMessage.of()")
+
+    @property
+    def tool_calls(self) -> list[ToolCall]:
+        """The reply's tool-call blocks, in order."""
+        return [block for block in self.content if isinstance(block, ToolCall)]
 
 
 class ToolResultMessage(_Message, tag="toolResult"):
@@ -153,6 +198,39 @@ class ToolResultMessage(_Message, tag="toolResult"):
     details: Any = UNSET
     is_error: bool = False
     timestamp: int = msgspec.field(default_factory=now_ms)
+
+    @classmethod
+    def of(cls, call: ToolCall | str, content: str | Sequence[TextContent | ImageContent] = "", *,
+           tool_name: str | None = None, is_error: bool = False,
+           details: Any = UNSET) -> ToolResultMessage:
+        """The result of one tool call, as the message that answers it.
+
+        Args:
+            call: the :class:`ToolCall` being answered, or its id (then give ``tool_name``).
+            content: the tool's output: a string (one text block) or content blocks.
+            tool_name: the tool's name; taken from ``call`` when that is a :class:`ToolCall`.
+            is_error: the tool failed; ``content`` says how (the model sees it).
+            details: tool-specific data kept for the UI, never sent to the model.
+
+        Raises:
+            InvalidMessage: no tool name, or a field of the wrong type.
+        """
+        where = "ToolResultMessage.of()"
+        if isinstance(call, ToolCall):
+            call_id, name = call.id, tool_name if tool_name is not None else call.name
+        elif tool_name is None:
+            raise InvalidMessage(f"{where}: give tool_name when call is an id, not a ToolCall",
+                                 field="toolName")
+        else:
+            call_id, name = call, tool_name
+        blocks: Any = content  # anything but text or a sequence is left for _checked to refuse
+        if isinstance(content, str):
+            blocks = [TextContent(text=content)]
+        elif isinstance(content, Sequence):
+            blocks = list(content)
+        message = cls(tool_call_id=call_id, tool_name=name, content=blocks, details=details,
+                      is_error=is_error)
+        return _checked(message, where)
 
 
 class BashExecutionMessage(_Message, tag="bashExecution"):
@@ -215,6 +293,57 @@ AgentMessage = Union[
 ]
 
 _message_type: Any = AgentMessage
+_ROLES = ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary",
+          "compactionSummary")
+_AT_FIELD = re.compile(r" - at `\$\.?([^`]*)`$")
+_MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
+_M = TypeVar("_M", bound=_Message)
+
+
+def _invalid(where: str, error: Exception) -> InvalidMessage:
+    """An :class:`InvalidMessage` from msgspec's error text, with the field it names."""
+    text = str(error)
+    at = _AT_FIELD.search(text)
+    field = at.group(1) if at and at.group(1) else None
+    missing = _MISSING_FIELD.search(text)
+    if missing:
+        field = f"{field}.{missing.group(1)}" if field else missing.group(1)
+    return InvalidMessage(f"{where}: {text}", field=field)
+
+
+def _checked(message: _M, where: str) -> _M:
+    """``message`` itself when every field has its declared type; raises otherwise."""
+    try:
+        msgspec.convert(msgspec.to_builtins(message), type(message))
+    except (msgspec.ValidationError, TypeError) as error:
+        raise _invalid(where, error) from None
+    return message
+
+
+def validate_message(message: AgentMessage | Mapping[str, Any]) -> AgentMessage:
+    """Check a message against its role's shape and return it typed.
+
+    Args:
+        message: a typed message, or a dict in the on-disk shape (camelCase keys, a ``role``).
+
+    Returns:
+        The typed message (the same object when it was typed already); a dict's missing
+        optional fields get their defaults (``timestamp``: now).
+
+    Raises:
+        InvalidMessage: an unknown role, a missing required field, a field of the wrong type or
+            an unknown content block; the error's ``field`` names it (``content[0].text``).
+    """
+    if isinstance(message, _Message):
+        return _checked(message, f"invalid {message.role} message")
+    role = message.get("role") if isinstance(message, Mapping) else None
+    if role not in _ROLES:
+        raise InvalidMessage(f"unknown message role {role!r}; expected one of {', '.join(_ROLES)}",
+                             field="role")
+    try:
+        return msgspec.convert(dict(message), _message_type)  # type: ignore[no-any-return]
+    except msgspec.ValidationError as error:
+        raise _invalid(f"invalid {role} message", error) from None
 
 
 def message_from_builtins(data: Any) -> AgentMessage | UnknownMessage:

@@ -45,7 +45,14 @@ from .entries import (
 )
 from .errors import CorruptLine, EntryNotFound, InvalidEntry, SessionNotFound, UnsupportedVersion
 from .events import ContextEvent, EventBus, context_with_messages
-from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage
+from .messages import (
+    AgentMessage,
+    CustomMessage,
+    ImageContent,
+    TextContent,
+    UnknownMessage,
+    validate_message,
+)
 from .stores.base import LoadResult, SessionListing, SessionLog
 from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
 from .stores.memory import MemoryLog
@@ -75,6 +82,16 @@ class _MessageOnly(msgspec.Struct):
 
 
 _message_only_decoder = msgspec.json.Decoder(_MessageOnly)
+
+
+_CHECKED_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom"})
+"""Roles whose dict messages are checked against their struct before they are written."""
+
+
+def _refuse_summary(role: str) -> None:
+    if role in ("branchSummary", "compactionSummary"):
+        raise InvalidEntry(f"{role} messages are synthesized from entries; use "
+                           "branch_with_summary() or append_compaction()")
 
 
 class LoadWarning(UserWarning):
@@ -531,27 +548,35 @@ class Session:
         """Append a conversation message (user, assistant, toolResult, bashExecution, custom).
 
         Args:
-            message: a typed message, or a dict in the on-disk shape; a dict without
-                ``timestamp`` gets the current time in epoch milliseconds.
+            message: a typed message (``UserMessage.of(...)``, ``AssistantMessage.of(...)``,
+                ``ToolResultMessage.of(...)``), or a dict in the on-disk shape, written as given;
+                a dict without ``timestamp`` gets the current time in epoch milliseconds. A
+                message of a role this library does not know is written unchecked, as is an
+                :class:`UnknownMessage` (a message copied as it was stored).
 
         Returns:
             The new entry's id.
+
+        Raises:
+            InvalidMessage: a field of the wrong type or a missing required field (the error's
+                ``field`` names it); nothing is written.
+            InvalidEntry: no ``role``, or a summary message (those come from entries).
         """
-        if isinstance(message, UnknownMessage):
-            message = message.data
-        if isinstance(message, Mapping):
-            role = message.get("role")
+        payload: Any
+        if isinstance(message, (UnknownMessage, Mapping)):
+            data = message.data if isinstance(message, UnknownMessage) else message
+            role = data.get("role")
             if not isinstance(role, str) or not role:
                 raise InvalidEntry(f"a message needs a string 'role', got {role!r}")
-            if role in ("branchSummary", "compactionSummary"):
-                raise InvalidEntry(f"{role} messages are synthesized from entries; use "
-                                   "branch_with_summary() or append_compaction()")
-            if "timestamp" not in message:
-                message = {**message, "timestamp": _now_ms()}
-        elif type(message).__name__ in ("BranchSummaryMessage", "CompactionSummaryMessage"):
-            raise InvalidEntry("summary messages are synthesized from entries; use "
-                               "branch_with_summary() or append_compaction()")
-        payload = message
+            _refuse_summary(role)
+            if "timestamp" not in data:
+                data = {**data, "timestamp": _now_ms()}
+            if isinstance(message, Mapping) and role in _CHECKED_ROLES:
+                validate_message(data)
+            payload = data
+        else:
+            _refuse_summary(message.role)
+            payload = validate_message(message)
         return self._append(lambda i, p, t: {"type": "message", "id": i, "parentId": p,
                                              "timestamp": t, "message": payload})
 
@@ -588,8 +613,14 @@ class Session:
     def append_custom_message(self, custom_type: str,
                               content: str | Sequence[TextContent | ImageContent],
                               display: bool = True, details: Any = UNSET) -> str:
-        """Append a message an extension injects into the model context (as a user message)."""
+        """Append a message an extension injects into the model context (as a user message).
+
+        Raises:
+            InvalidMessage: ``content`` is not a string or a list of text and image blocks.
+        """
         body = content if isinstance(content, str) else list(content)
+        validate_message(CustomMessage(custom_type=custom_type, content=body, display=display,
+                                       details=details))
         return self._append(lambda i, p, t: CustomMessageEntry(
             id=i, parent_id=p, timestamp=t, custom_type=custom_type, content=body,
             display=display, details=details))

@@ -1,0 +1,125 @@
+"""Messages are checked at the edge: a wrong shape raises ``InvalidMessage`` naming the field and
+writes nothing; the ``of()`` constructors cover an agent loop without raw dicts."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiontree import (
+    AssistantMessage,
+    ImageContent,
+    InvalidEntry,
+    InvalidMessage,
+    Session,
+    TextContent,
+    ToolCall,
+    ToolResultMessage,
+    Usage,
+    UserMessage,
+    convert_to_llm,
+    validate_message,
+)
+from sessiontree._json import loads
+
+
+@pytest.mark.parametrize(("make", "field"), [
+    (lambda: UserMessage.of(123), "content[0].text"),
+    (lambda: UserMessage.of("look", "not an image"), "content[1]"),
+    (lambda: AssistantMessage.of(tool_calls=[ToolCall(id="c1", name="ls", arguments="-la")]),
+     "content[0].arguments"),
+    (lambda: AssistantMessage.of("hi", model=7), "model"),
+    (lambda: ToolResultMessage.of("c1", "out"), "toolName"),
+    (lambda: ToolResultMessage.of(ToolCall(id="c1", name="ls", arguments={}), 42), "content"),
+])
+def test_of_constructors_refuse_wrong_types_naming_the_field(make: Any, field: str) -> None:
+    with pytest.raises(InvalidMessage) as caught:
+        make()
+    assert caught.value.field == field
+    assert isinstance(caught.value, InvalidEntry)  # one family: callers catching InvalidEntry still do
+    assert ".of()" in str(caught.value)
+
+
+@pytest.mark.parametrize(("message", "field"), [
+    ({"role": "user", "content": 123}, "content"),
+    ({"role": "user", "content": [{"type": "text", "text": None}]}, "content[0].text"),
+    ({"role": "user", "content": [{"type": "txt", "text": "typo"}]}, "content[0].type"),
+    ({"role": "user", "content": "hi", "timestamp": "yesterday"}, "timestamp"),
+    ({"role": "assistant", "content": [{"type": "toolCall", "id": "c", "name": "ls"}]},
+     "content[0].arguments"),
+    ({"role": "assistant", "content": [], "stopReason": "done"}, "stopReason"),
+    ({"role": "toolResult", "toolName": "ls", "content": []}, "toolCallId"),
+    ({"role": "toolResult", "toolCallId": "c", "toolName": "ls", "content": "out"}, "content"),
+    ({"role": "custom", "content": "x"}, "customType"),
+])
+def test_malformed_dict_messages_raise_and_write_nothing(tmp_path: Path, message: dict[str, Any],
+                                                         field: str) -> None:
+    with Session.create(tmp_path) as session:
+        first = session.append_message(UserMessage.of("q"))
+        size = os.path.getsize(session.file or "")
+        with pytest.raises(InvalidMessage) as caught:
+            session.append_message(message)
+        assert caught.value.field == field
+        assert f"invalid {message['role']} message" in str(caught.value)
+        assert (session.leaf_id, os.path.getsize(session.file or "")) == (first, size)
+        assert len(session) == 1
+
+
+def test_typed_messages_built_by_hand_are_checked_before_writing(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        with pytest.raises(InvalidMessage) as caught:
+            session.append_message(UserMessage(content=[TextContent(text=5)]))  # type: ignore[arg-type]
+        assert caught.value.field == "content[0].text"
+        with pytest.raises(InvalidMessage) as caught:
+            session.append_custom_message("note", ["plain strings are not blocks"])  # type: ignore[list-item]
+        assert caught.value.field == "content[0]"
+        assert len(session) == 0 and not os.path.exists(session.file or "")
+
+
+def test_valid_dicts_are_still_written_as_given(tmp_path: Path) -> None:
+    message = {"role": "user", "content": [{"type": "text", "text": "hi", "cacheHint": 1}],
+               "extra": True}
+    with Session.create(tmp_path) as session:
+        entry = session.append_message(message)
+        stored = loads(session.raw_line(entry))["message"]
+    assert stored["content"] == message["content"] and stored["extra"] is True
+    assert isinstance(stored["timestamp"], int)
+    # a role this library does not know stays the caller's business (pi's apps add roles)
+    assert validate_message({"role": "user", "content": "x"}).role == "user"
+    with pytest.raises(InvalidMessage) as caught:
+        validate_message({"role": "robot", "content": "x"})
+    assert caught.value.field == "role"
+
+
+def test_an_agent_loop_needs_no_raw_dicts(tmp_path: Path) -> None:
+    image = ImageContent(data="iVBORw0KGgo=", mime_type="image/png")
+    calls = [ToolCall(id="call_1", name="read", arguments={"path": "a.py"}),
+             ToolCall(id="call_2", name="bash", arguments={"command": "pytest"})]
+    with Session.create(tmp_path) as session:
+        session.append_message(UserMessage.of("Why does the test fail?", image))
+        ask = AssistantMessage.of("Let me look.", tool_calls=calls, thinking="read first",
+                                  provider="openai", model="gpt-5", api="openai-responses",
+                                  usage=Usage(input=10, output=5, total_tokens=15))
+        session.append_message(ask)
+        for call in ask.tool_calls:
+            failed = call.name == "bash"
+            session.append_message(ToolResultMessage.of(
+                call, "1 failed" if failed else "def f(): ...", is_error=failed,
+                details={"exit": 1} if failed else None))
+        session.append_message(ToolResultMessage.of("call_3", [TextContent(text="late")],
+                                                    tool_name="read"))
+        session.append_message(AssistantMessage.of("f() returns None.", model="gpt-5"))
+        messages = session.build_context().messages
+    assert [m.role for m in messages] == ["user", "assistant", "toolResult", "toolResult",
+                                          "toolResult", "assistant"]
+    assert [b.type for b in messages[1].content] == ["thinking", "text", "toolCall", "toolCall"]
+    assert (messages[1].stop_reason, messages[5].stop_reason) == ("toolUse", "stop")
+    results = messages[2:5]
+    assert [(r.tool_call_id, r.tool_name, r.is_error) for r in results] == [
+        ("call_1", "read", False), ("call_2", "bash", True), ("call_3", "read", False)]
+    assert results[1].details == {"exit": 1}
+    assert AssistantMessage.of("plain").tool_calls == []
+    assert len(convert_to_llm(messages)) == 6
