@@ -1,0 +1,169 @@
+"""Context messages -> an Anthropic Messages request body (``POST /v1/messages``).
+
+The conversion is pi 0.73.1's ``anthropic-messages`` provider:
+
+* the system prompt is the top-level ``system`` field;
+* user text and images become ``text`` and base64 ``image`` blocks (blank text blocks and
+  blank string messages are left out, as the API rejects them);
+* an assistant reply becomes one message of ``text``, ``thinking`` (with its signature),
+  ``redacted_thinking`` and ``tool_use`` blocks; thinking without a signature is sent as text;
+  blank blocks are left out, and so is a reply left with none;
+* consecutive tool results become one user message of ``tool_result`` blocks (string content
+  when a result is text only; blocks, with ``"(see attached image)"`` first when there is no
+  text, when it has images);
+* tool call ids from other providers are normalized to ``[a-zA-Z0-9_-]``, at most 64
+  characters, as the API requires.
+
+Invariant: the body validates against the ``anthropic`` package's
+``MessageCreateParamsNonStreaming`` with unknown keys forbidden (tests check it).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    ToolResultMessage,
+    UnknownMessage,
+)
+from ._common import ToolSpec, as_tool_spec, prepare_messages, sanitize, sanitize_id
+
+__all__ = ["API", "DEFAULT_MAX_TOKENS", "anthropic_messages", "anthropic_request", "anthropic_tools"]
+
+API = "anthropic-messages"
+"""pi's name for this API (the ``api`` of the assistant messages it produces)."""
+
+DEFAULT_MAX_TOKENS = 8192
+"""The output budget when none is given (the API requires one)."""
+
+
+def _normalize_id(call_id: str, _source: AssistantMessage) -> str:
+    return sanitize_id(call_id, 64) or "toolu"
+
+
+def _image_block(image: ImageContent) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type,
+                                        "data": image.data}}
+
+
+def _result_content(blocks: Sequence[TextContent | ImageContent]) -> str | list[dict[str, Any]]:
+    if not any(isinstance(b, ImageContent) for b in blocks):
+        return sanitize("\n".join(b.text for b in blocks if isinstance(b, TextContent)))
+    out = [{"type": "text", "text": sanitize(b.text)} if isinstance(b, TextContent)
+           else _image_block(b) for b in blocks]
+    if not any(isinstance(b, TextContent) for b in blocks):
+        out.insert(0, {"type": "text", "text": "(see attached image)"})
+    return out
+
+
+def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
+    blocks: list[dict[str, Any]] = []
+    for block in message.content:
+        if isinstance(block, TextContent):
+            if block.text.strip():
+                blocks.append({"type": "text", "text": sanitize(block.text)})
+        elif isinstance(block, ThinkingContent):
+            if block.redacted is True:
+                if block.thinking_signature:
+                    blocks.append({"type": "redacted_thinking", "data": block.thinking_signature})
+            elif not block.thinking.strip():
+                continue
+            elif not block.thinking_signature or not block.thinking_signature.strip():
+                blocks.append({"type": "text", "text": sanitize(block.thinking)})
+            else:
+                blocks.append({"type": "thinking", "thinking": sanitize(block.thinking),
+                               "signature": block.thinking_signature})
+        elif isinstance(block, ToolCall):
+            blocks.append({"type": "tool_use", "id": block.id, "name": block.name,
+                           "input": block.arguments or {}})
+    return blocks
+
+
+def anthropic_messages(messages: Sequence[AgentMessage | UnknownMessage], *,
+                       provider: str | None = None, model: str | None = None
+                       ) -> list[dict[str, Any]]:
+    """The ``messages`` array of a Messages request.
+
+    Args:
+        messages: context messages, oldest first.
+        provider: the target provider (decides which replies are the same model's).
+        model: the target model.
+    """
+    prepared = prepare_messages(messages, api=API, provider=provider, model=model,
+                                normalize_id=_normalize_id)
+    out: list[dict[str, Any]] = []
+    index = 0
+    while index < len(prepared):
+        message = prepared[index]
+        index += 1
+        if isinstance(message, ToolResultMessage):
+            results = [message]
+            while index < len(prepared) and isinstance(prepared[index], ToolResultMessage):
+                results.append(prepared[index])  # type: ignore[arg-type]
+                index += 1
+            out.append({"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": r.tool_call_id,
+                 "content": _result_content(r.content), "is_error": r.is_error} for r in results]})
+        elif isinstance(message, AssistantMessage):
+            blocks = _assistant_blocks(message)
+            if blocks:
+                out.append({"role": "assistant", "content": blocks})
+        else:
+            content = message.content
+            if isinstance(content, str):
+                if content.strip():
+                    out.append({"role": "user", "content": sanitize(content)})
+                continue
+            user_blocks = [{"type": "text", "text": sanitize(b.text)} if isinstance(b, TextContent)
+                           else _image_block(b) for b in content
+                           if not isinstance(b, TextContent) or b.text.strip()]
+            if user_blocks:
+                out.append({"role": "user", "content": user_blocks})
+    return out
+
+
+def anthropic_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
+    """The ``tools`` array: name, description and ``input_schema`` (an object schema)."""
+    out = []
+    for tool in tools:
+        spec = as_tool_spec(tool)
+        schema = dict(spec.parameters)
+        schema["type"] = "object"
+        entry: dict[str, Any] = {"name": spec.name, "input_schema": schema}
+        if spec.description:
+            entry["description"] = spec.description
+        out.append(entry)
+    return out
+
+
+def anthropic_request(messages: Sequence[AgentMessage | UnknownMessage], *,
+                      model: str | None = None, provider: str | None = None,
+                      system: str | None = None, tools: Sequence[ToolSpec | Any] = (),
+                      max_tokens: int | None = None) -> dict[str, Any]:
+    """A whole Messages request body (without ``stream``).
+
+    Args:
+        messages: context messages, oldest first.
+        model: the model (``model`` is left out when ``None``).
+        provider: the target provider (see :func:`anthropic_messages`).
+        system: the system prompt, if any.
+        tools: the tools the model may call.
+        max_tokens: the output budget (default :data:`DEFAULT_MAX_TOKENS`; the API requires it).
+    """
+    body: dict[str, Any] = {}
+    if model:
+        body["model"] = model
+    body["max_tokens"] = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
+    if system:
+        body["system"] = sanitize(system)
+    body["messages"] = anthropic_messages(messages, provider=provider, model=model)
+    if tools:
+        body["tools"] = anthropic_tools(tools)
+    return body

@@ -1,0 +1,225 @@
+"""Context messages -> an OpenAI Responses request body (``POST /responses``).
+
+The conversion is pi 0.73.1's ``openai-responses`` provider:
+
+* the system prompt is the first input item (role ``system``, or ``developer`` when asked);
+* user text and images become ``input_text`` and ``input_image`` parts (``detail: auto``,
+  ``data:`` URL);
+* an assistant reply becomes output items in order: a thinking block of the same model that
+  carries its reasoning item (pi keeps it, JSON-encoded, as ``thinkingSignature``) is replayed
+  as that ``reasoning`` item; text becomes an assistant ``message`` item (its id from
+  ``textSignature`` when it carries one, else ``msg_<index of the message>``, as pi sends it;
+  ids over 64 characters shortened with pi's ``shortHash``); a tool call becomes
+  a ``function_call`` (its ``call_id`` is the part of pi's ``<call_id>|<item_id>`` before the
+  bar, the item id is kept only for replies of the same model);
+* a tool result becomes a ``function_call_output`` whose ``output`` is the text, or a list of
+  ``input_text``/``input_image`` parts when the result has images;
+* tool call ids from other providers are normalized to ``[a-zA-Z0-9_-]``, at most 64
+  characters, without trailing underscores.
+
+Invariant: the body validates against the ``openai`` package's
+``ResponseCreateParamsNonStreaming`` with unknown keys forbidden (tests check it).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from typing import Any, Literal
+
+from ..messages import (
+    AgentMessage,
+    AssistantMessage,
+    ImageContent,
+    TextContent,
+    ThinkingContent,
+    ToolCall,
+    UnknownMessage,
+    UserMessage,
+)
+from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
+
+__all__ = ["API", "responses_input", "responses_request", "responses_tools", "short_hash"]
+
+API = "openai-responses"
+"""pi's name for this API (the ``api`` of the assistant messages it produces)."""
+
+_REASONING_KEYS = ("type", "id", "summary", "content", "encrypted_content", "status")
+
+
+def _normalize_id(call_id: str, _source: AssistantMessage) -> str:
+    return sanitize_id(call_id.split("|", 1)[0], 64).rstrip("_") or "call"
+
+
+def _image_part(image: ImageContent) -> dict[str, Any]:
+    return {"type": "input_image", "detail": "auto",
+            "image_url": f"data:{image.mime_type};base64,{image.data}"}
+
+
+def _parse_json(text: str | Any) -> Any:
+    if not isinstance(text, str) or not text.startswith("{"):
+        return None
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _reasoning_item(block: ThinkingContent) -> dict[str, Any] | None:
+    item = _parse_json(block.thinking_signature)
+    if not isinstance(item, dict) or item.get("type") != "reasoning" or not item.get("id"):
+        return None
+    out = {k: item[k] for k in _REASONING_KEYS if item.get(k) is not None}
+    out.setdefault("summary", [])
+    return out
+
+
+def _imul(a: int, b: int) -> int:
+    return (a * b) & 0xFFFFFFFF
+
+
+def _base36(value: int) -> str:
+    digits = "0123456789abcdefghijklmnopqrstuvwxyz"
+    out = ""
+    while True:
+        value, rest = divmod(value, 36)
+        out = digits[rest] + out
+        if not value:
+            return out
+
+
+def short_hash(text: str) -> str:
+    """pi's ``shortHash`` (two 32-bit multiplicative hashes in base 36), used to shorten ids."""
+    h1, h2 = 0xDEADBEEF, 0x41C6CE57
+    utf16 = text.encode("utf-16-le", "surrogatepass")
+    for i in range(0, len(utf16), 2):  # JavaScript's charCodeAt: UTF-16 code units
+        ch = utf16[i] | utf16[i + 1] << 8
+        h1 = _imul(h1 ^ ch, 2654435761)
+        h2 = _imul(h2 ^ ch, 1597334677)
+    h1 = _imul(h1 ^ (h1 >> 16), 2246822507) ^ _imul(h2 ^ (h2 >> 13), 3266489909)
+    h2 = _imul(h2 ^ (h2 >> 16), 2246822507) ^ _imul(h1 ^ (h1 >> 13), 3266489909)
+    return _base36(h2) + _base36(h1)
+
+
+def _text_item(block: TextContent, index: int) -> dict[str, Any]:
+    signature = _parse_json(block.text_signature)
+    parsed = isinstance(signature, dict) and signature.get("v") == 1 and \
+        isinstance(signature.get("id"), str)
+    item_id = signature["id"] if parsed else block.text_signature or None
+    if not isinstance(item_id, str) or not item_id:
+        item_id = f"msg_{index}"
+    elif len(item_id) > 64:
+        item_id = f"msg_{short_hash(item_id)}"
+    item: dict[str, Any] = {"type": "message", "role": "assistant",
+                            "content": [{"type": "output_text", "text": sanitize(block.text),
+                                         "annotations": []}],
+                            "status": "completed", "id": item_id}
+    phase = signature.get("phase") if parsed else None
+    if phase in ("commentary", "final_answer"):
+        item["phase"] = phase
+    return item
+
+
+def responses_input(messages: Sequence[AgentMessage | UnknownMessage], *, system: str | None = None,
+                    provider: str | None = None, model: str | None = None,
+                    system_role: Literal["system", "developer"] = "system") -> list[dict[str, Any]]:
+    """The ``input`` items of a Responses request.
+
+    Args:
+        messages: context messages, oldest first.
+        system: the system prompt, if any.
+        provider: the target provider (decides which replies are the same model's).
+        model: the target model.
+        system_role: ``system``, or ``developer`` (OpenAI's reasoning models).
+    """
+    prepared = prepare_messages(messages, api=API, provider=provider, model=model,
+                                normalize_id=_normalize_id)
+    items: list[dict[str, Any]] = []
+    if system:
+        items.append({"role": system_role, "content": sanitize(system)})
+    index = 0  # pi's msgIndex: counts the messages that produced items
+    for message in prepared:
+        produced = len(items)
+        if isinstance(message, UserMessage):
+            content = message.content
+            parts: list[TextContent | ImageContent] = \
+                [TextContent(text=content)] if isinstance(content, str) else content
+            if parts:
+                items.append({"role": "user", "content": [
+                    {"type": "input_text", "text": sanitize(b.text)} if isinstance(b, TextContent)
+                    else _image_part(b) for b in parts]})
+        elif isinstance(message, AssistantMessage):
+            for block in message.content:
+                if isinstance(block, ThinkingContent):
+                    reasoning = _reasoning_item(block)
+                    if reasoning is not None:
+                        items.append(reasoning)
+                elif isinstance(block, TextContent):
+                    items.append(_text_item(block, index))
+                elif isinstance(block, ToolCall):
+                    call_id, _, item_id = block.id.partition("|")
+                    call: dict[str, Any] = {"type": "function_call", "call_id": call_id,
+                                            "name": block.name,
+                                            "arguments": json_arguments(block.arguments)}
+                    if item_id:
+                        call["id"] = item_id
+                    items.append(call)
+        else:
+            blocks = message.content
+            text = "\n".join(b.text for b in blocks if isinstance(b, TextContent))
+            output: str | list[dict[str, Any]]
+            if any(isinstance(b, ImageContent) for b in blocks):
+                output = ([{"type": "input_text", "text": sanitize(text)}] if text else []) + \
+                    [_image_part(b) for b in blocks if isinstance(b, ImageContent)]
+            else:
+                output = sanitize(text) if text else "(see attached image)"
+            items.append({"type": "function_call_output",
+                          "call_id": message.tool_call_id.partition("|")[0],
+                          "output": output})
+        if len(items) > produced:
+            index += 1
+    return items
+
+
+def responses_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
+    """The ``tools`` array: each tool as a ``function`` (``strict: false``, as pi sends it)."""
+    out = []
+    for tool in tools:
+        spec = as_tool_spec(tool)
+        entry: dict[str, Any] = {"type": "function", "name": spec.name}
+        if spec.description:
+            entry["description"] = spec.description
+        entry["parameters"] = spec.parameters
+        entry["strict"] = False
+        out.append(entry)
+    return out
+
+
+def responses_request(messages: Sequence[AgentMessage | UnknownMessage], *,
+                      model: str | None = None, provider: str | None = None,
+                      system: str | None = None, tools: Sequence[ToolSpec | Any] = (),
+                      max_tokens: int | None = None,
+                      system_role: Literal["system", "developer"] = "system") -> dict[str, Any]:
+    """A whole Responses request body (without ``stream``), with ``store: false`` as pi sends
+    it (the conversation lives in the session, not on the server).
+
+    Args:
+        messages: context messages, oldest first.
+        model: the model (``model`` is left out when ``None``).
+        provider: the target provider (see :func:`responses_input`).
+        system: the system prompt, if any.
+        tools: the tools the model may call.
+        max_tokens: the output budget (``max_output_tokens``), if any.
+        system_role: see :func:`responses_input`.
+    """
+    body: dict[str, Any] = {}
+    if model:
+        body["model"] = model
+    body["input"] = responses_input(messages, system=system, provider=provider, model=model,
+                                    system_role=system_role)
+    if tools:
+        body["tools"] = responses_tools(tools)
+    if max_tokens is not None:
+        body["max_output_tokens"] = max_tokens
+    body["store"] = False
+    return body
