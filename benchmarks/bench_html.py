@@ -1,6 +1,6 @@
 """HTML export beside pi's own ``export-html``, on the same sessions, in headless Chromium.
 
-For generated pi sessions of 1,000 and 10,000 entries (``../shared/bench/gen_pi_session.py``):
+For generated pi sessions of 1,000 and 10,000 entries (``sessiontree.testing.generate``, default options):
 the time to write the page and its size, then in a fresh page each run the time from navigation
 start until the page is usable (sessiontree: its script has drawn the tree and the leaf's path;
 pi: its tree sidebar and the messages are drawn), measured the same way for both, and for ours
@@ -12,16 +12,13 @@ the time to show another node's path after a click. Prints a Markdown table; no 
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-GENERATOR = ROOT.parent / "shared" / "bench" / "gen_pi_session.py"
 PI_EXPORT = Path(__file__).resolve().parent / "pi_export_html.mjs"
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -72,6 +69,7 @@ def main() -> None:
 
     from sessiontree import Session
     from sessiontree.export.html import export_html
+    from sessiontree.testing.generate import generate_session
     from sessiontree.testing.pi import ensure_pi, run_node_script
 
     modules = ensure_pi()
@@ -80,8 +78,7 @@ def main() -> None:
         browser = playwright.chromium.launch(executable_path=CHROMIUM, args=ARGS)
         for size in (int(s) for s in options.sizes.split(",")):
             source = Path(folder) / f"pi-{size}.jsonl"
-            subprocess.run([sys.executable, str(GENERATOR), "--entries", str(size), str(source)],
-                           check=True, capture_output=True)
+            generate_session(source, size)
             started = time.perf_counter()
             with Session.open(source) as session:
                 page_bytes = export_html(session)

@@ -6,10 +6,11 @@ tree and HTML export benchmarks, each beside its own baseline.
 
 The ``core`` suite:
 
-1. Generates the benchmark files with ../shared/bench/gen_pi_session.py into benchmarks/.data/
-   (git-ignored; reused when the sha256 equals the table in ../shared/bench/README.md).
-2. Installs pi from npm if needed (sessiontree.testing.pi, shared with the tests) and runs
-   ``node --expose-gc ../shared/bench/pi-bench.mjs FILE --pi NODE_MODULES --entry index`` per file.
+1. Generates the benchmark files with the repository's seeded generator
+   (``sessiontree.testing.generate``) into benchmarks/.data/ (git-ignored; a file is reused while
+   the generator's source and arguments are unchanged: both are in its name).
+2. Installs pi from npm into the cache folder if needed (sessiontree.testing.pi, shared with the
+   tests) and runs ``node --expose-gc benchmarks/pi_bench.mjs FILE --pi NODE_MODULES`` per file.
 3. Measures sessiontree on the same file in a fresh Python process per file (so the peak RSS is
    per file, like pi's): open, build_context, tree, the path to the deepest leaf, 1,000 appends
    to a scratch copy (no fsync), peak RSS and RSS growth.
@@ -44,17 +45,14 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-SHARED = Path(os.environ.get("SESSIONTREE_SHARED", REPO.parent / "shared")).resolve()
 DATA = HERE / ".data"
+GENERATOR = REPO / "src" / "sessiontree" / "testing" / "generate.py"
 
-# (generator arguments, sha256) exactly as in ../shared/bench/README.md
-SIZES = {
-    "1k": (["--entries", "1000", "--branch-every", "100", "--compact-every", "300", "--seed", "1"],
-           "30f4a5cec2cd97e6ebc4180a6eeccfb70184e2900acc0338b1a11f4aa85f920a"),
-    "10k": (["--entries", "10000", "--branch-every", "200", "--compact-every", "1000", "--seed", "2"],
-            "a745243f6b9124405141e57d7a5fa0bcee437973b1629752721fb23f75c92b95"),
-    "100k": (["--entries", "100000", "--branch-every", "400", "--compact-every", "2500", "--seed", "3"],
-             "dc3d1558c3407bd367fe24e49cf20c6cf6575ba865ff8bb15f374fc17dfae65a"),
+# generate_session() arguments of each benchmark file
+SIZES: dict[str, dict[str, int]] = {
+    "1k": {"entries": 1000, "branch_every": 100, "compact_every": 300, "seed": 1},
+    "10k": {"entries": 10000, "branch_every": 200, "compact_every": 1000, "seed": 2},
+    "100k": {"entries": 100000, "branch_every": 400, "compact_every": 2500, "seed": 3},
 }
 APPENDS = 1000
 TARGET_SIZE = "100k"
@@ -65,25 +63,23 @@ TARGET_APPEND_US = 50.0  # median append under 50 microseconds
 
 # -- files -----------------------------------------------------------------------------------------
 
-def sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as stream:
-        for block in iter(lambda: stream.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def generate(size: str) -> Path:
-    args, expected = SIZES[size]
-    path = DATA / f"pi-{size}.jsonl"
-    if path.exists() and sha256(path) == expected:
+    """The benchmark file of ``size``, generated unless this generator already made it."""
+    from sessiontree.testing.generate import generate_session
+
+    arguments = SIZES[size]
+    key = hashlib.sha256(GENERATOR.read_bytes() + json.dumps(arguments).encode()).hexdigest()[:12]
+    path = DATA / f"pi-{size}-{key}.jsonl"
+    if path.exists():
         return path
     DATA.mkdir(exist_ok=True)
+    for stale in DATA.glob(f"pi-{size}-*.jsonl"):
+        stale.unlink()
     print(f"generating {path.name} …", file=sys.stderr, flush=True)
-    subprocess.run([sys.executable, str(SHARED / "bench" / "gen_pi_session.py"), *args, str(path)],
-                   check=True, capture_output=True)
-    if sha256(path) != expected:
-        raise SystemExit(f"{path}: the generator's output differs from ../shared/bench/README.md")
+    scratch = path.with_suffix(".partial")
+    scratch.unlink(missing_ok=True)
+    generate_session(scratch, **arguments)
+    scratch.rename(path)
     return path
 
 
@@ -172,8 +168,8 @@ def measure(source: str, repeat: int) -> dict[str, Any]:
 
 def run_pi(path: Path, modules: Path, repeat: int) -> dict[str, Any]:
     done = subprocess.run(
-        ["node", "--expose-gc", str(SHARED / "bench" / "pi-bench.mjs"), str(path), "--pi", str(modules),
-         "--entry", "index", "--repeat", str(repeat), "--appends", str(APPENDS)],
+        ["node", "--expose-gc", str(HERE / "pi_bench.mjs"), str(path), "--pi", str(modules),
+         "--repeat", str(repeat), "--appends", str(APPENDS)],
         capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise SystemExit(f"pi-bench failed on {path}:\n{done.stderr[-3000:]}")

@@ -3,8 +3,6 @@ sessions built through the public API (no mocks: real files or the memory log)."
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,8 +16,7 @@ from sessiontree import (
 )
 from sessiontree.messages import message_text
 from sessiontree.summarize import CancelToken, SummaryFailed, SummaryRequest
-
-from .conftest import BENCH
+from sessiontree.testing.generate import generate_session
 
 
 class ListSummarizer:
@@ -106,8 +103,7 @@ def branched(session: Session) -> dict[str, str]:
 
 def generate(out: Path, entries: int = 300, seed: int = 7, branch_every: int = 40,
              compact_every: int = 150) -> Path:
-    """A realistic pi file from the shared generator."""
-    subprocess.run([sys.executable, str(BENCH / "gen_pi_session.py"), "--entries", str(entries),
-                    "--seed", str(seed), "--branch-every", str(branch_every), "--compact-every",
-                    str(compact_every), str(out)], check=True, capture_output=True)
+    """A realistic pi file from the repository's generator."""
+    generate_session(out, entries, seed=seed, branch_every=branch_every,
+                     compact_every=compact_every)
     return out

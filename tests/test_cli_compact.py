@@ -5,8 +5,6 @@ one compaction entry and still load in pi with the same context; nothing is writ
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -15,9 +13,9 @@ from click.testing import CliRunner
 
 from sessiontree import Session
 from sessiontree.cli import cli
+from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import ensure_pi, run_node_script
 
-from .conftest import BENCH
 from .fake_llm import OPENAI_KEY, FakeLLM
 from .test_pi_interop import PROBE
 
@@ -35,9 +33,7 @@ def pi_modules() -> Path:
 @pytest.fixture
 def generated(tmp_path: Path) -> Path:
     out = tmp_path / "gen.jsonl"
-    subprocess.run([sys.executable, str(BENCH / "gen_pi_session.py"), "--entries", "800",
-                    "--branch-every", "100", "--compact-every", "300", "--seed", "21", str(out)],
-                   check=True, capture_output=True)
+    generate_session(out, 800, branch_every=100, compact_every=300, seed=21)
     return out
 
 

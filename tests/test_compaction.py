@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,7 +29,6 @@ from sessiontree import (
     UserMessage,
 )
 from sessiontree._json import dumps, loads
-from sessiontree.context import entry_message
 from sessiontree.compaction import (
     DEFAULT_COMPACTION_SETTINGS,
     TURN_CONTEXT_SEPARATOR,
@@ -40,7 +37,6 @@ from sessiontree.compaction import (
     FileOperations,
     NothingToCompact,
     calculate_context_tokens,
-    compact,
     estimate_context_tokens,
     estimate_tokens,
     find_cut_point,
@@ -53,6 +49,7 @@ from sessiontree.compaction import (
     serialize_conversation,
     should_compact,
 )
+from sessiontree.context import entry_message
 from sessiontree.entries import FileDetails
 from sessiontree.events import (
     BeforeCompactResult,
@@ -62,9 +59,8 @@ from sessiontree.events import (
     OperationCancelled,
 )
 from sessiontree.summarize import CancelToken, SummaryCancelled, SummaryFailed, SummaryRequest
+from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import ensure_pi, run_node_script
-
-from .conftest import BENCH
 
 PI_DIR = Path(__file__).parent / "pi"
 
@@ -118,15 +114,15 @@ class Fixed:
 # -- pi itself ----------------------------------------------------------------------------------
 
 GENERATED = [
-    # (name, gen_pi_session arguments, keepRecentTokens values)
-    ("linear", ["--entries", "500", "--branch-every", "0", "--compact-every", "0", "--seed", "11"],
+    # (name, generate_session arguments, keepRecentTokens values)
+    ("linear", {"entries": 500, "branch_every": 0, "compact_every": 0, "seed": 11},
      (20000, 4000, 700)),
-    ("branched", ["--entries", "1500", "--branch-every", "90", "--compact-every", "0", "--seed", "12"],
+    ("branched", {"entries": 1500, "branch_every": 90, "compact_every": 0, "seed": 12},
      (20000, 3000)),
-    ("compacted", ["--entries", "3000", "--branch-every", "160", "--compact-every", "500",
-                   "--seed", "13"], (20000, 6000)),
-    ("small-keep", ["--entries", "1200", "--branch-every", "0", "--compact-every", "200",
-                    "--seed", "14", "--keep-recent-tokens", "3000"], (3000, 20000, 1)),
+    ("compacted", {"entries": 3000, "branch_every": 160, "compact_every": 500, "seed": 13},
+     (20000, 6000)),
+    ("small-keep", {"entries": 1200, "branch_every": 0, "compact_every": 200, "seed": 14,
+                    "keep_recent_tokens": 3000}, (3000, 20000, 1)),
 ]
 
 
@@ -198,8 +194,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     files = {}
     for name, arguments, _ in GENERATED:
         out = folder / f"{name}.jsonl"
-        subprocess.run([sys.executable, str(BENCH / "gen_pi_session.py"), *arguments, str(out)],
-                       check=True, capture_output=True)
+        generate_session(out, **arguments)
         files[name] = out
     files["hand"] = hand_written(folder)
     return files

@@ -1,4 +1,4 @@
-"""Every golden case of ../shared/conformance, compared exactly (conformance/README.md)."""
+"""Every golden case of tests/conformance, compared exactly (tests/conformance/README.md)."""
 
 from __future__ import annotations
 

@@ -40,6 +40,7 @@ from sessiontree import (
     UserMessage,
 )
 from sessiontree._json import dumps, loads
+from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import (
     PI_VERSION,
     PiUnavailable,
@@ -47,8 +48,6 @@ from sessiontree.testing.pi import (
     ensure_pi,
     run_node_script,
 )
-
-from .conftest import BENCH
 
 PROBE = Path(__file__).parent / "pi" / "pi_probe.mjs"
 CWD = "/home/dev/proj"
@@ -252,18 +251,15 @@ def test_sessions_written_by_us_load_identically_in_pi(tmp_path: Path, pi: Pi) -
     assert any(c["messages"][0]["role"] == "compactionSummary" for c in answers[1]["contexts"].values())
 
 
-def generate(path: Path, *args: str) -> Path:
-    subprocess.run([sys.executable, str(BENCH / "gen_pi_session.py"), *args, str(path)],
-                   check=True, capture_output=True)
+def generate(path: Path, entries: int, **options: int) -> Path:
+    generate_session(path, entries, **options)
     return path
 
 
 def test_generated_sessions_appended_to_by_us_load_identically_in_pi(tmp_path: Path, pi: Pi) -> None:
     files = [
-        generate(tmp_path / "gen-1k.jsonl", "--entries", "1000", "--branch-every", "100",
-                 "--compact-every", "300", "--seed", "1"),
-        generate(tmp_path / "gen-7.jsonl", "--entries", "1000", "--branch-every", "40",
-                 "--compact-every", "150", "--seed", "7"),
+        generate(tmp_path / "gen-1k.jsonl", 1000, branch_every=100, compact_every=300, seed=1),
+        generate(tmp_path / "gen-7.jsonl", 1000, branch_every=40, compact_every=150, seed=7),
     ]
     originals = [f.read_bytes() for f in files]
     for path in files:

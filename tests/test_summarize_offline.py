@@ -5,8 +5,6 @@ within the budget; deterministic.
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -34,8 +32,7 @@ from sessiontree.summarize import (
     SummaryRequest,
 )
 from sessiontree.summarize.offline import _sentences
-
-from .conftest import BENCH
+from sessiontree.testing.generate import generate_session
 
 
 def reply(text: str, *calls: ToolCall, stop: str | None = None) -> AssistantMessage:
@@ -212,7 +209,7 @@ def test_always_within_budget_and_deterministic(max_tokens: int, purpose: str, l
 
 # -- generated pi sessions ----------------------------------------------------------------------
 
-GENERATED = [("1", "600", "0"), ("2", "2500", "120"), ("3", "4000", "300")]
+GENERATED = [(1, 600, 0), (2, 2500, 120), (3, 4000, 300)]
 
 
 @pytest.fixture(scope="module")
@@ -221,9 +218,7 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> list[Path]:
     files = []
     for seed, entries, branch_every in GENERATED:
         out = folder / f"gen{seed}.jsonl"
-        subprocess.run([sys.executable, str(BENCH / "gen_pi_session.py"), "--entries", entries,
-                        "--branch-every", branch_every, "--compact-every", "0", "--seed", seed,
-                        str(out)], check=True, capture_output=True)
+        generate_session(out, entries, branch_every=branch_every, compact_every=0, seed=seed)
         files.append(out)
     return files
 

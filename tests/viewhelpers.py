@@ -3,14 +3,11 @@ rendered output can be compared with goldens)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 from sessiontree import Session
-
-from .conftest import BENCH
+from sessiontree.testing.generate import generate_session
 
 T0 = 1_760_000_000_000  # ms
 
@@ -95,8 +92,7 @@ def write_branched(path: Path, entries: list[dict[str, Any]] | None = None) -> P
 
 def generate(out: Path, entries: int, seed: int = 3, branch_every: int = 40,
              compact_every: int = 200) -> Path:
-    """A realistic pi file from the shared generator."""
-    subprocess.run([sys.executable, str(BENCH / "gen_pi_session.py"), "--entries", str(entries),
-                    "--seed", str(seed), "--branch-every", str(branch_every), "--compact-every",
-                    str(compact_every), str(out)], check=True, capture_output=True)
+    """A realistic pi file from the repository's generator."""
+    generate_session(out, entries, seed=seed, branch_every=branch_every,
+                     compact_every=compact_every)
     return out

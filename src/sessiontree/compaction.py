@@ -18,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Union
 
 import msgspec
@@ -350,7 +350,8 @@ class CutPoint(msgspec.Struct, frozen=True):
 
 
 def find_cut_point(entries: Sequence[EntryLike], start: int, end: int,
-                   keep_recent_tokens: int) -> CutPoint:
+                   keep_recent_tokens: int, *,
+                   estimate: Callable[[Mapping[str, Any]], int] = estimate_tokens) -> CutPoint:
     """Where to cut ``entries[start:end]`` so that about ``keep_recent_tokens`` stay (pi's
     ``findCutPoint``).
 
@@ -359,6 +360,9 @@ def find_cut_point(entries: Sequence[EntryLike], start: int, end: int,
     or after it (the first of the range when the budget is never reached). The cut then moves
     back over directly preceding entries that are neither messages nor compactions (settings,
     labels, custom entries, ...), so they stay with the kept part.
+
+    ``estimate`` counts one message's tokens (pi's characters / 4 by default); a caller that
+    already knows the counts, such as the session generator, passes its own.
     """
     items = _as_dicts(entries)
     points = find_valid_cut_points(items, start, end)
@@ -371,7 +375,7 @@ def find_cut_point(entries: Sequence[EntryLike], start: int, end: int,
         if entry.get("type") != "message":
             continue
         message = entry.get("message")
-        accumulated += estimate_tokens(message if isinstance(message, Mapping) else {})
+        accumulated += estimate(message if isinstance(message, Mapping) else {})
         if accumulated >= keep_recent_tokens:
             cut = next((p for p in points if p >= index), cut)
             break

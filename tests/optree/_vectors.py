@@ -1,10 +1,9 @@
-"""Load and replay the shared operation-tree vectors (``../shared/optree/vectors.json``)."""
+"""Load and replay the operation-tree reference vectors (``tests/optree/vectors/vectors.json``)."""
 
 from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -12,13 +11,7 @@ from typing import Any
 from sessiontree.optree import CompatTreeBuilder
 from sessiontree.optree._jsformat import UNDEFINED
 
-_default = Path(__file__).resolve().parents[2] / ".." / "shared" / "optree"
-OPTREE_SHARED = (Path(os.environ["SESSIONTREE_SHARED"]) / "optree"
-                 if os.environ.get("SESSIONTREE_SHARED") else _default).resolve()
-VECTORS_FILE = OPTREE_SHARED / "vectors.json"
-
-if not VECTORS_FILE.is_file():  # never skip silently: the vectors are part of the suite
-    raise RuntimeError(f"operation-tree vectors not found at {VECTORS_FILE}")
+VECTORS_FILE = Path(__file__).resolve().parent / "vectors" / "vectors.json"
 
 
 def load_vectors() -> list[dict[str, Any]]:

@@ -1,4 +1,5 @@
-"""The digests of ``bench/pi-bench.mjs`` (bench/README.md), so results compare with pi's exactly.
+"""Digests of a context, a tree and a path that ``benchmarks/pi_bench.mjs`` computes the same
+way from pi's own objects, so that both sides are shown to have done the same work.
 
 Node encodes a lone surrogate as U+FFFD before hashing; so do these functions.
 """

@@ -1,0 +1,173 @@
+// pi's own SessionManager on one session file: the baseline side of benchmarks/run.py.
+//
+//   node --expose-gc benchmarks/pi_bench.mjs FILE --pi NODE_MODULES [--repeat R] [--appends N]
+//
+// FILE is copied to a scratch folder first (pi rewrites files it migrates, and the append timing
+// appends), so it is never changed. Prints one JSON object; times are milliseconds
+// (performance.now()), memory MiB. The digests are those of sessiontree.testing.digests, so that
+// run.py can check both sides did the same work:
+//   context: sha256 over role + "\x1f" + text + "\x1e" for each message of buildSessionContext()
+//   tree:    sha256 over id + ":" + depth + "\n" for each node of getTree() in pre-order
+//   branch:  sha256 over the ids of getBranch(deepest) joined by "\n" (deepest: greatest distance
+//            from its root, the first in file order on ties)
+import { createHash } from "node:crypto";
+import { copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { basename, join } from "node:path";
+import { pathToFileURL } from "node:url";
+
+function options(argv) {
+	const opts = { file: null, pi: null, repeat: 5, appends: 1000 };
+	for (let i = 0; i < argv.length; i++) {
+		const arg = argv[i];
+		if (arg === "--pi") opts.pi = argv[++i];
+		else if (arg === "--repeat") opts.repeat = Number(argv[++i]);
+		else if (arg === "--appends") opts.appends = Number(argv[++i]);
+		else if (opts.file === null) opts.file = arg;
+		else throw new Error(`unexpected argument ${arg}`);
+	}
+	if (!opts.file || !opts.pi) throw new Error("usage: pi_bench.mjs FILE --pi NODE_MODULES [--repeat R] [--appends N]");
+	return opts;
+}
+
+const MiB = 2 ** 20;
+const collect = () => globalThis.gc?.();
+const rssMiB = () => process.memoryUsage().rss / MiB;
+const peakMiB = () => process.resourceUsage().maxRSS / 1024; // KiB on Linux
+
+function timed(repeat, run) {
+	const runs = [];
+	let value;
+	for (let i = 0; i < repeat; i++) {
+		const start = performance.now();
+		value = run();
+		runs.push(performance.now() - start);
+	}
+	const sorted = [...runs].sort((a, b) => a - b);
+	return [{ first: runs[0], median: sorted[Math.floor(sorted.length / 2)], min: sorted[0] }, value];
+}
+
+const utf8Hash = () => createHash("sha256");
+
+function blockText(block) {
+	switch (block?.type) {
+		case "text": return block.text ?? "";
+		case "thinking": return `[thinking]${block.thinking ?? ""}`;
+		case "toolCall": return `[toolCall:${block.name}]${block.id}`;
+		case "image": return `[image:${block.mimeType}]`;
+		default: return `[${block?.type}]`;
+	}
+}
+
+function contentText(content) {
+	if (typeof content === "string") return content;
+	return Array.isArray(content) ? content.map(blockText).join("\n") : "";
+}
+
+function messageText(message) {
+	switch (message.role) {
+		case "user": case "custom": case "assistant": return contentText(message.content);
+		case "toolResult": return `[${message.toolCallId}]${contentText(message.content)}`;
+		case "bashExecution": return `$ ${message.command}\n${message.output}`;
+		case "compactionSummary": case "branchSummary": return message.summary ?? "";
+		default: return "";
+	}
+}
+
+function contextDigest(context) {
+	const hash = utf8Hash();
+	for (const message of context.messages) hash.update(`${message.role}\x1f${messageText(message)}\x1e`, "utf8");
+	return { digest: hash.digest("hex"), messages: context.messages.length };
+}
+
+function treeDigest(roots) {
+	const hash = utf8Hash();
+	let nodes = 0;
+	const stack = roots.map((root) => [root, 0]).reverse();
+	while (stack.length > 0) {
+		const [node, depth] = stack.pop();
+		nodes++;
+		hash.update(`${node.entry.id}:${depth}\n`, "utf8");
+		for (let i = node.children.length - 1; i >= 0; i--) stack.push([node.children[i], depth + 1]);
+	}
+	return { digest: hash.digest("hex"), nodes, roots: roots.length };
+}
+
+function deepestEntry(entries) {
+	const byId = new Map(entries.map((entry) => [entry.id, entry]));
+	const depth = new Map();
+	let best = null;
+	let bestDepth = -1;
+	for (const entry of entries) {
+		const chain = [];
+		const seen = new Set();
+		let node = entry;
+		while (node && !depth.has(node.id) && !seen.has(node.id)) {
+			seen.add(node.id);
+			chain.push(node.id);
+			node = node.parentId ? byId.get(node.parentId) : undefined;
+		}
+		let d = node && depth.has(node.id) ? depth.get(node.id) : -1;
+		for (let i = chain.length - 1; i >= 0; i--) depth.set(chain[i], ++d);
+		if (depth.get(entry.id) > bestDepth) {
+			bestDepth = depth.get(entry.id);
+			best = entry.id;
+		}
+	}
+	return best;
+}
+
+async function main() {
+	const opts = options(process.argv.slice(2));
+	const pkg = join(opts.pi, "@mariozechner", "pi-coding-agent");
+	const { SessionManager } = await import(pathToFileURL(join(pkg, "dist", "index.js")).href);
+	collect();
+	const rssBaseline = rssMiB();
+
+	const scratch = mkdtempSync(join(tmpdir(), "sessiontree-pi-bench-"));
+	const copy = join(scratch, basename(opts.file));
+	copyFileSync(opts.file, copy);
+	try {
+		const out = { file_bytes: statSync(copy).size };
+		let start = performance.now();
+		const manager = SessionManager.open(copy);
+		out.load_ms = performance.now() - start;
+		out.peak_rss_after_load_mib = peakMiB();
+		const entries = manager.getEntries();
+		out.entries = entries.length;
+		collect();
+		out.mem_after_load_delta = { rss_mib: rssMiB() - rssBaseline };
+
+		let context, roots, branch;
+		[out.build_context_ms, context] = timed(opts.repeat, () => manager.buildSessionContext());
+		out.context = contextDigest(context);
+		[out.get_tree_ms, roots] = timed(opts.repeat, () => manager.getTree());
+		out.tree = treeDigest(roots);
+		const deepest = deepestEntry(entries);
+		[out.get_branch_ms, branch] = timed(opts.repeat, () => manager.getBranch(deepest));
+		out.branch = {
+			digest: utf8Hash().update(branch.map((entry) => entry.id).join("\n"), "utf8").digest("hex"),
+			length: branch.length,
+		};
+
+		if (opts.appends > 0) {
+			const before = entries.length;
+			start = performance.now();
+			for (let i = 0; i < opts.appends; i++) {
+				manager.appendMessage({
+					role: "user",
+					content: [{ type: "text", text: `bench append #${i}: please continue with the next step of the refactor and run the tests.` }],
+					timestamp: Date.now(),
+				});
+			}
+			out[`append_${opts.appends}_ms`] = performance.now() - start;
+			out.append_per_entry_us = (out[`append_${opts.appends}_ms`] * 1000) / opts.appends;
+			out.append_persisted = SessionManager.open(copy).getEntries().length === before + opts.appends;
+		}
+		process.stdout.write(`${JSON.stringify(out)}\n`);
+	} finally {
+		rmSync(scratch, { recursive: true, force: true });
+	}
+}
+
+await main();
