@@ -27,7 +27,17 @@ import msgspec
 from . import _json
 from .errors import CorruptHeader
 
-__all__ = ["Problem", "ProblemKind", "Record", "Scanner", "iter_blocks", "iter_lines", "read_at"]
+__all__ = [
+    "FileRecord",
+    "Problem",
+    "ProblemKind",
+    "Record",
+    "Scanner",
+    "envelope",
+    "iter_blocks",
+    "iter_lines",
+    "read_at",
+]
 
 ProblemKind = Literal["corrupt", "torn", "cycle", "duplicate_id", "orphan", "bad_header"]
 
@@ -55,16 +65,17 @@ class _Role(msgspec.Struct, gc=False):
     role: Any = None
 
 
-_NOT_IN_JSON = {f: f"~sessiontree.{f}" for f in ("line", "offset", "length", "raw")}
+_ENVELOPE_KEYS = {"parent_id": "parentId", "custom_type": "customType", "target_id": "targetId",
+                  "line": "~sessiontree.line"}
 
 
-class Record(msgspec.Struct, gc=False, rename={
-    "parent_id": "parentId", "custom_type": "customType", "target_id": "targetId", **_NOT_IN_JSON,
-}):
-    """The envelope of one entry line: enough to index it, without its payload.
+class Record(msgspec.Struct, gc=False, rename=_ENVELOPE_KEYS):
+    """The envelope of one entry: enough to index it, without its payload.
 
-    Decoded straight from the line (unknown keys skipped); ``line``, ``offset``, ``length`` and
-    ``raw`` are set by the scanner and never read from JSON.
+    Decoded straight from the line (unknown keys skipped). ``line`` is the entry's 1-based line
+    number in the session's JSONL form (the header is line 1); it is set by whoever reads the
+    log and never read from JSON. A database log's records are plain :class:`Record` objects
+    (their ``line`` is the append order); file logs add byte positions (:class:`FileRecord`).
     """
 
     type: str
@@ -77,9 +88,6 @@ class Record(msgspec.Struct, gc=False, rename={
     label: str | None = None
     name: str | None = None
     line: int = 0
-    offset: int = 0
-    length: int = 0
-    raw: bytes | None = None
 
     @property
     def role(self) -> str | None:
@@ -88,7 +96,17 @@ class Record(msgspec.Struct, gc=False, rename={
         return role if isinstance(role, str) else None
 
 
-_record_decoder = msgspec.json.Decoder(Record)
+class FileRecord(Record, gc=False, rename={**_ENVELOPE_KEYS, "offset": "~sessiontree.offset",
+                                            "length": "~sessiontree.length"}):
+    """A :class:`Record` of a log kept as bytes: where its line starts and how long it is
+    (without the line ending)."""
+
+    offset: int = 0
+    length: int = 0
+
+
+_record_decoder = msgspec.json.Decoder(FileRecord)
+_envelope_decoder = msgspec.json.Decoder(Record)
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
 CHUNK_SIZE = 1 << 20
@@ -155,13 +173,12 @@ def _is_blank(line: memoryview) -> bool:
 class Scanner:
     """Feed it a log's bytes in order; it builds the header, the records and the problems."""
 
-    def __init__(self, path: str | None, *, keep_raw: bool = False) -> None:
+    def __init__(self, path: str | None) -> None:
         self.path = path
-        self.keep_raw = keep_raw
         self.lineno = 0
         self.header: dict[str, Any] | None = None
         self.header_line = 0
-        self.records: list[Record] = []
+        self.records: list[FileRecord] = []
         self.problems: list[Problem] = []
         self.tail: Literal["clean", "unterminated", "torn"] = "clean"
         self.tail_offset = 0  # where the unterminated or torn last line starts
@@ -221,7 +238,7 @@ class Scanner:
             pos = nl + 1
         if pos >= hi:
             return
-        decode, records, keep = _record_decoder.decode, self.records, self.keep_raw
+        decode, records = _record_decoder.decode, self.records
         lineno = self.lineno
         while pos < hi:
             nl = find(b"\n", pos, hi)
@@ -240,8 +257,6 @@ class Scanner:
                 record.line = lineno
                 record.offset = buf_base + pos
                 record.length = end - pos
-                if keep:
-                    record.raw = buf[pos:end]
                 records.append(record)
             pos = nl + 1
         self.lineno = lineno
@@ -272,7 +287,7 @@ class Scanner:
         if record is not None:
             self.records.append(record)
 
-    def entry_record(self, line: bytes, offset: int) -> Record:
+    def entry_record(self, line: bytes, offset: int) -> FileRecord:
         """The record of one entry line this library is appending at ``offset``."""
         self.lineno += 1
         record = self._entry(memoryview(line), offset, True)
@@ -280,7 +295,7 @@ class Scanner:
             raise ValueError(f"not an entry line: {line[:80]!r}")
         return record
 
-    def _entry(self, line: memoryview, offset: int, terminated: bool) -> Record | None:
+    def _entry(self, line: memoryview, offset: int, terminated: bool) -> FileRecord | None:
         try:
             record = _record_decoder.decode(line)
         except (msgspec.DecodeError, UnicodeDecodeError):
@@ -293,10 +308,9 @@ class Scanner:
         record.line = self.lineno
         record.offset = offset
         record.length = len(line)
-        record.raw = bytes(line) if self.keep_raw else None
         return record
 
-    def _entry_slow(self, line: memoryview, terminated: bool) -> Record | None:
+    def _entry_slow(self, line: memoryview, terminated: bool) -> FileRecord | None:
         """Lines the envelope decoder rejects: lone surrogates, odd field types, or not JSON."""
         try:
             value = _json.loads(line)
@@ -326,7 +340,7 @@ class Scanner:
             found = value.get(key)
             return found if isinstance(found, str) else None
 
-        return Record(
+        return FileRecord(
             type=value["type"], id=value["id"], parent_id=parent, timestamp=text("timestamp"),
             message=_Role(message.get("role")) if isinstance(message, dict) else None,
             custom_type=text("customType"), target_id=text("targetId"), label=text("label"),
@@ -366,6 +380,21 @@ class Scanner:
 
     def _problem(self, kind: ProblemKind, reason: str, entry_id: str | None = None) -> None:
         self.problems.append(Problem(self.lineno, kind, reason, entry_id))
+
+
+def envelope(line: bytes) -> Record | None:
+    """The envelope of one entry line, or ``None`` for a line that is not an entry (not JSON,
+    no string ``type`` and ``id``, or a duplicate header)."""
+    try:
+        record = _envelope_decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        scanner = Scanner(None)
+        scanner.header = {}
+        slow = scanner._entry_slow(memoryview(line), True)
+        if slow is None:
+            return None
+        record = Record(**{f: getattr(slow, f) for f in Record.__struct_fields__})
+    return None if record.type == "session" else record
 
 
 def _preview(line: memoryview, limit: int = 60) -> str:

@@ -234,7 +234,7 @@ class TreeIndex:
         by_id = self.by_id
         for rec in new:
             old = by_id.pop(rec.id, None)
-            if old is not None and old.offset != rec.offset:  # same offset: a tail read again whole
+            if old is not None and old.line != rec.line:  # same line: a tail read again whole
                 problems.append(Problem(
                     rec.line, "duplicate_id",
                     f"id {rec.id} is also used on line {old.line}; this later line wins", rec.id,
@@ -261,6 +261,31 @@ class TreeIndex:
                 self._children.setdefault(rec.parent_id, []).append(rec)
 
     # -- queries -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self.by_id
+
+    def get(self, entry_id: str) -> Record | None:
+        return self.by_id.get(entry_id)
+
+    def last(self) -> Record | None:
+        """The last indexed entry in stored order (the leaf on open)."""
+        return next(reversed(self.by_id.values()), None)
+
+    def records(self) -> list[Record]:
+        """Every indexed entry in stored order."""
+        return list(self.by_id.values())
+
+    def taken(self) -> dict[str, Record]:
+        """The ids in use (for drawing a new one)."""
+        return self.by_id
+
+    def label(self, entry_id: str) -> tuple[str, str | None] | None:
+        """The entry's label and the timestamp of the label entry that set it."""
+        return self.labels.get(entry_id)
 
     def parent(self, rec: Record) -> Record | None:
         """The effective parent: ``None`` for roots (null parent, orphan, broken cycle)."""

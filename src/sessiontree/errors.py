@@ -7,9 +7,14 @@
     ├── EntryNotFound          an id that is not in the session
     ├── SessionNotFound        a session file or stored session that does not exist
     ├── SessionLocked          another writer held the file lock past the timeout
-    ├── ConcurrentModification the file shrank or was replaced under a writer
+    ├── ConcurrentModification the file shrank or was replaced under a writer, or the stored
+    │                          session changed so that an append cannot land where asked
     ├── InvalidEntry           an entry or argument that cannot be written
-    │   └── InvalidMessage     a message whose fields have the wrong shape (names the field)
+    │   ├── InvalidMessage     a message whose fields have the wrong shape (names the field)
+    │   └── DuplicateId        an entry id the stored session already has
+    ├── InvalidLocation        a store URL, session id or file name that cannot be used
+    ├── ReadOnlyStore          a write to a store opened read-only
+    ├── StoreUnavailable       the database could not be reached or the connection was lost
     └── MissingExtra           an optional dependency is not installed
 
 Each error carries the fields that locate it (``path``, ``lineno``, ``entry_id``) and a
@@ -24,13 +29,17 @@ __all__ = [
     "ConcurrentModification",
     "CorruptHeader",
     "CorruptLine",
+    "DuplicateId",
     "EntryNotFound",
     "InvalidEntry",
     "InvalidMessage",
+    "InvalidLocation",
     "MissingExtra",
+    "ReadOnlyStore",
     "SessionLocked",
     "SessionNotFound",
     "SessionTreeError",
+    "StoreUnavailable",
     "UnsupportedVersion",
 ]
 
@@ -116,7 +125,9 @@ class SessionLocked(SessionTreeError):
 
 
 class ConcurrentModification(SessionTreeError):
-    """The session file shrank or was replaced since this writer read it; nothing was written."""
+    """The session changed under this writer so that the append cannot land where it was asked
+    to (the file shrank or was replaced; the stored session was deleted or re-created); nothing
+    was written. Open the session again to see what it holds now."""
 
 
 class InvalidEntry(SessionTreeError, ValueError):
@@ -135,6 +146,25 @@ class InvalidMessage(InvalidEntry):
                  path: str | os.PathLike[str] | None = None) -> None:
         self.field = field
         super().__init__(reason, path=path)
+
+class DuplicateId(InvalidEntry):
+    """An entry id the stored session already has (a database refuses it); nothing was written."""
+
+
+class InvalidLocation(SessionTreeError, ValueError):
+    """A store URL, session id or file name that cannot be used (nothing was opened or written)."""
+
+
+class ReadOnlyStore(SessionTreeError):
+    """A write (append, create, delete, migration) to a store opened read-only."""
+
+
+class StoreUnavailable(SessionTreeError):
+    """The database could not be reached, or the connection was lost during a call.
+
+    The call that raised wrote nothing it did not report (a transaction that did not commit
+    is rolled back by the server); retrying once the server is back is safe.
+    """
 
 
 class MissingExtra(SessionTreeError, ImportError):

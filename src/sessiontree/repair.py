@@ -49,7 +49,7 @@ def repair_file(path: str | os.PathLike[str]) -> RepairResult:
     path = os.fspath(path)
     migrate_file(path)
     with Session.open(path, warn=False) as session:
-        kept = {record.line: record for record in session._index.by_id.values()}
+        kept = {record.line: record for record in session._index.records()}
         rerooted = sorted(session._index.cycle_roots)
     with open(path, "rb") as stream:
         original = stream.read()

@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _json
+from ._index import EntryIndex, LazyIndex
 from ._scan import Problem, Record
 from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
 from ._tree import TreeIndex, TreeNode, js_trim
@@ -43,7 +44,14 @@ from .entries import (
     ThinkingLevelChange,
     entry_from_builtins,
 )
-from .errors import CorruptLine, EntryNotFound, InvalidEntry, SessionNotFound, UnsupportedVersion
+from .errors import (
+    CorruptLine,
+    DuplicateId,
+    EntryNotFound,
+    InvalidEntry,
+    SessionNotFound,
+    UnsupportedVersion,
+)
 from .events import ContextEvent, EventBus, context_with_messages
 from .messages import (
     AgentMessage,
@@ -53,7 +61,7 @@ from .messages import (
     UnknownMessage,
     validate_message,
 )
-from .stores.base import LoadResult, SessionListing, SessionLog
+from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed
 from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
 from .stores.memory import MemoryLog
 
@@ -120,14 +128,22 @@ class Session:
         self._log = log
         self.events = EventBus()
         """Hooks around navigation, forks, compaction and model context (:mod:`sessiontree.events`)."""
-        result = log.load()
-        self._header_data = result.header
-        self._header = header if result.header is None else _typed_header(result.header)
-        problems = list(result.problems)
-        self._index = TreeIndex(result.records, problems)
-        problems.sort(key=lambda p: (p.line, p.kind))
+        self._index: EntryIndex
+        problems: list[Problem] = []
+        if is_indexed(log):  # a database: nothing is loaded until asked for
+            head = log.head()
+            self._header_data = head.header
+            self._index = LazyIndex(log, head)
+        else:
+            result = log.load()
+            self._header_data = result.header
+            problems = list(result.problems)
+            self._index = TreeIndex(result.records, problems)
+            problems.sort(key=lambda p: (p.line, p.kind))
+        self._header = header if self._header_data is None else _typed_header(self._header_data)
         self._problems = problems
-        self._leaf: str | None = next(reversed(self._index.by_id), None)
+        last = self._index.last()
+        self._leaf: str | None = last.id if last is not None else None
         if problems:
             first = problems[0]
             if strict:
@@ -255,17 +271,30 @@ class Session:
         return self._log.location
 
     @property
+    def url(self) -> str | None:
+        """Where the session lives: its file's path, a database address such as
+        ``sqlite:///x.db#<id>``, or ``None`` in memory."""
+        return self._log.url if is_indexed(self._log) else self._log.location
+
+    @property
     def problems(self) -> list[Problem]:
-        """The load report: every skipped, repaired or re-rooted line, sorted by line."""
+        """The load report: every skipped, repaired or re-rooted line, sorted by line.
+
+        (A database session checks its entries as they are written; what its tree reports,
+        orphans copied from a file for instance, is known once the whole tree is loaded.)
+        """
+        if isinstance(self._index, LazyIndex):
+            self._index.full()
+            return self._problems + self._index.problems
         return list(self._problems)
 
     # -- reading -------------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._index.by_id)
+        return len(self._index)
 
     def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._index.by_id
+        return entry_id in self._index
 
     @property
     def leaf_id(self) -> str | None:
@@ -278,11 +307,11 @@ class Session:
         return self._index.name
 
     def _record(self, entry_id: str) -> Record:
-        try:
-            return self._index.by_id[entry_id]
-        except KeyError:
-            raise EntryNotFound(f"no entry {entry_id!r} in this session", path=self._log.location,
-                                entry_id=entry_id) from None
+        record = self._index.get(entry_id)
+        if record is None:
+            raise EntryNotFound(f"no entry {entry_id!r} in this session", path=self.url,
+                                entry_id=entry_id)
+        return record
 
     def _raw(self, record: Record) -> bytes:
         return self._log.read(record)
@@ -323,11 +352,11 @@ class Session:
 
     def ids(self) -> list[str]:
         """Every indexed entry id, in file order (no payload decoded)."""
-        return list(self._index.by_id)
+        return [record.id for record in self._index.records()]
 
     def entries(self) -> Iterator[AnyEntry]:
         """Every indexed entry in file order, decoded one at a time."""
-        for record in list(self._index.by_id.values()):
+        for record in self._index.records():
             yield self._decode(record)
 
     def custom_entries(self, prefix: str = "") -> Iterator[Custom]:
@@ -335,7 +364,7 @@ class Session:
 
         Only those lines are decoded, so this is cheap on large sessions.
         """
-        for record in list(self._index.by_id.values()):
+        for record in self._index.records():
             if record.type == "custom" and (record.custom_type or "").startswith(prefix):
                 entry = self._decode(record)
                 if isinstance(entry, Custom):
@@ -356,7 +385,7 @@ class Session:
         return optree_from_session(self, resolve_files=resolve_files)
 
     def _message_payloads(self) -> Iterator[tuple[Record, dict[str, Any]]]:
-        for record in list(self._index.by_id.values()):
+        for record in self._index.records():
             if record.type == "message":
                 message = self._data(record).get("message")
                 if isinstance(message, dict):
@@ -390,7 +419,7 @@ class Session:
                 if child.id not in below:
                     below.add(child.id)
                     stack.append(child.id)
-        return [i for i in self._index.by_id if i in below]
+        return [r.id for r in self._index.records() if r.id in below]
 
     def path_ids(self, entry_id: str | None | UnsetType = UNSET) -> list[str]:
         """Ids on the root-to-entry path (default: to the current leaf); no payload decoded."""
@@ -429,7 +458,7 @@ class Session:
 
     def label(self, entry_id: str) -> str | None:
         """The entry's current label (the last label entry for it in file order wins)."""
-        found = self._index.labels.get(entry_id)
+        found = self._index.label(entry_id)
         return found[0] if found else None
 
     def labels(self) -> dict[str, tuple[str, str | None]]:
@@ -465,6 +494,8 @@ class Session:
 
     def listing(self, path: str | None = None) -> SessionListing:
         """This session as a listing row (pi's ``SessionInfo``)."""
+        if is_indexed(self._log):
+            return self._log.listing()
         header = self.header
         first = ""
         modified: int | None = None
@@ -516,10 +547,18 @@ class Session:
         fresh = self._log.begin_append()
         try:
             self._integrate(fresh)
-            entry_id = new_entry_id(self._index.by_id)
-            line = _json.dumps(make(entry_id, self._leaf, iso_now()))
-            header = None if self._header_data is not None else self._serialized_header()
-            (record,) = self._log.write([line], header)
+            taken: set[str] = set()
+            while True:
+                entry_id = new_entry_id(_Either(self._index.taken(), taken))
+                line = _json.dumps(make(entry_id, self._leaf, iso_now()))
+                header = None if self._header_data is not None else self._serialized_header()
+                try:
+                    (record,) = self._log.write([line], header)
+                    break
+                except DuplicateId:  # another writer drew the same id meanwhile: draw again
+                    if len(taken) >= 5:
+                        raise
+                    taken.add(entry_id)
             if header is not None:
                 self._header_data = _json.loads(header)
         finally:
@@ -653,14 +692,16 @@ class Session:
         fresh = self._log.begin_append()
         try:
             self._integrate(fresh)
-            known = set(self._index.by_id)
+            known: set[str] = set()
+            check_stored = not isinstance(self._index, LazyIndex)  # a database checks itself
             for item in items:
                 kind, entry_id, parent = item.get("type"), item.get("id"), item.get("parentId")
                 if not isinstance(kind, str) or not isinstance(entry_id, str):
                     raise InvalidEntry("every entry needs a string type and id")
-                if entry_id in known:
+                if entry_id in known or (check_stored and entry_id in self._index):
                     raise InvalidEntry(f"id {entry_id} is already in the session", entry_id=entry_id)
-                if parent is not None and parent not in known:
+                if parent is not None and parent not in known and check_stored and \
+                        parent not in self._index:
                     raise InvalidEntry(f"parent {parent} of {entry_id} is not in the session",
                                        entry_id=entry_id)
                 known.add(entry_id)
@@ -718,8 +759,8 @@ class Session:
         """
         if entry_id is not None:
             self._record(entry_id)
-        last = next(reversed(self._index.by_id), None)
-        if entry_id is not None and entry_id == last:
+        last = self._index.last()
+        if entry_id is not None and last is not None and entry_id == last.id:
             self._leaf = entry_id
             return None
         self._leaf = entry_id
@@ -873,6 +914,18 @@ class Session:
     def __repr__(self) -> str:
         where = self.file or "memory"
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
+
+
+class _Either:
+    """``x in _Either(a, b)``: in either container (the index's ids, or ids refused meanwhile)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Container[str], second: Container[str]) -> None:
+        self.first, self.second = first, second
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.first or item in self.second
 
 
 def _now_ms() -> int:

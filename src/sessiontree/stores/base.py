@@ -1,25 +1,41 @@
 """The storage protocols: a ``SessionLog`` holds one session's lines, a ``Store`` many sessions.
 
 A :class:`SessionLog` is what a :class:`~sessiontree.Session` reads and appends through: it
-scans the stored lines into envelopes once, hands back a line's bytes on demand, and appends
-whole lines. Appends happen between :meth:`SessionLog.begin_append` (which takes the writer's
-lock and reports lines another writer added meanwhile) and :meth:`SessionLog.end_append`.
+hands out envelopes (:class:`~sessiontree._scan.Record`), a line's exact bytes on demand, and
+appends whole lines. Appends happen between :meth:`SessionLog.begin_append` (which takes the
+writer's lock and reports lines another writer added meanwhile) and :meth:`SessionLog.end_append`.
+A file log's records carry byte positions (:class:`~sessiontree._scan.FileRecord`); a log that
+is not a file (memory, a database) locates a line by its ``line`` number only.
 
-A :class:`Store` is the session-level view (create, append, read, list, delete) that every
-backend offers; stores only persist entries.
+A log that answers tree queries itself (a database) is an :class:`IndexedLog`: a session over
+it loads nothing on open and asks for paths and entries as it needs them.
+
+A :class:`Store` is the session-level view (create, append, read, list, delete, close) that
+every backend offers; stores only persist entries. Optional abilities are sub-protocols with a
+``TypeGuard`` helper (:func:`has_logs`), never stubs that raise.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, Protocol, TypeGuard, runtime_checkable
 
 import msgspec
 
 from .._scan import Problem, Record
 from ..entries import AnyEntry, SessionHeader
 
-__all__ = ["LoadResult", "SessionListing", "SessionLog", "Store"]
+__all__ = [
+    "IndexedLog",
+    "LoadResult",
+    "LogHead",
+    "LogStore",
+    "SessionListing",
+    "SessionLog",
+    "Store",
+    "has_logs",
+    "is_indexed",
+]
 
 
 class LoadResult(msgspec.Struct):
@@ -27,7 +43,7 @@ class LoadResult(msgspec.Struct):
 
     header: dict[str, Any] | None
     header_line: int
-    records: list[Record]
+    records: Sequence[Record]
     problems: list[Problem]
 
 
@@ -56,15 +72,16 @@ class SessionLog(Protocol):
         """The file path, or ``None`` for logs that are not files."""
 
     def load(self) -> LoadResult:
-        """Scan every stored line (header, envelopes, problems)."""
+        """Every stored envelope in stored order (with the header and the problems found)."""
 
     def read(self, record: Record) -> bytes:
-        """The stored bytes of one entry line, without its line ending."""
+        """The stored bytes of one entry line (a record this log handed out), without its
+        line ending."""
 
     def begin_append(self) -> LoadResult | None:
         """Take the writer's lock; return what other writers appended since the last scan."""
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> Sequence[Record]:
         """Append whole lines (the header first when the log has none); return their records."""
 
     def end_append(self) -> None:
@@ -72,6 +89,46 @@ class SessionLog(Protocol):
 
     def close(self) -> None:
         """Release every resource; reads after this fail."""
+
+
+class LogHead(msgspec.Struct):
+    """What an :class:`IndexedLog` tells a session on open, without reading entries."""
+
+    header: dict[str, Any] | None
+    """The stored header, ``None`` for a session not stored yet."""
+    entry_count: int
+    last: Record | None
+    """The last entry in append order (the leaf on open)."""
+    name: str | None
+
+
+@runtime_checkable
+class IndexedLog(SessionLog, Protocol):
+    """A log that answers tree queries itself, so that opening loads no entry (databases)."""
+
+    @property
+    def url(self) -> str:
+        """The session's address, e.g. ``sqlite:///x.db#<id>``."""
+
+    def head(self) -> LogHead:
+        """The header, the entry count, the last entry and the name."""
+
+    def record(self, entry_id: str) -> Record | None:
+        """One envelope by id, ``None`` if there is no such entry."""
+
+    def path(self, leaf_id: str) -> list[Record]:
+        """The root-to-``leaf_id`` envelopes, root first; ``[]`` for an unknown id."""
+
+    def label(self, entry_id: str) -> tuple[str, str | None] | None:
+        """The entry's current label and the timestamp of the label entry that set it."""
+
+    def listing(self) -> SessionListing:
+        """This session's listing row, as stored (never by scanning entries)."""
+
+
+def is_indexed(log: SessionLog) -> TypeGuard[IndexedLog]:
+    """Whether ``log`` answers tree queries itself (see :class:`IndexedLog`)."""
+    return isinstance(log, IndexedLog)
 
 
 @runtime_checkable
@@ -95,3 +152,23 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections and files."""
+
+
+@runtime_checkable
+class LogStore(Protocol):
+    """A store whose sessions open as :class:`~sessiontree.Session` objects (every built-in one)."""
+
+    def open_log(self, session_id: str) -> SessionLog:
+        """The log of a stored session.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+
+    def new_log(self, header: SessionHeader) -> SessionLog:
+        """The log for a new session; nothing is stored until its first append."""
+
+
+def has_logs(store: Store) -> TypeGuard[LogStore]:
+    """Whether sessions of ``store`` can be opened as :class:`~sessiontree.Session` objects."""
+    return isinstance(store, LogStore)

@@ -15,9 +15,10 @@ import os
 import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import cast
 
 from .. import _fs, _json
-from .._scan import Problem, Record, Scanner, read_at
+from .._scan import FileRecord, Problem, Record, Scanner, read_at
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
 from ..errors import ConcurrentModification, CorruptHeader, SessionNotFound, SessionTreeError
@@ -107,7 +108,8 @@ class JsonlFile:
     def read(self, record: Record) -> bytes:
         if self._read_fd is None:
             raise ValueError("the session file is closed")
-        return read_at(self._read_fd, record.offset, record.length)
+        located = cast(FileRecord, record)  # this log hands out FileRecords only
+        return read_at(self._read_fd, located.offset, located.length)
 
     # -- appending -----------------------------------------------------------------------------
 
@@ -195,7 +197,7 @@ class JsonlFile:
         scanner.lineno -= 1
 
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
         assert self._locked and self._write_fd is not None, "write() outside begin_append()"
         scanner = self._scanner
         if scanner is None:
@@ -212,7 +214,7 @@ class JsonlFile:
             scanner.lineno += 1
             scanner.start_after_header(_json.loads(header_line), scanner.lineno)
             offset += len(header_line) + 1
-        records: list[Record] = []
+        records: list[FileRecord] = []
         for line in lines:
             records.append(scanner.entry_record(line, offset))
             parts.append(line)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from .. import _json
-from .._scan import Record, Scanner
+from .._scan import FileRecord, Record, Scanner
 from ..entries import AnyEntry, SessionHeader
 from ..errors import SessionNotFound
 from .base import LoadResult, SessionListing
@@ -14,11 +14,12 @@ __all__ = ["MemoryLog", "MemoryStore"]
 
 
 class MemoryLog:
-    """One session's lines in a list; each record keeps its bytes."""
+    """One session's lines in a list (a JSONL file's lines without their endings); a record's
+    ``line`` number is its position in the list, counting from 1."""
 
     def __init__(self, lines: Sequence[bytes] = ()) -> None:
         self.lines: list[bytes] = list(lines)
-        self._scanner = Scanner(None, keep_raw=True)
+        self._scanner = Scanner(None)
         self._size = 0
 
     @property
@@ -26,7 +27,7 @@ class MemoryLog:
         return None
 
     def load(self) -> LoadResult:
-        scanner = self._scanner = Scanner(None, keep_raw=True)
+        scanner = self._scanner = Scanner(None)
         offset = 0
         for line in self.lines:
             scanner.feed(memoryview(line), offset, True)
@@ -36,13 +37,12 @@ class MemoryLog:
         return LoadResult(scanner.header, scanner.header_line, scanner.records, scanner.problems)
 
     def read(self, record: Record) -> bytes:
-        assert record.raw is not None
-        return record.raw
+        return self.lines[record.line - 1].removesuffix(b"\r")
 
     def begin_append(self) -> None:
         return None
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
         scanner = self._scanner
         if scanner.header is None:
             if header_line is None:
