@@ -24,6 +24,7 @@ from msgspec import UNSET, UnsetType
 
 from . import _json
 from ._index import EntryIndex, LazyIndex
+from ._listing import ListingStats
 from ._scan import Problem, Record
 from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
 from ._tree import TreeIndex, TreeNode, js_trim
@@ -497,21 +498,10 @@ class Session:
         if is_indexed(self._log):
             return self._log.listing()
         header = self.header
-        first = ""
-        modified: int | None = None
-        messages = 0
+        stats = ListingStats()
         for record, message in self._message_payloads():
-            messages += 1
-            role = message.get("role")
-            if role not in ("user", "assistant"):
-                continue
-            stamp = message.get("timestamp")
-            when = stamp if isinstance(stamp, (int, float)) and not isinstance(stamp, bool) \
-                else iso_to_ms(record.timestamp)
-            if when is not None:
-                modified = int(when) if modified is None else max(modified, int(when))
-            if role == "user" and not first:
-                first = _message_text(message)
+            stats.add(record.timestamp, message)
+        first, modified, messages = stats.first, stats.modified, stats.messages
         if modified is None:
             modified = iso_to_ms(header.timestamp)
         location = path or self.file or ""
@@ -970,13 +960,3 @@ def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
                 return scanner.header
     scanner.finish()
     return None
-
-
-def _message_text(message: Mapping[str, Any]) -> str:
-    content = message.get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return " ".join(b["text"] for b in content if isinstance(b, dict)
-                        and b.get("type") == "text" and isinstance(b.get("text"), str))
-    return ""
