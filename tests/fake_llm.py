@@ -1,10 +1,13 @@
-"""A real HTTP server on 127.0.0.1 that speaks the OpenAI chat-completions and Anthropic messages
-protocols, for testing the summarizer adapters without mocks.
+"""A real HTTP server on 127.0.0.1 that speaks the OpenAI Chat Completions and Responses and the
+Anthropic Messages protocols, for testing the summarizer and model adapters without mocks.
 
 It validates each request as the real APIs do (path, authentication and version headers,
-content type, body shape) and answers with the APIs' response shapes. Tests script what the
-next answers are: an error status with the provider's error body and headers, a delay (for
-timeouts and cancellation), an empty or malformed answer; unscripted requests succeed.
+content type, and the body against the provider SDK's own request types, unknown keys
+forbidden) and answers with the APIs' response shapes, as one JSON answer or, when the request
+says ``"stream": true``, as the APIs' server-sent events. Tests script what the next answers
+are: text, thinking and tool calls, an error status with the provider's error body and headers,
+a delay (for timeouts and cancellation), slow chunks, a connection that breaks mid-stream, an
+empty or malformed answer; unscripted requests succeed.
 """
 
 from __future__ import annotations
@@ -33,6 +36,11 @@ class Reply:
         headers: extra response headers (``Retry-After``...).
         delay: seconds to wait before answering (cut short when the server is released).
         raw: a raw body to send instead of JSON.
+        thinking: reasoning to stream before the text (streamed answers).
+        tool_calls: ``(name, arguments)`` of tool calls the model makes after the text.
+        chunk_delay: seconds between streamed chunks (cut short when the server is released).
+        break_after: a stream is cut (the connection closed) after this many events.
+        usage: ``(input, output, cached input)`` token counts reported.
     """
 
     status: int = 200
@@ -41,6 +49,11 @@ class Reply:
     headers: dict[str, str] = field(default_factory=dict)
     delay: float = 0.0
     raw: bytes | None = None
+    thinking: str | None = None
+    tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    chunk_delay: float = 0.0
+    break_after: int | None = None
+    usage: tuple[int, int, int] = (812, 64, 0)
 
 
 @dataclass
@@ -112,24 +125,31 @@ def _default_summary(prompt: str) -> str:
     return f"## Goal\n- {first}\n\n## Progress\n### Done\n- [x] summarized by the fake model"
 
 
-def _validate_openai(headers: dict[str, str], body: Any) -> str | None:
-    if headers.get("authorization") != f"Bearer {OPENAI_KEY}":
-        return "Incorrect API key provided."
+def _sdk_problem(api: str, body: Any) -> str | None:
+    """What the provider SDK's request types reject in ``body`` (stream flags aside), or None."""
+    import pydantic
+
+    from .sdk_payloads import check
+
     if not isinstance(body, dict):
         return "We could not parse the JSON body of your request."
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return "you must provide a model parameter"
-    messages = body.get("messages")
-    if not isinstance(messages, list) or not messages:
-        return "'messages' is a required property"
-    for message in messages:
-        if message.get("role") not in ("system", "developer", "user", "assistant") or \
-                not isinstance(message.get("content"), (str, list)):
-            return f"Invalid message: {message!r}"
-    budget = body.get("max_tokens", body.get("max_completion_tokens"))
-    if not isinstance(budget, int) or budget < 1:
-        return "max_tokens must be a positive integer"
+    plain = {k: v for k, v in body.items() if k not in ("stream", "stream_options")}
+    try:
+        check(api, plain)  # type: ignore[arg-type]
+    except pydantic.ValidationError as error:
+        first = error.errors()[0]
+        return f"Invalid request: {'.'.join(str(p) for p in first['loc'])}: {first['msg']}"
     return None
+
+
+def _validate_openai(headers: dict[str, str], body: Any, api: str) -> str | None:
+    if headers.get("authorization") != f"Bearer {OPENAI_KEY}":
+        return "Incorrect API key provided."
+    if not isinstance(body, dict) or not isinstance(body.get("model"), str) or not body["model"]:
+        return "you must provide a model parameter"
+    if api == "openai_chat" and not body.get("messages"):
+        return "'messages' is a required property"
+    return _sdk_problem(api, body)
 
 
 def _validate_anthropic(headers: dict[str, str], body: Any) -> tuple[int, str, str] | None:
@@ -139,16 +159,124 @@ def _validate_anthropic(headers: dict[str, str], body: Any) -> tuple[int, str, s
         return 400, "invalid_request_error", "anthropic-version: header is required"
     if not isinstance(body, dict):
         return 400, "invalid_request_error", "invalid JSON body"
-    if not isinstance(body.get("model"), str) or not body["model"]:
-        return 400, "invalid_request_error", "model: Field required"
-    if not isinstance(body.get("max_tokens"), int) or body["max_tokens"] < 1:
-        return 400, "invalid_request_error", "max_tokens: Field required"
-    if "system" in body and not isinstance(body["system"], (str, list)):
-        return 400, "invalid_request_error", "system: Input should be a valid string"
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or messages[0].get("role") != "user":
         return 400, "invalid_request_error", "messages: first message must use the user role"
-    return None
+    problem = _sdk_problem("anthropic", body)
+    return (400, "invalid_request_error", problem) if problem else None
+
+
+def _chunks(text: str, size: int = 8) -> list[str]:
+    return [text[i:i + size] for i in range(0, len(text), size)] or []
+
+
+def _chat_events(body: Any, reply: Reply, text: str) -> list[Any]:
+    base = {"id": "chatcmpl-9fake0000000000000000000", "object": "chat.completion.chunk",
+            "created": int(time.time()), "model": body["model"], "system_fingerprint": "fp_fake"}
+
+    def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
+        return {**base, "choices": [{"index": 0, "delta": delta, "logprobs": None,
+                                     "finish_reason": finish}]}
+
+    events: list[Any] = [chunk({"role": "assistant", "content": ""})]
+    events += [chunk({"reasoning_content": c}) for c in _chunks(reply.thinking or "")]
+    events += [chunk({"content": c}) for c in _chunks(text)]
+    for index, (name, arguments) in enumerate(reply.tool_calls):
+        args = json.dumps(arguments)
+        events.append(chunk({"tool_calls": [{"index": index, "id": f"call_fake{index}", "type": "function",
+                                             "function": {"name": name, "arguments": ""}}]}))
+        events += [chunk({"tool_calls": [{"index": index, "function": {"arguments": c}}]})
+                   for c in _chunks(args)]
+    events.append(chunk({}, "tool_calls" if reply.tool_calls else "stop"))
+    prompt, output, cached = reply.usage
+    if (body.get("stream_options") or {}).get("include_usage"):
+        events.append({**base, "choices": [], "usage": {
+            "prompt_tokens": prompt + cached, "completion_tokens": output,
+            "total_tokens": prompt + cached + output,
+            "prompt_tokens_details": {"cached_tokens": cached}}})
+    events.append("[DONE]")
+    return events
+
+
+def _responses_events(body: Any, reply: Reply, text: str) -> list[Any]:
+    response = {"id": "resp_fake0001", "object": "response", "model": body["model"],
+                "status": "in_progress", "output": []}
+    events: list[Any] = [{"type": "response.created", "response": response}]
+    index = 0
+    if reply.thinking:
+        item = {"type": "reasoning", "id": "rs_fake0001", "summary": [], "encrypted_content": "ENC"}
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events += [{"type": "response.reasoning_summary_text.delta", "output_index": index,
+                    "summary_index": 0, "delta": c} for c in _chunks(reply.thinking)]
+        done = {**item, "summary": [{"type": "summary_text", "text": reply.thinking}]}
+        events.append({"type": "response.output_item.done", "output_index": index, "item": done})
+        index += 1
+    if text:
+        item = {"type": "message", "id": "msg_fake0001", "role": "assistant", "status": "in_progress",
+                "content": []}
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events += [{"type": "response.output_text.delta", "output_index": index, "content_index": 0,
+                    "item_id": "msg_fake0001", "delta": c} for c in _chunks(text)]
+        done = {**item, "status": "completed",
+                "content": [{"type": "output_text", "text": text, "annotations": []}]}
+        events.append({"type": "response.output_item.done", "output_index": index, "item": done})
+        index += 1
+    for n, (name, arguments) in enumerate(reply.tool_calls):
+        item = {"type": "function_call", "id": f"fc_fake{n}", "call_id": f"call_fake{n}", "name": name,
+                "arguments": "", "status": "in_progress"}
+        args = json.dumps(arguments)
+        events.append({"type": "response.output_item.added", "output_index": index, "item": item})
+        events += [{"type": "response.function_call_arguments.delta", "output_index": index,
+                    "item_id": item["id"], "delta": c} for c in _chunks(args)]
+        events.append({"type": "response.output_item.done", "output_index": index,
+                       "item": {**item, "arguments": args, "status": "completed"}})
+        index += 1
+    prompt, output, cached = reply.usage
+    events.append({"type": "response.completed", "response": {
+        **response, "status": "completed", "usage": {
+            "input_tokens": prompt + cached, "output_tokens": output,
+            "total_tokens": prompt + cached + output,
+            "input_tokens_details": {"cached_tokens": cached}}}})
+    return events
+
+
+def _anthropic_events(body: Any, reply: Reply, text: str) -> list[Any]:
+    prompt, output, cached = reply.usage
+    events: list[Any] = [{"type": "message_start", "message": {
+        "id": "msg_01FakeFakeFakeFakeFakeFake", "type": "message", "role": "assistant",
+        "model": body["model"], "content": [], "stop_reason": None,
+        "usage": {"input_tokens": prompt, "output_tokens": 1, "cache_read_input_tokens": cached,
+                  "cache_creation_input_tokens": 0}}}]
+    index = 0
+    if reply.thinking:
+        events.append({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "thinking", "thinking": ""}})
+        events += [{"type": "content_block_delta", "index": index,
+                    "delta": {"type": "thinking_delta", "thinking": c}} for c in _chunks(reply.thinking)]
+        events.append({"type": "content_block_delta", "index": index,
+                       "delta": {"type": "signature_delta", "signature": "SIGfake"}})
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+    if text:
+        events.append({"type": "content_block_start", "index": index,
+                       "content_block": {"type": "text", "text": ""}})
+        events += [{"type": "content_block_delta", "index": index,
+                    "delta": {"type": "text_delta", "text": c}} for c in _chunks(text)]
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+    for n, (name, arguments) in enumerate(reply.tool_calls):
+        events.append({"type": "content_block_start", "index": index, "content_block": {
+            "type": "tool_use", "id": f"toolu_fake{n}", "name": name, "input": {}}})
+        events += [{"type": "content_block_delta", "index": index,
+                    "delta": {"type": "input_json_delta", "partial_json": c}}
+                   for c in _chunks(json.dumps(arguments))]
+        events.append({"type": "content_block_stop", "index": index})
+        index += 1
+    events.append({"type": "message_delta", "delta": {
+        "stop_reason": "tool_use" if reply.tool_calls else "end_turn", "stop_sequence": None},
+        "usage": {"output_tokens": output}})
+    events.append({"type": "message_stop"})
+    return events
 
 
 def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
@@ -171,6 +299,35 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
             self.wfile.write(data)
             self.wfile.flush()
 
+        def _stream(self, events: list[Any], reply: Reply, named: bool) -> None:
+            self.send_response(200)
+            self.send_header("content-type", "text/event-stream")
+            self.send_header("cache-control", "no-cache")
+            self.send_header("connection", "close")
+            for key, value in reply.headers.items():
+                self.send_header(key, value)
+            self.end_headers()
+            self.close_connection = True
+            for number, event in enumerate(events):
+                if reply.break_after is not None and number >= reply.break_after:
+                    self.wfile.flush()
+                    self.connection.shutdown(2)
+                    return
+                if reply.chunk_delay and number:
+                    if state.release.wait(reply.chunk_delay):
+                        return
+                if event == "[DONE]":
+                    frame = "data: [DONE]\n\n"
+                elif named:
+                    frame = f"event: {event['type']}\ndata: {json.dumps(event)}\n\n"
+                else:
+                    frame = f"data: {json.dumps(event)}\n\n"
+                try:
+                    self.wfile.write(frame.encode())
+                    self.wfile.flush()
+                except OSError:
+                    return
+
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("content-length") or 0)
             raw = self.rfile.read(length)
@@ -186,7 +343,9 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 state.release.wait(reply.delay)
             try:
                 if self.path == "/v1/chat/completions":
-                    self._openai(headers, body, reply)
+                    self._openai(headers, body, reply, "openai_chat")
+                elif self.path == "/v1/responses":
+                    self._openai(headers, body, reply, "openai_responses")
                 elif self.path == "/v1/messages":
                     self._anthropic(headers, body, reply)
                 else:
@@ -195,12 +354,12 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
             finally:
                 state.finished.set()
 
-        def _openai(self, headers: dict[str, str], body: Any, reply: Reply) -> None:
+        def _openai(self, headers: dict[str, str], body: Any, reply: Reply, api: str) -> None:
             if headers.get("content-type", "").split(";")[0] != "application/json":
                 self._send(415, {"error": {"message": "Unsupported content type",
                                            "type": "invalid_request_error"}})
                 return
-            problem = _validate_openai(headers, body)
+            problem = _validate_openai(headers, body, api)
             if problem is not None:
                 status = 401 if "API key" in problem else 400
                 self._send(status, {"error": {"message": problem, "type": "invalid_request_error",
@@ -216,6 +375,10 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 return
             text = reply.text if reply.text is not None else \
                 _default_summary(_prompt_user_text(body, anthropic=False))
+            if body.get("stream"):
+                events = (_chat_events if api == "openai_chat" else _responses_events)(body, reply, text)
+                self._stream(events, reply, named=api == "openai_responses")
+                return
             self._send(200, {
                 "id": "chatcmpl-9fake0000000000000000000",
                 "object": "chat.completion",
@@ -244,6 +407,9 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 return
             text = reply.text if reply.text is not None else \
                 _default_summary(_prompt_user_text(body, anthropic=True))
+            if body.get("stream"):
+                self._stream(_anthropic_events(body, reply, text), reply, named=True)
+                return
             content = [{"type": "text", "text": text}] if text else []
             self._send(200, {
                 "id": "msg_01FakeFakeFakeFakeFakeFake",

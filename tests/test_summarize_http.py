@@ -28,7 +28,8 @@ from sessiontree.summarize import (
     SummaryRequest,
     summarizer_from_spec,
 )
-from sessiontree.summarize._http import HttpSummarizer, _retry_after
+from sessiontree.providers._http import retry_after as _retry_after
+from sessiontree.summarize._http import HttpSummarizer
 
 from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
 
@@ -357,7 +358,7 @@ def test_missing_key_is_a_configuration_error(monkeypatch: pytest.MonkeyPatch) -
         summarizer_from_spec("cohere:command")
     # A local server needs no key.
     local = OpenAISummarizer("llama3", base_url="http://127.0.0.1:9/v1")
-    assert local.api_key is None and local.headers() == {}
+    assert local.api_key is None and local.auth_headers() == {}
 
 
 def test_without_httpx_the_error_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:

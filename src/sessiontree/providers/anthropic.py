@@ -20,13 +20,14 @@ Invariant: the body validates against the ``anthropic`` package's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
+    StopReason,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -34,8 +35,10 @@ from ..messages import (
     UnknownMessage,
 )
 from ._common import ToolSpec, as_tool_spec, prepare_messages, sanitize, sanitize_id
+from ._http import AnthropicEndpoint
+from .base import Assembly, HttpModel, ModelRequest
 
-__all__ = ["API", "DEFAULT_MAX_TOKENS", "anthropic_messages", "anthropic_request", "anthropic_tools"]
+__all__ = ["API", "DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages", "anthropic_request", "anthropic_tools"]
 
 API = "anthropic-messages"
 """pi's name for this API (the ``api`` of the assistant messages it produces)."""
@@ -167,3 +170,85 @@ def anthropic_request(messages: Sequence[AgentMessage | UnknownMessage], *,
     if tools:
         body["tools"] = anthropic_tools(tools)
     return body
+
+
+_STOP: dict[str, StopReason] = {"end_turn": "stop", "max_tokens": "length", "tool_use": "toolUse",
+                                "refusal": "error", "pause_turn": "stop", "stop_sequence": "stop"}
+
+
+class AnthropicModel(HttpModel, AnthropicEndpoint):
+    """A Claude model behind the Anthropic Messages API, streamed. Thinking keeps its
+    signature (``thinkingSignature``) so later requests can replay it.
+
+    Args:
+        model: the model name.
+        **options: :class:`~sessiontree.providers.base.HttpModel`; the key and URL default to
+            ``ANTHROPIC_API_KEY`` and ``ANTHROPIC_BASE_URL``.
+
+    Raises:
+        MissingExtra: httpx is not installed (``pip install 'sessiontree[llm]'``).
+        ProviderNotConfigured: no model, or no key for api.anthropic.com.
+    """
+
+    api = API
+    path = "messages"
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body = anthropic_request(request.messages, model=self.model, provider=self.provider,
+                                 system=request.system, tools=request.tools,
+                                 max_tokens=request.max_tokens)
+        body["stream"] = True
+        return body
+
+    async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
+        async for name, event in events:
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type") or name
+            key = event.get("index", 0)
+            if kind == "error":
+                self.error_in(event)
+            elif kind == "message_start":
+                message = event.get("message") or {}
+                into.response_id = message.get("id")
+                into.response_model = message.get("model")
+                self._usage(into, message.get("usage") or {})
+            elif kind == "content_block_start":
+                block = event.get("content_block") or {}
+                if block.get("type") == "tool_use":
+                    into.open(key, "tool_call", call_id=block.get("id", ""), name=block.get("name", ""))
+                elif block.get("type") == "thinking":
+                    into.open(key, "thinking")
+                elif block.get("type") == "redacted_thinking":
+                    opened = into.open(key, "thinking")
+                    opened.redacted, opened.signature = True, block.get("data", "")
+                    opened.text = "[Reasoning redacted]"
+                else:
+                    into.open(key, "text")
+                    into.add(key, "text", block.get("text") or "")
+            elif kind == "content_block_delta":
+                delta = event.get("delta") or {}
+                if delta.get("type") == "text_delta":
+                    into.add(key, "text", delta.get("text") or "")
+                elif delta.get("type") == "thinking_delta":
+                    into.add(key, "thinking", delta.get("thinking") or "")
+                elif delta.get("type") == "signature_delta":
+                    block = into.block(key, "thinking")
+                    block.signature = (block.signature or "") + (delta.get("signature") or "")
+                elif delta.get("type") == "input_json_delta":
+                    into.add(key, "tool_call", delta.get("partial_json") or "")
+            elif kind == "message_delta":
+                reason = (event.get("delta") or {}).get("stop_reason")
+                if reason:
+                    into.stop = _STOP.get(reason, "stop")
+                self._usage(into, event.get("usage") or {})
+            elif kind == "message_stop":
+                into.finished = True
+
+    @staticmethod
+    def _usage(into: Assembly, usage: dict[str, Any]) -> None:
+        for ours, theirs in (("input", "input_tokens"), ("output", "output_tokens"),
+                             ("cache_read", "cache_read_input_tokens"),
+                             ("cache_write", "cache_creation_input_tokens")):
+            if isinstance(usage.get(theirs), int):
+                into.usage[ours] = usage[theirs]

@@ -20,7 +20,7 @@ Invariant: the body validates against the ``openai`` package's
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from ..messages import (
@@ -29,13 +29,16 @@ from ..messages import (
     ImageContent,
     TextContent,
     ToolCall,
+    StopReason,
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
 )
 from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
+from ._http import OpenAIEndpoint
+from .base import Assembly, HttpModel, ModelRequest
 
-__all__ = ["API", "chat_messages", "chat_request", "chat_tools"]
+__all__ = ["API", "OpenAIChatModel", "chat_messages", "chat_request", "chat_tools"]
 
 API = "openai-completions"
 """pi's name for this API (the ``api`` of the assistant messages it produces)."""
@@ -155,3 +158,77 @@ def chat_request(messages: Sequence[AgentMessage | UnknownMessage], *, model: st
     if max_tokens is not None:
         body["max_completion_tokens"] = max_tokens
     return body
+
+
+_FINISH: dict[str, StopReason] = {"stop": "stop", "length": "length", "tool_calls": "toolUse",
+                                  "function_call": "toolUse", "content_filter": "error"}
+
+
+class OpenAIChatModel(HttpModel, OpenAIEndpoint):
+    """A model behind an OpenAI-compatible Chat Completions API (OpenAI, vLLM, llama.cpp,
+    Ollama, LiteLLM, OpenRouter...), streamed (``stream_options.include_usage``).
+
+    Args:
+        model: the model name.
+        provider: the provider recorded on replies (default ``openai``; the price table
+            looks models up under it).
+        **options: :class:`~sessiontree.providers.base.HttpModel` (``api_key``,
+            ``base_url``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
+            ``headers``, ``temperature``, ``max_tokens``); the key and URL default to
+            ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``.
+
+    Raises:
+        MissingExtra: httpx is not installed (``pip install 'sessiontree[llm]'``).
+        ProviderNotConfigured: no model, or no key for api.openai.com.
+    """
+
+    api = API
+    path = "chat/completions"
+
+    def __init__(self, model: str, *, provider: str = "openai", **options: Any) -> None:
+        super().__init__(model, **options)
+        self.provider = provider  # type: ignore[misc]
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body = chat_request(request.messages, model=self.model, provider=self.provider,
+                            system=request.system, tools=request.tools,
+                            max_tokens=request.max_tokens)
+        body["stream"] = True
+        body["stream_options"] = {"include_usage": True}
+        return body
+
+    async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
+        async for _name, chunk in events:
+            if not isinstance(chunk, dict):
+                continue
+            if chunk.get("error"):
+                self.error_in(chunk)
+            into.response_id = into.response_id or chunk.get("id")
+            into.response_model = into.response_model or chunk.get("model")
+            usage = chunk.get("usage")
+            if isinstance(usage, dict):
+                cached = (usage.get("prompt_tokens_details") or {}).get("cached_tokens") or 0
+                into.usage = {"input": max(0, int(usage.get("prompt_tokens") or 0) - cached),
+                              "output": int(usage.get("completion_tokens") or 0),
+                              "cache_read": int(cached)}
+            for choice in chunk.get("choices") or ():
+                delta = choice.get("delta") or {}
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+                if isinstance(reasoning, str):
+                    into.add("thinking", "thinking", reasoning)
+                if isinstance(delta.get("content"), str):
+                    into.add("text", "text", delta["content"])
+                for call in delta.get("tool_calls") or ():
+                    key = ("call", call.get("index", 0))
+                    function = call.get("function") or {}
+                    if key not in into.keys:
+                        into.open(key, "tool_call", call_id=call.get("id") or "",
+                                  name=function.get("name") or "")
+                    block = into.block(key, "tool_call")
+                    block.call_id = block.call_id or call.get("id") or ""
+                    block.name = block.name or function.get("name") or ""
+                    into.add(key, "tool_call", function.get("arguments") or "")
+                reason = choice.get("finish_reason")
+                if reason:
+                    into.stop = _FINISH.get(reason, "stop")
+                    into.finished = True

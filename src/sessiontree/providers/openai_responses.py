@@ -24,7 +24,7 @@ Invariant: the body validates against the ``openai`` package's
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
 from ..messages import (
@@ -38,8 +38,12 @@ from ..messages import (
     UserMessage,
 )
 from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
+from ._http import OpenAIEndpoint
+from .base import Assembly, HttpModel, ModelRequest
 
-__all__ = ["API", "responses_input", "responses_request", "responses_tools", "short_hash"]
+__all__ = [
+    "API", "OpenAIResponsesModel", "responses_input", "responses_request", "responses_tools", "short_hash",
+]
 
 API = "openai-responses"
 """pi's name for this API (the ``api`` of the assistant messages it produces)."""
@@ -223,3 +227,101 @@ def responses_request(messages: Sequence[AgentMessage | UnknownMessage], *,
         body["max_output_tokens"] = max_tokens
     body["store"] = False
     return body
+
+
+class OpenAIResponsesModel(HttpModel, OpenAIEndpoint):
+    """A model behind the OpenAI Responses API, streamed. Replies keep what a later request
+    needs, as pi stores it: a reasoning item as its thinking block's ``thinkingSignature``
+    (JSON), a message item's id in ``textSignature``, tool call ids as ``<call_id>|<item_id>``.
+
+    Args:
+        model: the model name.
+        provider: the provider recorded on replies (default ``openai``).
+        **options: :class:`~sessiontree.providers.base.HttpModel`; the key and URL default to
+            ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``.
+
+    Raises:
+        MissingExtra: httpx is not installed (``pip install 'sessiontree[llm]'``).
+        ProviderNotConfigured: no model, or no key for api.openai.com.
+    """
+
+    api = API
+    path = "responses"
+
+    def __init__(self, model: str, *, provider: str = "openai", **options: Any) -> None:
+        super().__init__(model, **options)
+        self.provider = provider  # type: ignore[misc]
+
+    def body(self, request: ModelRequest) -> dict[str, Any]:
+        body = responses_request(request.messages, model=self.model, provider=self.provider,
+                                 system=request.system, tools=request.tools,
+                                 max_tokens=request.max_tokens)
+        body["stream"] = True
+        return body
+
+    async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
+        async for name, event in events:
+            if not isinstance(event, dict):
+                continue
+            kind = event.get("type") or name
+            key = event.get("output_index", 0)
+            if kind in ("error", "response.failed"):
+                response = event.get("response")
+                self.error_in(response if isinstance(response, dict) and response.get("error")
+                              else event)
+            elif kind in ("response.created", "response.in_progress"):
+                response = event.get("response") or {}
+                into.response_id = into.response_id or response.get("id")
+            elif kind == "response.output_item.added":
+                item = event.get("item") or {}
+                if item.get("type") == "function_call":
+                    into.open(key, "tool_call", call_id=f"{item.get('call_id', '')}|{item.get('id', '')}",
+                              name=item.get("name", ""))
+                elif item.get("type") == "reasoning":
+                    into.open(key, "thinking")
+                elif item.get("type") == "message":
+                    into.open(key, "text")
+            elif kind in ("response.reasoning_summary_text.delta", "response.reasoning_text.delta"):
+                into.add(key, "thinking", event.get("delta") or "")
+            elif kind == "response.output_text.delta":
+                into.add(key, "text", event.get("delta") or "")
+            elif kind == "response.function_call_arguments.delta":
+                into.add(key, "tool_call", event.get("delta") or "")
+            elif kind == "response.output_item.done":
+                self._finish_item(into, key, event.get("item") or {})
+            elif kind in ("response.completed", "response.incomplete"):
+                response = event.get("response") or {}
+                into.response_id = response.get("id") or into.response_id
+                into.response_model = response.get("model") or into.response_model
+                usage = response.get("usage") or {}
+                cached = (usage.get("input_tokens_details") or {}).get("cached_tokens") or 0
+                into.usage = {"input": max(0, int(usage.get("input_tokens") or 0) - cached),
+                              "output": int(usage.get("output_tokens") or 0),
+                              "cache_read": int(cached)}
+                if response.get("status") == "incomplete":
+                    into.stop = "length"
+                into.finished = True
+
+    @staticmethod
+    def _finish_item(into: Assembly, key: Any, item: dict[str, Any]) -> None:
+        kind = item.get("type")
+        if kind == "reasoning":
+            block = into.block(key, "thinking")
+            summary = "\n\n".join(part.get("text", "") for part in item.get("summary") or ())
+            block.text = block.text or summary
+            block.signature = json.dumps(item, separators=(",", ":"), ensure_ascii=False)
+        elif kind == "message":
+            block = into.block(key, "text")
+            final = "".join(part.get("text", "") for part in item.get("content") or ()
+                            if part.get("type") == "output_text")
+            block.text = final or block.text
+            signature: dict[str, Any] = {"v": 1, "id": item.get("id", "")}
+            if item.get("phase") in ("commentary", "final_answer"):
+                signature["phase"] = item["phase"]
+            block.signature = json.dumps(signature, separators=(",", ":"))
+        elif kind == "function_call":
+            block = into.block(key, "tool_call")
+            block.call_id = f"{item.get('call_id', '')}|{item.get('id', '')}"
+            block.name = item.get("name") or block.name
+            if isinstance(item.get("arguments"), str):
+                block.text = item["arguments"]

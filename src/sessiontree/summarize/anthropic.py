@@ -11,21 +11,18 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..providers._http import ANTHROPIC_VERSION, AnthropicEndpoint
 from ._http import HttpSummarizer
 from .base import SummaryFailed
 
 __all__ = ["ANTHROPIC_VERSION", "AnthropicSummarizer"]
 
-ANTHROPIC_VERSION = "2023-06-01"
-"""The ``anthropic-version`` header sent with every request."""
-
-
-class AnthropicSummarizer(HttpSummarizer):
+class AnthropicSummarizer(HttpSummarizer, AnthropicEndpoint):
     """A :class:`~sessiontree.summarize.Summarizer` backed by a Claude model.
 
     Args:
         model: the model name (``claude-sonnet-4-5``, ...).
-        **options: see :class:`~sessiontree.summarize._http.HttpSummarizer` (``api_key``,
+        **options: see :class:`~sessiontree.providers._http.HttpClient` (``api_key``,
             ``base_url``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
             ``headers``, ``temperature``).
 
@@ -34,20 +31,7 @@ class AnthropicSummarizer(HttpSummarizer):
         SummarizerNotConfigured: no model, or no key for api.anthropic.com.
     """
 
-    provider = "anthropic"
-    key_variable = "ANTHROPIC_API_KEY"
-    base_url_variable = "ANTHROPIC_BASE_URL"
-    default_base_url = "https://api.anthropic.com"
-
-    def endpoint(self) -> str:
-        base = self.base_url
-        return f"{base}/messages" if base.endswith("/v1") else f"{base}/v1/messages"
-
-    def headers(self) -> dict[str, str]:
-        headers = {"anthropic-version": ANTHROPIC_VERSION}
-        if self.api_key:
-            headers["x-api-key"] = self.api_key
-        return headers
+    path = "messages"
 
     def payload(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {

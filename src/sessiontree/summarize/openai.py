@@ -12,13 +12,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from ..providers._http import OpenAIEndpoint
 from ._http import HttpSummarizer
 from .base import SummaryFailed
 
 __all__ = ["OpenAISummarizer"]
 
 
-class OpenAISummarizer(HttpSummarizer):
+class OpenAISummarizer(HttpSummarizer, OpenAIEndpoint):
     """A :class:`~sessiontree.summarize.Summarizer` backed by an OpenAI-compatible chat model.
 
     Args:
@@ -26,7 +27,7 @@ class OpenAISummarizer(HttpSummarizer):
         max_tokens_field: the request field that carries the budget: ``max_tokens`` (default,
             understood by every compatible server) or ``max_completion_tokens`` (OpenAI's
             reasoning models require it).
-        **options: see :class:`~sessiontree.summarize._http.HttpSummarizer` (``api_key``,
+        **options: see :class:`~sessiontree.providers._http.HttpClient` (``api_key``,
             ``base_url``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
             ``headers``, ``temperature``).
 
@@ -35,22 +36,13 @@ class OpenAISummarizer(HttpSummarizer):
         SummarizerNotConfigured: no model, or no key for api.openai.com.
     """
 
-    provider = "openai"
-    key_variable = "OPENAI_API_KEY"
-    base_url_variable = "OPENAI_BASE_URL"
-    default_base_url = "https://api.openai.com/v1"
+    path = "chat/completions"
 
     def __init__(self, model: str, *, max_tokens_field: str = "max_tokens", **options: Any) -> None:
         super().__init__(model, **options)
         if max_tokens_field not in ("max_tokens", "max_completion_tokens"):
             raise ValueError("max_tokens_field must be 'max_tokens' or 'max_completion_tokens'")
         self.max_tokens_field = max_tokens_field
-
-    def endpoint(self) -> str:
-        return f"{self.base_url}/chat/completions"
-
-    def headers(self) -> dict[str, str]:
-        return {"authorization": f"Bearer {self.api_key}"} if self.api_key else {}
 
     def payload(self, system: str, prompt: str, max_tokens: int) -> dict[str, Any]:
         body: dict[str, Any] = {
