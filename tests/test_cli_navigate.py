@@ -64,7 +64,7 @@ def test_checkout_persists_the_move_for_pi(tmp_path: Path, pi_modules: Path) -> 
 def test_checkout_a_user_message_with_a_summary_and_label(tmp_path: Path,
                                                           pi_modules: Path) -> None:  # noqa: F811
     path = copy("ex1-linear-tool-label-name", tmp_path)
-    code, out, _ = run("checkout", str(path), "a9158b08", "--summarize", "--label", "retry",
+    code, out, _ = run("checkout", str(path), "a9158b08", "--summarize", "--set-label", "retry",
                        "--json")
     assert code == 0
     result = json.loads(out)
@@ -187,7 +187,7 @@ def test_export_branch_and_subtree(tmp_path: Path, pi_modules: Path) -> None:  #
 
 def test_export_usage_errors(tmp_path: Path) -> None:
     path = copy("ex1-linear-tool-label-name", tmp_path)
-    code, _, err = run("export", str(path), "--branch", "ed828d47")
+    code, _, err = run("export", str(path), "--format", "jsonl", "--branch", "ed828d47")
     assert code == 2 and "-o OUT" in err
     code, _, err = run("export", str(path), "-o", str(tmp_path / "x.jsonl"))
     assert code == 2 and "--branch ID or --subtree ID" in err

@@ -37,7 +37,9 @@ from .entries import (
     ThinkingLevelChange,
     UnknownEntry,
 )
+from .addressing import resolve_entry
 from .errors import (
+    AmbiguousEntry,
     ConcurrentModification,
     CorruptHeader,
     CorruptLine,
@@ -159,6 +161,7 @@ __all__ = [
     "TreePreparation",
     "repair_file",
     "AgentMessage",
+    "AmbiguousEntry",
     "AnyEntry",
     "AssistantMessage",
     "BashExecutionMessage",
@@ -218,5 +221,6 @@ __all__ = [
     "list_sessions",
     "migrate_file",
     "path_to_root",
+    "resolve_entry",
     "validate_message",
 ]

@@ -5,6 +5,7 @@
     ├── CorruptLine            a bad line, raised when opening with strict=True
     ├── UnsupportedVersion     a header version newer than this library knows
     ├── EntryNotFound          an id that is not in the session
+    │   └── AmbiguousEntry     an id prefix or label that names several entries
     ├── SessionNotFound        a session file or stored session that does not exist
     ├── SessionLocked          another writer held the file lock past the timeout
     ├── ConcurrentModification the file shrank or was replaced under a writer, or the stored
@@ -26,6 +27,7 @@ from __future__ import annotations
 import os
 
 __all__ = [
+    "AmbiguousEntry",
     "ConcurrentModification",
     "CorruptHeader",
     "CorruptLine",
@@ -114,6 +116,19 @@ class EntryNotFound(SessionTreeError, KeyError):
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return self._format()
+
+
+class AmbiguousEntry(EntryNotFound):
+    """An id prefix or a label that names more than one entry.
+
+    Attributes:
+        candidates: the ids it matches, in file order.
+    """
+
+    def __init__(self, reason: str, *, candidates: list[str],
+                 path: str | os.PathLike[str] | None = None) -> None:
+        self.candidates = candidates
+        super().__init__(reason, path=path)
 
 
 class SessionNotFound(SessionTreeError):

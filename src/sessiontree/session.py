@@ -17,7 +17,7 @@ import os
 import warnings
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -502,17 +502,18 @@ class Session:
         for record, message in self._message_payloads():
             stats.add(record.timestamp, message)
         first, modified, messages = stats.first, stats.modified, stats.messages
+        source: Literal["message", "created", "file"] = "message"
         if modified is None:
-            modified = iso_to_ms(header.timestamp)
+            modified, source = iso_to_ms(header.timestamp), "created"
         location = path or self.file or ""
         if modified is None and location and os.path.exists(location):
-            modified = int(os.stat(location).st_mtime * 1000)
+            modified, source = int(os.stat(location).st_mtime * 1000), "file"
         return SessionListing(
             path=os.path.abspath(location) if self.file else location, id=header.id,
             cwd=header.cwd, name=self.name,
             parent_session=header.parent_session or None, created=header.timestamp,
             modified_ms=modified or 0, message_count=messages, entry_count=len(self),
-            first_message=first or "(no messages)",
+            first_message=first or "(no messages)", modified_from=source,
         )
 
     # -- appending -----------------------------------------------------------------------------

@@ -37,6 +37,8 @@ def reports_errors(func: F) -> F:
             return func(*args, **kwargs)
         except SessionTreeError as exc:
             raise click.ClickException(str(exc)) from None
+        except BrokenPipeError:
+            raise  # stdout was closed (``| head``): the group exits quietly
         except OSError as exc:
             where = f"{exc.filename}: " if exc.filename else ""
             raise click.ClickException(f"{where}{exc.strerror or exc}") from None

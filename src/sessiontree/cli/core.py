@@ -9,10 +9,12 @@ import tempfile
 import click
 import msgspec
 from rich.console import Console
+from rich.text import Text
 
 from .. import _json
 from ..errors import CorruptHeader, SessionTreeError
 from ..views import FILTER_MODES, FilterMode, ViewNode, filter_tree, flatten
+from ._address import ENTRY_HELP, by_label_option, entry_option_value, pick_entry
 from ._app import cli, echo_json, json_option, open_session, reports_errors
 from ._render import render_row
 
@@ -145,7 +147,7 @@ def tree(file: str, mode: FilterMode, search: str | None, max_depth: int | None,
                        f"{', search ' + repr(search) if search else ''})", err=True)
 
 
-@cli.command()
+@cli.command(epilog=ENTRY_HELP)
 @FILE
 @click.option("--leaf", "leaf_id", metavar="ID", help="Build from this entry (default: the leaf).")
 @json_option
@@ -159,7 +161,8 @@ def context(file: str, leaf_id: str | None, as_json: bool) -> None:
     from ..messages import message_text
 
     with open_session(file) as session:
-        result = session.build_context(leaf_id) if leaf_id else session.build_context()
+        start = entry_option_value(session, leaf_id)
+        result = session.build_context(start) if start else session.build_context()
         if as_json:
             echo_json(result.to_json())
             return
@@ -173,29 +176,44 @@ def context(file: str, leaf_id: str | None, as_json: bool) -> None:
             console.print(f"[bold]{role}[/bold]: {one_line(message_text(message, separator=' '), 200)}")
 
 
+_TIME_MARKS = {"message": " ", "created": "*", "file": "~"}
+_TIME_LEGEND = {"created": "* no user or assistant message yet: the time the session was created",
+                "file": "~ no message and no header time: the file's modification time"}
+
+
 @cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
 @json_option
 @reports_errors
 def ls(directory: str | None, as_json: bool) -> None:
     """List the sessions in DIRECTORY, newest first (default: pi's folder for the current
-    working directory)."""
+    working directory): the time of the last message, the entry count, the name (or the first
+    user message) and the file.
+
+    An empty or (for the default folder) missing folder prints "no sessions in DIR" and exits 0.
+    """
+    from ..describe import one_line
     from ..stores.jsonl import default_session_dir, list_sessions
 
     folder = directory or str(default_session_dir(os.getcwd()))
-    listings = list_sessions(folder)
+    listings = list_sessions(folder) if directory or os.path.isdir(folder) else []
     if as_json:
         echo_json(_json.dumps(msgspec.to_builtins(listings)))
         return
     console = _console()
     if not listings:
-        console.print(f"no sessions in {folder}")
+        console.print(Text(f"no sessions in {folder}"))
         return
+    console.print(Text(f"{'LAST MESSAGE':<17}  {'ENTRIES':>7}  NAME OR FIRST MESSAGE", style="dim"))
     for item in listings:
         when = _dt.datetime.fromtimestamp(item.modified_ms / 1000).strftime("%Y-%m-%d %H:%M")
-        title = item.name or item.first_message
-        console.print(f"{when}  {item.entry_count:>6} entries  [bold]{title[:60]}[/bold]")
-        console.print(f"                  [dim]{item.path}[/dim]")
+        row = Text(f"{when}{_TIME_MARKS[item.modified_from]}  {item.entry_count:>7}  ")
+        row.append(one_line(item.name or item.first_message, 60), style="bold")
+        console.print(row)
+        console.print(Text(f"{'':<17}  {'':>7}  {item.path}", style="dim"))
+    for source in dict.fromkeys(item.modified_from for item in listings):
+        if source in _TIME_LEGEND:
+            console.print(Text(_TIME_LEGEND[source], style="dim"))
 
 
 @cli.command()
@@ -246,19 +264,29 @@ def verify(file: str, as_json: bool) -> None:
         raise SystemExit(1)
 
 
-@cli.command()
+@cli.command(epilog=ENTRY_HELP)
 @FILE
-@click.argument("entry_id", metavar="ID")
+@click.argument("entry_id", metavar="ID", required=False)
 @click.argument("text", required=False)
+@by_label_option
 @click.option("--clear", is_flag=True, help="Remove the entry's label.")
 @reports_errors
-def label(file: str, entry_id: str, text: str | None, clear: bool) -> None:
-    """Set (or with --clear remove) the label of entry ID."""
+def label(file: str, entry_id: str | None, text: str | None, by_label: str | None,
+          clear: bool) -> None:
+    """Set (or with --clear remove) the label of entry ID to TEXT.
+
+    With --label NAME the entry is the one labelled NAME and the only argument is TEXT
+    (relabel: sessiontree label FILE --label old new).
+    """
+    if by_label is not None and text is None:
+        entry_id, text = None, entry_id  # one argument after --label: it is the new TEXT
     if clear == (text is not None):
         raise click.UsageError("give either TEXT or --clear")
     with open_session(file) as session:
-        session.set_label(entry_id, None if clear else text)
-        click.echo(f"{entry_id}: label {'cleared' if clear else repr(text)}")
+        target = pick_entry(session, entry_id, by_label, required=True)
+        assert target is not None
+        session.set_label(target, None if clear else text)
+        click.echo(f"{target}: label {'cleared' if clear else repr(text)}")
 
 
 @cli.command()

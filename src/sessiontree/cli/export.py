@@ -22,6 +22,7 @@ import click
 import msgspec
 
 from .. import _json
+from ._address import ENTRY_HELP, entry_option_value
 from ._app import cli, echo_json, json_option, open_session, reports_errors
 from ._progress import copying, progress
 
@@ -134,16 +135,23 @@ def _write_json(session: Session, request: ExportRequest) -> str:
 
 
 FORMATS: dict[str, ExportFormat] = {
-    "jsonl": ExportFormat("a new session file in pi's format (needs --branch or --subtree, -o)",
-                          _write_jsonl),
-    "html": ExportFormat("one self-contained HTML page with a tree sidebar (default -o: "
-                         "FILE's name with .html, in the current folder)", _write_html),
+    "html": ExportFormat("one self-contained HTML page with a tree sidebar, like pi's /export "
+                         "(default -o: FILE's name with .html, in the current folder)",
+                         _write_html),
     "md": ExportFormat("the active branch as Markdown (--all: every branch); stdout by "
                        "default", _write_md),
     "json": ExportFormat("the entries and the tree as one JSON document; stdout by default",
                          _write_json),
+    "jsonl": ExportFormat("a new session file in pi's format (needs --branch or --subtree, -o)",
+                          _write_jsonl),
 }
-"""The export formats by name; the first one is the default."""
+"""The export formats by name; the first one (html, as pi's ``/export``) is the default."""
+
+
+def _format_of(output: str | None) -> str:
+    """The format an output name implies (``x.md`` -> md), else the default (html)."""
+    suffix = os.path.splitext(output or "")[1].lstrip(".").lower()
+    return suffix if suffix in FORMATS else next(iter(FORMATS))
 
 
 @cli.command(help=f"""Export FILE, the path to one entry (--branch ID) or the subtree of one
@@ -152,10 +160,10 @@ entry (--subtree ID).
 \b
 Formats:
 {chr(10).join(f'  {name:<6} {fmt.description}' for name, fmt in FORMATS.items())}
-""")
+""", epilog=ENTRY_HELP)
 @click.argument("file", type=click.Path(dir_okay=False, exists=True))
-@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default=next(iter(FORMATS)),
-              show_default=True, help="The output format.")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default=None,
+              help="The output format (default: from OUT's extension, else html).")
 @click.option("--branch", metavar="ID", help="Only the path from the root to entry ID.")
 @click.option("--subtree", metavar="ID", help="Only entry ID and everything below it.")
 @click.option("-o", "--output", type=click.Path(), metavar="OUT",
@@ -168,8 +176,11 @@ Formats:
               help="With --format md: every branch, each under its own heading.")
 @json_option
 @reports_errors
-def export(file: str, fmt: str, branch: str | None, subtree: str | None, output: str | None,
-           ancestors: bool, force: bool, all_branches: bool, as_json: bool) -> None:
+def export(file: str, fmt: str | None, branch: str | None, subtree: str | None,
+           output: str | None, ancestors: bool, force: bool, all_branches: bool,
+           as_json: bool) -> None:
+    if fmt is None:
+        fmt = _format_of(output)
     if branch is not None and subtree is not None:
         raise click.UsageError("give --branch or --subtree, not both")
     if all_branches and fmt != "md":
@@ -178,9 +189,10 @@ def export(file: str, fmt: str, branch: str | None, subtree: str | None, output:
     if as_json and to_stdout:
         raise click.UsageError("--json reports where the export went; give -o OUT for "
                                f"--format {fmt} (its output is on stdout otherwise)")
-    request = ExportRequest(file=file, branch=branch, subtree=subtree, output=output,
-                            ancestors=ancestors, overwrite=force, all_branches=all_branches)
     with open_session(file) as session:
+        request = ExportRequest(file=file, branch=entry_option_value(session, branch),
+                                subtree=entry_option_value(session, subtree), output=output,
+                                ancestors=ancestors, overwrite=force, all_branches=all_branches)
         written = FORMATS[fmt].writer(session, request)
     if as_json:
         echo_json(_json.dumps({"format": fmt, "file": written}))

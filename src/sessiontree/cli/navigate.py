@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from .. import _json
+from ._address import ENTRY_HELP, by_label_option, pick_entry
 from ._app import cli, echo_json, json_option, open_session, reports_errors
 from ._progress import copying
 
@@ -69,19 +70,21 @@ def _report(result: NavigationResult, as_json: bool) -> None:
         click.echo(result.editor_text)
 
 
-@cli.command()
+@cli.command(epilog=ENTRY_HELP)
 @FILE
-@click.argument("entry_id", metavar="ID")
+@click.argument("entry_id", metavar="ID", required=False)
+@by_label_option
 @click.option("--summarize", is_flag=True,
               help="Leave a summary of the abandoned branch at the new position.")
-@click.option("--label", metavar="TEXT",
+@click.option("--set-label", "set_label", metavar="TEXT",
               help="Label the summary (with --summarize) or the target entry.")
 @instructions_option
 @summarizer_option
 @json_option
 @reports_errors
-def checkout(file: str, entry_id: str, summarize: bool, label: str | None,
-             instructions: str | None, summarizer_spec: str | None, as_json: bool) -> None:
+def checkout(file: str, entry_id: str | None, by_label: str | None, summarize: bool,
+             set_label: str | None, instructions: str | None, summarizer_spec: str | None,
+             as_json: bool) -> None:
     """Move the leaf of FILE to entry ID, as pi's /tree does, and make the move persist.
 
     A user or custom message as ID moves to its parent and prints its text (to edit and send
@@ -89,47 +92,56 @@ def checkout(file: str, entry_id: str, summarize: bool, label: str | None,
     (or the label entry) keeps the move across reloads, in pi too.
     """
     with open_session(file) as session:
-        result = session.navigate_tree(entry_id, summarize=summarize, instructions=instructions,
-                                       label=label, summarizer=_summarizer(summarizer_spec))
+        target = pick_entry(session, entry_id, by_label, required=True,
+                            hint=" (--set-label TEXT labels the entry you move to)")
+        assert target is not None
+        result = session.navigate_tree(target, summarize=summarize, instructions=instructions,
+                                       label=set_label, summarizer=_summarizer(summarizer_spec))
         _report(result, as_json)
 
 
-@cli.command()
+@cli.command(epilog=ENTRY_HELP)
 @FILE
 @click.argument("entry_id", metavar="[ID]", required=False)
+@by_label_option
 @instructions_option
 @summarizer_option
 @json_option
 @reports_errors
-def pop(file: str, entry_id: str | None, instructions: str | None, summarizer_spec: str | None,
-        as_json: bool) -> None:
+def pop(file: str, entry_id: str | None, by_label: str | None, instructions: str | None,
+        summarizer_spec: str | None, as_json: bool) -> None:
     """Go back to before the last user message (or to entry ID, earlier on the current path)
     and leave a summary of what was popped; the conversation continues from the summary."""
     with open_session(file) as session:
-        result = session.pop(entry_id, summarizer=_summarizer(summarizer_spec),
+        target = pick_entry(session, entry_id, by_label, required=False)
+        result = session.pop(target, summarizer=_summarizer(summarizer_spec),
                              instructions=instructions)
         _report(result, as_json)
 
 
-@cli.command("cherry-pick")
+@cli.command("cherry-pick", epilog=ENTRY_HELP)
 @FILE
-@click.argument("entry_id", metavar="ID")
+@click.argument("entry_id", metavar="ID", required=False)
+@by_label_option
 @json_option
 @reports_errors
-def cherry_pick(file: str, entry_id: str, as_json: bool) -> None:
+def cherry_pick(file: str, entry_id: str | None, by_label: str | None, as_json: bool) -> None:
     """Copy entry ID's message onto the leaf of FILE (from any branch)."""
     with open_session(file) as session:
-        new_id = session.cherry_pick(entry_id)
+        source = pick_entry(session, entry_id, by_label, required=True)
+        assert source is not None
+        new_id = session.cherry_pick(source)
         if as_json:
-            echo_json(_json.dumps({"id": new_id, "sourceId": entry_id, "parentId":
+            echo_json(_json.dumps({"id": new_id, "sourceId": source, "parentId":
                                    session.entry(new_id).parent_id}))
         else:
-            click.echo(f"{entry_id} copied as {new_id} (the new leaf)")
+            click.echo(f"{source} copied as {new_id} (the new leaf)")
 
 
-@cli.command()
+@cli.command(epilog=ENTRY_HELP)
 @FILE
 @click.argument("entry_id", metavar="[ID]", required=False)
+@by_label_option
 @click.option("-o", "--output", type=click.Path(), metavar="OUT",
               help="The new file, or a folder for it (default: beside FILE, named as pi names "
                    "session files).")
@@ -137,13 +149,14 @@ def cherry_pick(file: str, entry_id: str, as_json: bool) -> None:
               "(default: FILE's).")
 @json_option
 @reports_errors
-def fork(file: str, entry_id: str | None, output: str | None, cwd: str | None,
-         as_json: bool) -> None:
+def fork(file: str, entry_id: str | None, by_label: str | None, output: str | None,
+         cwd: str | None, as_json: bool) -> None:
     """Start a new session from FILE: the path from the root to entry ID (pi's /fork), or every
     branch when ID is not given (pi's --fork). FILE is not changed."""
     from ..fork import create_branched_session, fork_from
 
     with open_session(file) as session, copying(len(session)):
+        entry_id = pick_entry(session, entry_id, by_label, required=False)
         if entry_id is None:
             new = fork_from(session, cwd=cwd, path=output)
         else:

@@ -18,7 +18,7 @@ every backend offers; stores only persist entries. Optional abilities are sub-pr
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 import msgspec
 
@@ -61,6 +61,9 @@ class SessionListing(msgspec.Struct, frozen=True):
     message_count: int
     entry_count: int
     first_message: str
+    modified_from: Literal["message", "created", "file"] = "message"
+    """Where ``modified_ms`` comes from: the latest message, the header (the session has no
+    user or assistant message), or the file's modification time (no header time either)."""
 
 
 @runtime_checkable
