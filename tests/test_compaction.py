@@ -62,6 +62,8 @@ from sessiontree.summarize import CancelToken, SummaryCancelled, SummaryFailed, 
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import ensure_pi, run_node_script
 
+from .backends import Backend, reopen, stored
+
 PI_DIR = Path(__file__).parent / "pi"
 
 # -- helpers ------------------------------------------------------------------------------------
@@ -370,8 +372,8 @@ def test_should_compact() -> None:
     assert should_compact(101, 200, CompactionSettings(reserve_tokens=100))
 
 
-def test_session_should_compact_ignores_usage_from_before_a_compaction(tmp_path: Path) -> None:
-    s = Session.create(tmp_path, cwd="/p")
+def test_session_should_compact_ignores_usage_from_before_a_compaction(backend: Backend) -> None:
+    s = backend.create(cwd="/p")
     s.append_message(user("hello " * 50))
     s.append_message(reply("big context", total=150_000))
     assert s.should_compact(160_000)
@@ -553,8 +555,8 @@ def test_serialize_conversation() -> None:
 # -- compact() on files -------------------------------------------------------------------------
 
 
-def long_session(folder: Path, turns: int = 6) -> Session:
-    s = Session.create(folder, cwd="/home/dev/proj")
+def long_session(backend: Backend, turns: int = 6) -> Session:
+    s = backend.create(cwd="/home/dev/proj")
     s.append_model_change("anthropic", "claude-sonnet-4-5")
     for i in range(turns):
         s.append_message(user(f"Task {i}: update module_{i}.py so that it " + "works " * 60))
@@ -566,16 +568,16 @@ def long_session(folder: Path, turns: int = 6) -> Session:
     return s
 
 
-def test_compact_appends_one_entry_and_keeps_the_suffix(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_compact_appends_one_entry_and_keeps_the_suffix(backend: Backend) -> None:
+    s = long_session(backend)
     leaf = s.leaf_id
     before = s.build_context().to_builtins()["messages"]
     prep = s.prepare_compaction(keep_recent_tokens=600)
     assert prep is not None
-    lines = Path(str(s.file)).read_bytes().count(b"\n")
+    lines = stored(s).count(b"\n")
     entry = s.compact(keep_recent_tokens=600)
     assert isinstance(entry, Compaction)
-    assert Path(str(s.file)).read_bytes().count(b"\n") == lines + 1
+    assert stored(s).count(b"\n") == lines + 1
     assert entry.parent_id == leaf and s.leaf_id == entry.id
     assert entry.first_kept_entry_id == prep.first_kept_entry_id
     assert entry.tokens_before == prep.tokens_before == 6000 + 0
@@ -589,12 +591,12 @@ def test_compact_appends_one_entry_and_keeps_the_suffix(tmp_path: Path) -> None:
     # the offline summary names the goals and the files
     assert "Task 0: update module_0.py" in entry.summary and "module_0.py" in entry.summary
     s.close()
-    with Session.open(Path(str(s.file))) as reopened:
+    with reopen(s) as reopened:
         assert reopened.build_context().to_builtins()["messages"] == after
 
 
-def test_split_turn_summary_layout(tmp_path: Path) -> None:
-    s = Session.create(tmp_path, cwd="/p")
+def test_split_turn_summary_layout(backend: Backend) -> None:
+    s = backend.create(cwd="/p")
     s.append_message(user("First " + "a" * 400))
     s.append_message(reply("first answer " + "b" * 400))
     s.append_message(user("Second, long turn"))
@@ -618,8 +620,8 @@ def test_split_turn_summary_layout(tmp_path: Path) -> None:
     s.close()
 
 
-def test_split_turn_without_prior_history(tmp_path: Path) -> None:
-    s = Session.create(tmp_path, cwd="/p")
+def test_split_turn_without_prior_history(backend: Backend) -> None:
+    s = backend.create(cwd="/p")
     s.append_message(user("One long turn"))
     for i in range(5):
         s.append_message(reply("", call(f"c{i}", "bash", command="make")))
@@ -631,8 +633,8 @@ def test_split_turn_without_prior_history(tmp_path: Path) -> None:
     s.close()
 
 
-def test_second_compaction_updates_the_previous_summary(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_second_compaction_updates_the_previous_summary(backend: Backend) -> None:
+    s = long_session(backend)
     first = s.compact(keep_recent_tokens=600)
     assert first is not None
     for i in range(6, 9):
@@ -649,8 +651,8 @@ def test_second_compaction_updates_the_previous_summary(tmp_path: Path) -> None:
     s.close()
 
 
-def test_reserve_tokens_sets_the_budget(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_reserve_tokens_sets_the_budget(backend: Backend) -> None:
+    s = long_session(backend)
     summarizer = Fixed()
     s.compact(summarizer, keep_recent_tokens=600, reserve_tokens=1000)
     assert summarizer.requests[0].max_tokens == 800
@@ -661,7 +663,7 @@ def test_reserve_tokens_sets_the_budget(tmp_path: Path) -> None:
 
 
 def assert_unchanged(s: Session, before: bytes, leaf: str | None) -> None:
-    assert Path(str(s.file)).read_bytes() == before
+    assert stored(s) == before
     assert s.leaf_id == leaf
 
 
@@ -678,24 +680,24 @@ class Empty:
         return self.value
 
 
-def test_nothing_to_compact(tmp_path: Path) -> None:
+def test_nothing_to_compact(backend: Backend) -> None:
     s = Session.in_memory()
     with pytest.raises(NothingToCompact, match="empty"):
         s.compact()
-    s = Session.create(tmp_path, cwd="/p")
+    s = backend.create(cwd="/p")
     s.append_message(user("short"))
     s.append_message(reply("short"))
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+    before, leaf = stored(s), s.leaf_id
     with pytest.raises(NothingToCompact, match="keeps the whole path"):
         s.compact()
     assert_unchanged(s, before, leaf)
     s.close()
 
 
-def test_already_compacted(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_already_compacted(backend: Backend) -> None:
+    s = long_session(backend)
     assert s.compact(keep_recent_tokens=600) is not None
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+    before, leaf = stored(s), s.leaf_id
     with pytest.raises(AlreadyCompacted):
         s.compact(keep_recent_tokens=600)
     assert s.prepare_compaction() is None
@@ -708,18 +710,18 @@ def test_already_compacted(tmp_path: Path) -> None:
     (Empty(), "empty summary"),
     (Empty(None), "empty summary"),
 ])
-def test_failing_summarizer_writes_nothing(tmp_path: Path, summarizer: Any, match: str) -> None:
-    s = long_session(tmp_path)
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+def test_failing_summarizer_writes_nothing(backend: Backend, summarizer: Any, match: str) -> None:
+    s = long_session(backend)
+    before, leaf = stored(s), s.leaf_id
     with pytest.raises(SummaryFailed, match=match):
         s.compact(summarizer, keep_recent_tokens=600)
     assert_unchanged(s, before, leaf)
     s.close()
 
 
-def test_cancelled_compaction_writes_nothing(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+def test_cancelled_compaction_writes_nothing(backend: Backend) -> None:
+    s = long_session(backend)
+    before, leaf = stored(s), s.leaf_id
     token = CancelToken()
     token.cancel()
     with pytest.raises(SummaryCancelled):
@@ -743,8 +745,8 @@ def test_cancelled_compaction_writes_nothing(tmp_path: Path) -> None:
 # -- events -------------------------------------------------------------------------------------
 
 
-def test_before_compact_gets_the_preparation_and_previous_compactions(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_before_compact_gets_the_preparation_and_previous_compactions(backend: Backend) -> None:
+    s = long_session(backend)
     first = s.compact(keep_recent_tokens=600)
     for i in range(3):
         s.append_message(user(f"more {i} " + "m" * 500))
@@ -770,9 +772,9 @@ def test_before_compact_gets_the_preparation_and_previous_compactions(tmp_path: 
     s.close()
 
 
-def test_before_compact_cancel_writes_nothing(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+def test_before_compact_cancel_writes_nothing(backend: Backend) -> None:
+    s = long_session(backend)
+    before, leaf = stored(s), s.leaf_id
     after: list[CompactEvent] = []
     s.events.on("session_compact", after.append)
     def refuse(p: CompactPreparation) -> BeforeCompactResult:
@@ -792,8 +794,8 @@ def test_before_compact_cancel_writes_nothing(tmp_path: Path) -> None:
     s.close()
 
 
-def test_before_compact_may_supply_the_compaction(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_before_compact_may_supply_the_compaction(backend: Backend) -> None:
+    s = long_session(backend)
     prep = s.prepare_compaction(keep_recent_tokens=600)
     assert prep is not None
     after: list[CompactEvent] = []
@@ -816,9 +818,9 @@ def test_before_compact_may_supply_the_compaction(tmp_path: Path) -> None:
     s.close()
 
 
-def test_hook_supplying_a_bad_first_kept_entry_writes_nothing(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+def test_hook_supplying_a_bad_first_kept_entry_writes_nothing(backend: Backend) -> None:
+    s = long_session(backend)
+    before, leaf = stored(s), s.leaf_id
     s.events.on("session_before_compact",
                 lambda p: BeforeCompactResult(summary="x", first_kept_entry_id="nope"))
     with pytest.raises(EntryNotFound):
@@ -827,9 +829,9 @@ def test_hook_supplying_a_bad_first_kept_entry_writes_nothing(tmp_path: Path) ->
     s.close()
 
 
-def test_raising_handler_is_named_and_cancels_only_that_compaction(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+def test_raising_handler_is_named_and_cancels_only_that_compaction(backend: Backend) -> None:
+    s = long_session(backend)
+    before, leaf = stored(s), s.leaf_id
 
     def broken_hook(p: CompactPreparation) -> None:
         raise ValueError("bad hook")
@@ -935,8 +937,8 @@ def test_compaction_then_context_keeps_the_suffix(steps: list[tuple[str, Any]], 
 # -- async --------------------------------------------------------------------------------------
 
 
-def test_acompact_awaits_hooks_in_the_running_loop(tmp_path: Path) -> None:
-    s = long_session(tmp_path)
+def test_acompact_awaits_hooks_in_the_running_loop(backend: Backend) -> None:
+    s = long_session(backend)
     prep = s.prepare_compaction(keep_recent_tokens=600)
     assert prep is not None
     loops: list[Any] = []
@@ -962,15 +964,15 @@ def test_acompact_awaits_hooks_in_the_running_loop(tmp_path: Path) -> None:
     s.close()
 
 
-def test_acompact_split_turn_and_failures(tmp_path: Path) -> None:
-    s = Session.create(tmp_path, cwd="/p")
+def test_acompact_split_turn_and_failures(backend: Backend) -> None:
+    s = backend.create(cwd="/p")
     s.append_message(user("First " + "a" * 400))
     s.append_message(reply("first answer " + "b" * 400))
     s.append_message(user("Second, long turn"))
     for i in range(6):
         s.append_message(reply("", call(f"c{i}", "read", path=f"f{i}.py")))
         s.append_message(result(f"c{i}", "r" * 800, "read"))
-    before, leaf = Path(str(s.file)).read_bytes(), s.leaf_id
+    before, leaf = stored(s), s.leaf_id
     with pytest.raises(SummaryFailed, match="model exploded"):
         asyncio.run(s.acompact(Raising(), keep_recent_tokens=450))
     assert_unchanged(s, before, leaf)

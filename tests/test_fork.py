@@ -16,6 +16,7 @@ from sessiontree import CorruptHeader, EntryNotFound, LoadWarning, Session
 from sessiontree._json import loads
 from sessiontree.fork import ForkError, subtree_lines
 
+from .backends import Backend, reopen, stored, stored_lines
 from .conftest import CONFORMANCE
 from .navhelpers import branched, generate, reply, user
 from .test_navigation import build, trees
@@ -50,32 +51,47 @@ def pi_label_bug_case(session: Session) -> dict[str, str]:
 # -- create_branched_session --------------------------------------------------------------------
 
 
-def test_the_pi_label_bug_case_is_fixed(session: Session) -> None:
+@pytest.fixture
+def stored_session(backend: Backend) -> Session:
+    """A new session on each backend (memory, jsonl, sqlite, postgres)."""
+    return backend.create(cwd="/home/dev/proj")
+
+
+def test_the_pi_label_bug_case_is_fixed(stored_session: Session) -> None:
+    session = stored_session
     ids = pi_label_bug_case(session)
-    assert session.file is not None
-    source = Path(session.file).read_bytes()
+    source = stored(session)
     with session.create_branched_session(ids["a2"]) as fork:
-        assert fork.file is not None
-        path = Path(fork.file)
-    assert Path(session.file).read_bytes() == source
-    assert path.parent == Path(session.file).parent
-    with Session.open(path, strict=True) as again:
+        if session.file is not None:
+            assert fork.file is not None and Path(fork.file).parent == Path(session.file).parent
+            expected_parent = str(Path(session.file).resolve())
+        else:  # memory stays in memory; a database fork goes into the same database
+            assert fork.file is None
+            expected_parent = session.url
+            assert (fork.url is None) == (session.url is None)
+            if session.url is not None:
+                assert fork.url is not None and fork.url.split("#")[0] == session.url.split("#")[0]
+        lines = stored_lines(fork)
+        h = fork.header
+        again = reopen(fork, strict=True)
+    assert stored(session) == source
+    with again:
         assert len(again.tree()) == 1  # one connected path: no orphan root
         texts = [m.content[0].text for m in again.build_context().messages]  # type: ignore[union-attr]
         assert texts == ["q1", "a1", "q2", "a2"]
         assert again.label(ids["q1"]) == "L"
         q2 = again.entry(ids["q2"])
         assert q2.parent_id == ids["a1"]  # re-parented past the dropped label entry
-    lines = entry_lines(path)
     assert lines[0] == session.raw_line(ids["q1"]) and lines[1] == session.raw_line(ids["a1"])
     assert lines[3] == session.raw_line(ids["a2"])  # unchanged lines keep their bytes
     assert loads(lines[-1])["timestamp"] == loads(session.raw_line(ids["label"]))["timestamp"]
-    h = header(path)
-    assert h["parentSession"] == str(Path(session.file).resolve())
-    assert h["cwd"] == "/home/dev/proj" and h["version"] == 3 and h["id"] != session.id
+    if session.url is not None:
+        assert h.parent_session == expected_parent
+    assert h.cwd == "/home/dev/proj" and h.version == 3 and h.id != session.id
 
 
-def test_fork_ending_at_a_label_entry(session: Session) -> None:
+def test_fork_ending_at_a_label_entry(stored_session: Session) -> None:
+    session = stored_session
     ids = pi_label_bug_case(session)
     with session.create_branched_session(ids["label"]) as fork:
         assert [e.type for e in fork.path()] == ["message", "message", "label"]
@@ -149,6 +165,19 @@ def test_fork_from_copies_every_branch_byte_for_byte(session: Session, tmp_path:
         h = header(fork.file)
         assert h["parentSession"] == str(Path(session.file).resolve()) and h["cwd"] == session.cwd
         assert Path(fork.file).name.endswith(f"_{h['id']}.jsonl")
+
+
+def test_fork_from_copies_every_branch_on_every_backend(stored_session: Session,
+                                                       tmp_path: Path) -> None:
+    session = stored_session
+    ids = branched(session)
+    session.set_label(ids["q2"], "first try")
+    target: dict[str, Any] = {"directory": tmp_path / "out"} if session.file is not None else \
+        {"in_memory": True} if session.url is None else {}
+    with Session.fork_from(session, **target) as fork:
+        assert stored_lines(fork) == stored_lines(session)
+        assert fork.leaf_id == session.leaf_id and fork.labels() == session.labels()
+        assert (fork.url is None) == (session.url is None) and fork.id != session.id
 
 
 def test_fork_from_with_another_cwd(session: Session, tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from sessiontree.navigation import (
 )
 from sessiontree.summarize import CancelToken, SummaryCancelled, SummaryFailed
 
+from .backends import Backend, reopen, stored, stored_lines
 from .navhelpers import (
     CancellingSummarizer,
     EmptySummarizer,
@@ -34,19 +35,16 @@ from .navhelpers import (
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> Session:
-    s = Session.create(tmp_path, cwd="/home/dev/proj")
-    return s
+def session(backend: Backend) -> Session:
+    return backend.create(cwd="/home/dev/proj")
 
 
 def lines(session: Session) -> list[dict[str, Any]]:
-    assert session.file is not None
-    return [loads(x) for x in Path(session.file).read_bytes().splitlines()[1:]]
+    return [loads(x) for x in stored_lines(session)]
 
 
 def reopened_context(session: Session) -> dict[str, Any]:
-    assert session.file is not None
-    with Session.open(session.file, strict=True) as again:
+    with reopen(session, strict=True) as again:
         return again.build_context().to_builtins()
 
 
@@ -145,11 +143,10 @@ def test_root_user_target_goes_before_the_first_entry(session: Session) -> None:
 
 def test_current_leaf_is_a_no_op(session: Session) -> None:
     ids = branched(session)
-    assert session.file is not None
-    before = Path(session.file).read_bytes()
+    before = stored(session)
     result = session.navigate_tree(ids["a2b"], summarize=True, summarizer=FailingSummarizer())
     assert not result.moved and result.leaf_id == ids["a2b"]
-    assert Path(session.file).read_bytes() == before
+    assert stored(session) == before
 
 
 def test_summary_entry_at_the_new_position(session: Session) -> None:
@@ -219,11 +216,10 @@ def test_no_messages_to_summarize_writes_pis_placeholder(session: Session) -> No
 
 def test_persist_false_moves_in_memory_only(session: Session) -> None:
     ids = branched(session)
-    assert session.file is not None
-    before = Path(session.file).read_bytes()
+    before = stored(session)
     result = session.navigate_tree(ids["a3"], persist=False)
     assert session.leaf_id == ids["a3"] and result.marker_id is None
-    assert Path(session.file).read_bytes() == before
+    assert stored(session) == before
 
 
 # -- nothing written when it does not happen -----------------------------------------------------
@@ -240,25 +236,23 @@ def test_failed_or_cancelled_summary_writes_nothing(session: Session, make: Any,
                                                     error: type[Exception]) -> None:
     ids = branched(session)
     session.branch(ids["a3"])
-    assert session.file is not None
-    before = Path(session.file).read_bytes()
+    before = stored(session)
     with pytest.raises(error):
         session.navigate_tree(ids["a2b"], summarize=True, summarizer=make())
     assert session.leaf_id == ids["a3"]
-    assert Path(session.file).read_bytes() == before
+    assert stored(session) == before
 
 
 def test_cancelled_token_writes_nothing(session: Session) -> None:
     ids = branched(session)
     token = CancelToken()
     token.cancel()
-    assert session.file is not None
-    before = Path(session.file).read_bytes()
+    before = stored(session)
     with pytest.raises(SummaryCancelled):
         session.navigate_tree(ids["a3"], summarize=True, summarizer=ListSummarizer(), cancel=token)
     with pytest.raises(SummaryCancelled):
         session.navigate_tree(ids["a3"], cancel=token)  # also without a summary
-    assert session.leaf_id == ids["a2b"] and Path(session.file).read_bytes() == before
+    assert session.leaf_id == ids["a2b"] and stored(session) == before
 
 
 def test_unknown_target(session: Session) -> None:
@@ -299,11 +293,9 @@ def test_async_navigation_cancelled_by_the_task(session: Session) -> None:
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
-
-    assert session.file is not None
-    before = Path(session.file).read_bytes()
+    before = stored(session)
     asyncio.run(main())
-    assert session.leaf_id == ids["a2b"] and Path(session.file).read_bytes() == before
+    assert session.leaf_id == ids["a2b"] and stored(session) == before
 
 
 def test_in_memory_sessions_navigate_too() -> None:

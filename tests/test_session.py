@@ -32,6 +32,7 @@ from sessiontree import (
 )
 from sessiontree._json import loads
 
+from .backends import Backend, reopen, stored, stored_lines
 from .conftest import CONFORMANCE
 
 
@@ -114,22 +115,27 @@ def test_checkout_persists_the_leaf_in_a_marker(tmp_path: Path) -> None:
         assert reopened.checkout(reopened.leaf_id) is None  # already the last line: no marker
 
 
-def test_labels_and_names(tmp_path: Path) -> None:
-    with Session.create(tmp_path) as session:
+def test_labels_and_names(backend: Backend) -> None:
+    with backend.create() as session:
         a = session.append_message(UserMessage.of("q1"))
-        size = os.path.getsize(session.file or "")
+        before = stored(session)
         with pytest.raises(EntryNotFound):
             session.set_label("missing", "x")
-        assert os.path.getsize(session.file or "") == size
+        assert stored(session) == before
         session.set_label(a, "start")
         assert session.label(a) == "start"
         label_entry = session.entry(session.leaf_id or "")
         assert isinstance(label_entry, Label) and label_entry.target_id == a
         session.set_label(a, None)
         assert session.label(a) is None
-        assert "label" not in lines(session.file or "")[-1]
+        assert "label" not in loads(stored_lines(session)[-1])
         session.set_name("  My session  ")
         assert session.name == "My session"
+        with reopen(session) as again:
+            assert again.name == "My session" and again.label(a) is None
+        session.set_label(a, "again")
+        with reopen(session) as again:
+            assert again.label(a) == "again" and again.labels()[a][0] == "again"
         session.set_name("")
         assert session.name is None
 

@@ -14,6 +14,7 @@ from sessiontree.events import BeforeTreeResult, TreePreparation
 from sessiontree.navigation import NothingToPop
 from sessiontree.summarize import SummaryFailed
 
+from .backends import Backend, reopen, stored, stored_lines
 from .navhelpers import FailingSummarizer, ListSummarizer, reply, tool_result, user
 
 
@@ -30,8 +31,8 @@ def parent(session: Session, entry_id: str) -> str | None:
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> Session:
-    return Session.create(tmp_path, cwd="/home/dev/proj")
+def session(backend: Backend) -> Session:
+    return backend.create(cwd="/home/dev/proj")
 
 
 def numbered(session: Session) -> dict[int, str]:
@@ -154,8 +155,7 @@ def test_full_session_with_branching_example(session: Session) -> None:
     assert [m.get("summary") or m["content"][0]["text"] for m in messages] == [
         "Build a CLI", "I'll create...", "Attempted Node.js CLI with --verbose flag",
         "Use Rust instead", "Creating Rust CLI..."]
-    assert session.file is not None
-    stored = loads(Path(session.file).read_bytes().splitlines()[7])
+    stored = loads(stored_lines(session)[6])
     assert stored["type"] == "branch_summary" and stored["fromHook"] is True
     assert stored["fromId"] == e[6] and stored["parentId"] == e[2]
 
@@ -173,8 +173,7 @@ def test_pop_of_a_root_user_message_starts_a_new_root(session: Session) -> None:
 
 
 def snapshot(session: Session) -> tuple[bytes, str | None]:
-    assert session.file is not None
-    return Path(session.file).read_bytes() if Path(session.file).exists() else b"", session.leaf_id
+    return stored(session), session.leaf_id
 
 
 def test_popping_past_the_root(session: Session) -> None:

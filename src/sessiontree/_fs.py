@@ -9,7 +9,11 @@ import time
 
 from .errors import SessionLocked
 
-__all__ = ["atomic_write", "fsync_dir", "lock", "unlock", "write_new"]
+__all__ = ["atomic_write", "fsync_dir", "lock", "make_private_dirs", "unlock", "write_new"]
+
+FILE_MODE = 0o600
+"""Every file sessiontree creates (sessions, sidecars, backups, exports) is private to its user."""
+DIR_MODE = 0o700
 
 
 def fsync_dir(directory: str) -> None:
@@ -28,17 +32,34 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[written:]
 
 
-def write_new(path: str, data: bytes) -> str:
-    """Write ``data`` to a file that must not exist yet; ``path.1``, ``path.2``, ... if it does.
+def make_private_dirs(directory: str) -> None:
+    """Create ``directory`` and its missing parents, each ``0700`` (existing ones unchanged)."""
+    missing = []
+    current = os.path.abspath(directory)
+    while not os.path.isdir(current):
+        missing.append(current)
+        current = os.path.dirname(current)
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, DIR_MODE)
+        except FileExistsError:
+            pass
+
+
+def write_new(path: str, data: bytes, *, exclusive: bool = False) -> str:
+    """Write ``data`` to a file that must not exist yet; ``path.1``, ``path.2``, ... if it does
+    (or, with ``exclusive``, raise :class:`FileExistsError`).
 
     The file is fsynced before returning. Returns the path actually written.
     """
     candidate, n = path, 0
     while True:
         try:
-            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(candidate, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
             break
         except FileExistsError:
+            if exclusive:
+                raise
             n += 1
             candidate = f"{path}.{n}"
     try:
@@ -54,7 +75,7 @@ def atomic_write(path: str, data: bytes) -> None:
     """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder."""
     directory = os.path.dirname(os.path.abspath(path))
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         try:
             _write_all(fd, data)

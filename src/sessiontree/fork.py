@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from . import _json
-from ._fs import atomic_write
+from ._fs import atomic_write, make_private_dirs
 from ._time import iso_now, new_entry_id, uuid7
 from .entries import SessionHeader
 from .errors import InvalidEntry, SessionTreeError
@@ -185,7 +185,8 @@ def _cycle_free_lines(session: Session) -> list[bytes]:
 def _header(session: Session, cwd: str | None, *, with_parent: bool = True) -> SessionHeader:
     from msgspec import UNSET
 
-    parent = os.path.abspath(session.file) if with_parent and session.file else None
+    parent = (os.path.abspath(session.file) if session.file else session.url) if with_parent \
+        else None
     return SessionHeader(id=uuid7(), timestamp=iso_now(), cwd=cwd if cwd is not None else session.cwd,
                          parent_session=parent if parent else UNSET)
 
@@ -206,7 +207,7 @@ def _target_path(header: SessionHeader, path: str | os.PathLike[str] | None,
 
 def _write(header: SessionHeader, lines: Sequence[bytes], target: str) -> str:
     parent = os.path.dirname(os.path.abspath(target))
-    os.makedirs(parent, exist_ok=True)
+    make_private_dirs(parent)
     data = b"".join(line + b"\n" for line in (_json.dumps(header), *lines))
     atomic_write(target, data)
     return target
@@ -228,6 +229,25 @@ def _materialize(header: SessionHeader, lines: Sequence[bytes], *, in_memory: bo
 
         return Session(JsonlFile(target), header=header)
     return Session.open(_write(header, lines, target))
+
+
+def _into_store(session: Session, header: SessionHeader, lines: Sequence[bytes],
+                in_memory: bool, path: str | os.PathLike[str] | None,
+                directory: str | os.PathLike[str] | None) -> Session | None:
+    """A fork of a database session goes into the same store (unless told otherwise)."""
+    from .session import Session
+    from .stores.base import is_indexed
+
+    log = session._log
+    if in_memory or path is not None or directory is not None or not is_indexed(log):
+        return None
+    store = getattr(log, "store", None)
+    if store is None:
+        return None
+    if not lines:  # decision f: stored at its first entry
+        return Session(store.new_log(header), header=header)
+    store.import_lines(_json.dumps(header), lines)
+    return Session(store.open_log(header.id))
 
 
 def _before(session: Session, entry_id: str | None, mode: Literal["path", "all"],
@@ -274,12 +294,13 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
         ForkError: ``path`` exists.
     """
     session.entry(leaf_id)
-    memory = session.file is None if in_memory is None else in_memory
+    memory = session.url is None if in_memory is None else in_memory
     _before(session, leaf_id, "path", memory)
     lines, _ = branch_lines(session, leaf_id)
     header = _header(session, cwd, with_parent=not memory)
-    fork = _materialize(header, lines, in_memory=memory, path=path,
-                        directory=_default_directory(session, directory, cwd))
+    fork = _into_store(session, header, lines, memory, path, directory) or \
+        _materialize(header, lines, in_memory=memory, path=path,
+                     directory=_default_directory(session, directory, cwd))
     _after(session, fork, leaf_id, "path")
     return fork
 
@@ -343,8 +364,9 @@ def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,
     lines = _cycle_free_lines(session)
     header = _header(session, os.path.abspath(cwd) if cwd is not None else None,
                      with_parent=not in_memory)
-    fork = _materialize(header, lines, in_memory=in_memory, path=path,
-                        directory=_default_directory(session, directory, cwd))
+    fork = _into_store(session, header, lines, in_memory, path, directory) or \
+        _materialize(header, lines, in_memory=in_memory, path=path,
+                     directory=_default_directory(session, directory, cwd))
     _after(session, fork, None, "all")
     return fork
 

@@ -50,6 +50,7 @@ from .errors import (
     DuplicateId,
     EntryNotFound,
     InvalidEntry,
+    InvalidLocation,
     SessionNotFound,
     UnsupportedVersion,
 )
@@ -62,9 +63,10 @@ from .messages import (
     UnknownMessage,
     validate_message,
 )
-from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed
+from .stores.base import LoadResult, SessionListing, SessionLog, Store, is_indexed
 from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
 from .stores.memory import MemoryLog
+from .stores.url import is_url
 
 if TYPE_CHECKING:
     from .compaction import CompactionPreparation, CompactionSettings
@@ -127,6 +129,7 @@ class Session:
                  strict: bool = False, warn: bool = True) -> None:
         """Wrap an already-migrated log. Prefer :meth:`open`, :meth:`create`, :meth:`in_memory`."""
         self._log = log
+        self._owned_store: Store | None = None  # opened for this session: closed with it
         self.events = EventBus()
         """Hooks around navigation, forks, compaction and model context (:mod:`sessiontree.events`)."""
         self._index: EntryIndex
@@ -184,6 +187,8 @@ class Session:
         """
         from .migrate import migrate_file, needs_migration
 
+        if is_url(path):
+            return cls._open_stored(path, strict=strict, durable=durable, warn=warn)
         log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout)
         if not log.exists():
             raise SessionNotFound("no such session file", path=path)
@@ -209,10 +214,34 @@ class Session:
         return cls(log, strict=strict, warn=warn)
 
     @classmethod
+    def _open_stored(cls, url: str, *, strict: bool, durable: bool, warn: bool) -> Session:
+        """A session of a database store, by URL; closing the session closes the store."""
+        from .stores.url import open_store, parse_location
+
+        where = parse_location(url)
+        if where.session_id is None:
+            raise InvalidLocation(f"{url}: name the session with #SESSION_ID (see "
+                                  "'sessiontree ls URL')")
+        store = open_store(url, durable=durable)
+        try:
+            log = store.open_log(where.session_id)
+        except BaseException:
+            store.close()
+            raise
+        try:
+            session = cls(log, strict=strict, warn=warn)
+        except BaseException:
+            store.close()
+            raise
+        session._owned_store = store
+        return session
+
+    @classmethod
     def create(cls, directory: str | os.PathLike[str] | None = None, cwd: str | None = None, *,
                session_id: str | None = None, parent_session: str | None = None,
-               root: str | os.PathLike[str] | None = None, durable: bool = False) -> Session:
-        """Start a new session. No file exists until the first append (FORMAT.md 17 f).
+               root: str | os.PathLike[str] | None = None, durable: bool = False,
+               store: Store | str | None = None) -> Session:
+        """Start a new session. Nothing is stored until the first append (FORMAT.md 17 f).
 
         Args:
             directory: the folder for the file; default pi's folder for ``cwd`` under ``root``
@@ -220,15 +249,45 @@ class Session:
             cwd: the working directory recorded in the header (default: the current one).
             session_id: the session id (default: a new UUIDv7).
             parent_session: recorded in the header when this session was forked from another.
+            store: keep the session in this store instead of a file: a store object (left open
+                when the session closes) or a store URL such as ``sqlite:///sessions.db``
+                (closed with the session).
+
+        Raises:
+            InvalidLocation: a bad session id or store URL.
         """
         cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
         header = SessionHeader(id=session_id or uuid7(), timestamp=iso_now(), cwd=cwd,
                                parent_session=parent_session if parent_session else UNSET)
+        if store is not None:
+            return cls._create_stored(store, header, durable=durable)
         folder = Path(directory) if directory is not None else default_session_dir(cwd, root)
         log = JsonlFile(folder / session_file_name(header), durable=durable)
         if log.exists():
             raise InvalidEntry("a session file with this name already exists", path=log.path)
         return cls(log, header=header)
+
+    @classmethod
+    def _create_stored(cls, store: Store | str, header: SessionHeader, *,
+                       durable: bool) -> Session:
+        from .stores.base import has_logs
+        from .stores.url import open_store
+
+        owned = open_store(store, durable=durable) if isinstance(store, str) else None
+        target = owned if owned is not None else store
+        assert not isinstance(target, str)
+        if not has_logs(target):
+            raise InvalidLocation(f"{type(target).__name__} cannot hold a Session (it has no "
+                                  "open_log/new_log)")
+        try:
+            log = target.new_log(header)
+        except BaseException:
+            if owned is not None:
+                owned.close()
+            raise
+        session = cls(log, header=header)
+        session._owned_store = owned
+        return session
 
     @classmethod
     def in_memory(cls, cwd: str | None = None, *, session_id: str | None = None) -> Session:
@@ -240,8 +299,14 @@ class Session:
     # -- resources ------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Release the file. The session cannot be read or appended to afterwards."""
-        self._log.close()
+        """Release the file (or the store opened for it). The session cannot be read or appended
+        to afterwards."""
+        try:
+            self._log.close()
+        finally:
+            store, self._owned_store = self._owned_store, None
+            if store is not None:
+                store.close()
 
     def __enter__(self) -> Session:
         return self

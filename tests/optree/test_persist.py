@@ -34,6 +34,7 @@ from sessiontree.optree.persist import (
     optree_from_session,
 )
 
+from ..backends import Backend, reopen, stored_lines
 from .conftest import Clock, Ids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -108,12 +109,12 @@ def full_run(session: Session, clock: Clock, ids: Ids, **sink: Any) -> OpTreeBui
     return root
 
 
-def test_session_round_trip_rebuilds_the_tree(tmp_path: Path) -> None:
+def test_session_round_trip_rebuilds_the_tree(backend: Backend) -> None:
     clock, ids = Clock(), Ids()
-    session = Session.create(tmp_path)
+    session = backend.create()
     root = full_run(session, clock, ids)
     session.close()
-    with Session.open(session.file or "") as reopened:
+    with reopen(session) as reopened:
         loaded = optree_from_session(reopened, mark_open=False)
         customs = [e.custom_type for e in reopened.custom_entries("sessiontree.op")]
     assert loaded.problems == []
@@ -133,10 +134,10 @@ def test_loaded_tree_has_no_unfinished_marks_when_everything_ended(tmp_path: Pat
     assert not any(run.unfinished for run in tree.runs.values())
 
 
-def test_events_are_small_and_carry_version_run_and_time(tmp_path: Path) -> None:
-    session = Session.create(tmp_path)
+def test_events_are_small_and_carry_version_run_and_time(backend: Backend) -> None:
+    session = backend.create()
     root = full_run(session, Clock(), Ids())
-    lines = Path(session.file or "").read_bytes().splitlines()
+    lines = stored_lines(session)
     customs = [json.loads(line) for line in lines if b'"customType":"sessiontree.op' in line]
     assert all(c["data"]["v"] == 1 and "run" in c["data"] for c in customs)
     begin = next(c for c in customs if c["customType"] == "sessiontree.op.begin")
@@ -153,11 +154,11 @@ def test_events_are_small_and_carry_version_run_and_time(tmp_path: Path) -> None
     assert max(len(line) for line in lines if b"sessiontree.op" in line) < 1200
 
 
-def test_context_is_the_same_with_and_without_op_events(tmp_path: Path) -> None:
+def test_context_is_the_same_with_and_without_op_events(backend: Backend) -> None:
     clock, ids = Clock(), Ids()
-    with_ops = Session.create(tmp_path / "a")
+    with_ops = backend.create()
     full_run(with_ops, clock, ids)
-    plain = Session.create(tmp_path / "b")
+    plain = backend.create()
     clock = Clock()
     plain.append_message(UserMessage(content="fix the tests", timestamp=clock.now))
     clock.advance(120)
@@ -282,11 +283,11 @@ def test_end_snapshot_is_checked_against_the_fold() -> None:
          "in tokens_in")]
 
 
-def test_batched_logs_fold_to_the_same_tree(tmp_path: Path) -> None:
+def test_batched_logs_fold_to_the_same_tree(backend: Backend) -> None:
     clock, ids = Clock(), Ids()
-    session = Session.create(tmp_path)
+    session = backend.create()
     root = full_run(session, clock, ids, batch=8)
-    with Session.open(session.file or "") as reopened:
+    with reopen(session) as reopened:
         entries = list(reopened.custom_entries("sessiontree.op"))
         loaded = optree_from_session(reopened, mark_open=False)
     ends = {e.data["opId"]: i for i, e in enumerate(entries)

@@ -13,7 +13,7 @@ import click
 
 from ..errors import SessionTreeError
 
-__all__ = ["cli", "echo_json", "json_option", "open_session", "reports_errors"]
+__all__ = ["SESSION", "SESSION_MAYBE", "cli", "echo_json", "json_option", "open_session", "reports_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -49,8 +49,45 @@ def reports_errors(func: F) -> F:
 json_option = click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 
 
+class SessionLocation(click.ParamType):  # type: ignore[type-arg]  # generic in click 8.2+
+    """A session: a ``.jsonl`` file (that exists, with ``exists``; else opening it reports a
+    missing file), or a database URL naming one with ``#SESSION_ID`` (``sqlite:///x.db#ID``,
+    ``postgresql://.../db#ID``)."""
+
+    name = "session"
+
+    def __init__(self, *, exists: bool) -> None:
+        self.exists = exists
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> str:
+        from ..stores.url import is_url, parse_location
+
+        text: str = os.fspath(value)
+        if is_url(text):
+            try:
+                where = parse_location(text)
+            except SessionTreeError as exc:
+                self.fail(str(exc), param, ctx)
+            if where.session_id is None:
+                self.fail(f"{text}: name the session with #SESSION_ID (see 'sessiontree ls "
+                          "URL')", param, ctx)
+            return text
+        if self.exists and not os.path.exists(text):
+            self.fail(f"File {text!r} does not exist.", param, ctx)
+        if os.path.isdir(text):
+            self.fail(f"{text} is a folder: name a session file", param, ctx)
+        return text
+
+
+SESSION = SessionLocation(exists=True)
+"""A session argument that must exist (a file) or name one (a URL)."""
+SESSION_MAYBE = SessionLocation(exists=False)
+"""A session argument whose file is checked when it is opened (SessionNotFound, exit 1)."""
+
+
 def open_session(path: str, **kwargs: Any) -> Any:
-    """Open a session, printing load problems to stderr as one warning line."""
+    """Open a session (a file or a database URL with ``#SESSION_ID``), printing load problems
+    to stderr as one warning line."""
     from ..session import LoadWarning, Session
     from ._progress import loading
 

@@ -10,7 +10,7 @@ import click
 
 from ..errors import MissingExtra
 from ..views import FILTER_MODES, FilterMode
-from ._app import cli, reports_errors
+from ._app import SESSION, cli, reports_errors
 
 __all__ = ["browse"]
 
@@ -20,7 +20,7 @@ def _summarizer_name(spec: str | None) -> str:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.argument("file", type=SESSION)
 @click.option("--summarizer", "summarizer_spec", metavar="SPEC", default=None,
               envvar="SESSIONTREE_SUMMARIZER", show_envvar=True,
               help="Who writes branch summaries when you choose to summarize: 'offline' "

@@ -12,7 +12,7 @@ from typing import Any
 import click
 
 from .. import _json
-from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._app import SESSION, cli, echo_json, json_option, open_session, reports_errors
 
 __all__ = ["compact"]
 
@@ -31,7 +31,7 @@ def _preparation_json(prep: Any) -> dict[str, Any]:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.argument("file", type=SESSION)
 @click.option("--keep-recent-tokens", type=click.IntRange(min=0), default=20000, show_default=True,
               metavar="N", help="About how many tokens of the newest messages to keep verbatim.")
 @click.option("--reserve-tokens", type=click.IntRange(min=1), default=16384, show_default=True,

@@ -15,12 +15,13 @@ from .. import _json
 from ..errors import CorruptHeader, SessionTreeError
 from ..views import FILTER_MODES, FilterMode, ViewNode, filter_tree, flatten
 from ._address import ENTRY_HELP, by_label_option, entry_option_value, pick_entry
-from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._app import SESSION_MAYBE, cli, echo_json, json_option, open_session, reports_errors
 from ._render import render_row
 
 __all__ = ["context", "demo", "label", "ls", "migrate", "repair", "tree", "verify"]
 
 FILE = click.argument("file", type=click.Path(dir_okay=False))
+SESSION_ARG = click.argument("file", type=SESSION_MAYBE)
 
 
 def _console() -> Console:
@@ -113,7 +114,7 @@ def demo(directory: str | None) -> None:
 
 
 @cli.command()
-@FILE
+@SESSION_ARG
 @click.option("--filter", "mode", type=click.Choice(FILTER_MODES), default="all", show_default=True,
               help="What to show (as the browser's ctrl+o): default hides labels, custom and "
                    "settings entries; no-tools also tool results; user-only; labeled-only; all.")
@@ -148,7 +149,7 @@ def tree(file: str, mode: FilterMode, search: str | None, max_depth: int | None,
 
 
 @cli.command(epilog=ENTRY_HELP)
-@FILE
+@SESSION_ARG
 @click.option("--leaf", "leaf_id", metavar="ID", help="Build from this entry (default: the leaf).")
 @json_option
 @reports_errors
@@ -188,15 +189,21 @@ _TIME_LEGEND = {"created": "* no user or assistant message yet: the time the ses
 def ls(directory: str | None, as_json: bool) -> None:
     """List the sessions in DIRECTORY, newest first (default: pi's folder for the current
     working directory): the time of the last message, the entry count, the name (or the first
-    user message) and the file.
+    user message) and the file. DIRECTORY may be a store URL (sqlite:///x.db,
+    postgresql://...): its sessions table is read, no entry is scanned.
 
     An empty or (for the default folder) missing folder prints "no sessions in DIR" and exits 0.
     """
     from ..describe import one_line
     from ..stores.jsonl import default_session_dir, list_sessions
+    from ..stores.url import is_url, open_store
 
     folder = directory or str(default_session_dir(os.getcwd()))
-    listings = list_sessions(folder) if directory or os.path.isdir(folder) else []
+    if is_url(folder):
+        with open_store(folder, read_only=True) as store:
+            listings = store.list_sessions()
+    else:
+        listings = list_sessions(folder) if directory or os.path.isdir(folder) else []
     if as_json:
         echo_json(_json.dumps(msgspec.to_builtins(listings)))
         return
@@ -265,7 +272,7 @@ def verify(file: str, as_json: bool) -> None:
 
 
 @cli.command(epilog=ENTRY_HELP)
-@FILE
+@SESSION_ARG
 @click.argument("entry_id", metavar="ID", required=False)
 @click.argument("text", required=False)
 @by_label_option

@@ -23,7 +23,7 @@ import msgspec
 
 from .. import _json
 from ._address import ENTRY_HELP, entry_option_value
-from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._app import SESSION, cli, echo_json, json_option, open_session, reports_errors
 from ._progress import copying, progress
 
 if TYPE_CHECKING:
@@ -161,7 +161,7 @@ entry (--subtree ID).
 Formats:
 {chr(10).join(f'  {name:<6} {fmt.description}' for name, fmt in FORMATS.items())}
 """, epilog=ENTRY_HELP)
-@click.argument("file", type=click.Path(dir_okay=False, exists=True))
+@click.argument("file", type=SESSION)
 @click.option("--format", "fmt", type=click.Choice(list(FORMATS)), default=None,
               help="The output format (default: from OUT's extension, else html).")
 @click.option("--branch", metavar="ID", help="Only the path from the root to entry ID.")

@@ -12,7 +12,7 @@ import click
 
 from .. import _json
 from ._address import ENTRY_HELP, by_label_option, pick_entry
-from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._app import SESSION, cli, echo_json, json_option, open_session, reports_errors
 from ._progress import copying
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["checkout", "cherry_pick", "fork", "pop"]
 
-FILE = click.argument("file", type=click.Path(dir_okay=False, exists=True))
+FILE = click.argument("file", type=SESSION)
 summarizer_option = click.option(
     "--summarizer", "summarizer_spec", metavar="SPEC", default=None,
     help="Who writes the summary: 'offline' (default, no model), 'openai:MODEL' or "

@@ -7,7 +7,7 @@ from typing import Any
 import click
 
 from .. import _json
-from ._app import cli, echo_json, json_option, open_session, reports_errors
+from ._app import SESSION_MAYBE, cli, echo_json, json_option, open_session, reports_errors
 
 __all__ = ["ops"]
 
@@ -26,7 +26,7 @@ def _totals_rows(tree: Any) -> list[dict[str, Any]]:
 
 
 @cli.command("ops")
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=SESSION_MAYBE)
 @json_option
 @click.option("--style", type=click.Choice(["tree", "compat"]), default="tree", show_default=True,
               help="tree: every sub-agent run in full with its totals; compat: ai-agent's "

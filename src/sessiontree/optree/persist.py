@@ -25,6 +25,7 @@ from typing import Any
 import msgspec
 
 from .. import _json
+from .._fs import atomic_write, make_private_dirs
 from ..errors import SessionTreeError
 from . import events as ev
 from ._apply import apply_event, mark_unfinished
@@ -125,12 +126,10 @@ class SessionSink:
             return data
         digest = hashlib.sha256(body).hexdigest()
         folder = blob_dir(file)
-        folder.mkdir(exist_ok=True)
+        make_private_dirs(str(folder))
         target = folder / f"{digest}.json"
         if not target.exists():
-            tmp = folder / f".{digest}.{os.getpid()}.tmp"
-            tmp.write_bytes(body)
-            os.replace(tmp, target)
+            atomic_write(str(target), body)
         payload = data["payload"]
         text = payload if isinstance(payload, str) else body.decode("utf-8", "surrogatepass")
         out = {k: v for k, v in data.items() if k != "payload"}

@@ -13,8 +13,7 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import cast
 
@@ -22,7 +21,17 @@ from .. import _fs, _json
 from .._scan import FileRecord, Problem, Record, Scanner, read_at
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
-from ..errors import ConcurrentModification, CorruptHeader, SessionNotFound, SessionTreeError
+from ..errors import (
+    ConcurrentModification,
+    CopyRefused,
+    CorruptHeader,
+    DuplicateId,
+    InvalidEntry,
+    ReadOnlyStore,
+    SessionNotFound,
+    SessionTreeError,
+)
+from ._sql_common import check_session_id
 from .base import LoadResult, SessionListing
 
 __all__ = [
@@ -58,9 +67,10 @@ class JsonlFile:
     """One session file, read by byte offsets and appended to under a lock."""
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = False,
-                 lock_timeout: float = 10.0) -> None:
+                 lock_timeout: float = 10.0, read_only: bool = False) -> None:
         self.path = os.fspath(path)
         self.durable = durable
+        self.read_only = read_only
         self.lock_timeout = lock_timeout
         self._read_fd: int | None = None
         self._write_fd: int | None = None
@@ -115,12 +125,16 @@ class JsonlFile:
     # -- appending -----------------------------------------------------------------------------
 
     def begin_append(self) -> LoadResult | None:
+        if self.read_only:
+            raise ReadOnlyStore("the session was opened read-only; nothing was written",
+                                path=self.path)
         if self._write_fd is None:
             if not self.exists():
                 if self._identity is not None:
                     raise ConcurrentModification("the session file was removed", path=self.path)
-                os.makedirs(os.path.dirname(os.path.abspath(self.path)), exist_ok=True)
-            self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+                _fs.make_private_dirs(os.path.dirname(os.path.abspath(self.path)))
+            self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                     _fs.FILE_MODE)
         _fs.lock(self._write_fd, self.path, self.lock_timeout)
         self._locked = True
         try:
@@ -269,41 +283,112 @@ def list_sessions(directory: str | os.PathLike[str]) -> list[SessionListing]:
 
 
 class JsonlStore:
-    """A folder of session files (one per session, named ``<timestamp>_<id>.jsonl``): a :class:`Store`."""
+    """A folder of session files (one per session, named ``<timestamp>_<id>.jsonl``): a :class:`Store`.
 
-    def __init__(self, directory: str | os.PathLike[str]) -> None:
+    Session ids are validated before they become file names, so nothing is written outside the
+    folder; files are created ``0600`` and the folder ``0700``.
+    """
+
+    def __init__(self, directory: str | os.PathLike[str], *, read_only: bool = False,
+                 durable: bool = False) -> None:
+        """Args:
+            directory: the folder (created on the first write).
+            read_only: refuse every write with :class:`~sessiontree.errors.ReadOnlyStore`.
+            durable: fsync every append.
+        """
         self.directory = Path(directory)
+        self.read_only = read_only
+        self.durable = durable
+
+    @property
+    def url(self) -> str:
+        return str(self.directory)
+
+    def session_url(self, session_id: str) -> str:
+        return str(self._path(session_id))
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStore("the store was opened read-only; nothing was written",
+                                path=self.directory)
 
     def _path(self, session_id: str) -> Path:
+        check_session_id(session_id)
         matches = sorted(self.directory.glob(f"*_{glob_escape(session_id)}.jsonl"))
         if not matches:
             raise SessionNotFound(f"no session {session_id} in this folder", path=self.directory)
         return matches[-1]
 
+    def _new_path(self, header: SessionHeader) -> Path:
+        check_session_id(header.id)
+        _fs.make_private_dirs(str(self.directory))
+        return self.directory / session_file_name(header)
+
     def create(self, header: SessionHeader) -> str:
-        self.directory.mkdir(parents=True, exist_ok=True)
-        path = self.directory / session_file_name(header)
-        _fs.write_new(str(path), _json.dumps(header) + b"\n")
+        self._writable()
+        _fs.write_new(str(self._new_path(header)), _json.dumps(header) + b"\n", exclusive=True)
         return header.id
 
-    def append(self, session_id: str,
-               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
+    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
         from ..session import Session
 
-        with Session.open(self._path(session_id), warn=False) as session:
+        self._writable()
+        with Session(self.open_log(session_id), warn=False) as session:
             session.extend(entries)
 
     def read(self, session_id: str) -> Iterator[AnyEntry]:
         from ..session import Session
 
-        with Session.open(self._path(session_id), warn=False) as session:
+        with Session(self.open_log(session_id), warn=False) as session:
             yield from session.entries()
 
     def list_sessions(self) -> list[SessionListing]:
         return list_sessions(self.directory) if self.directory.is_dir() else []
 
     def delete(self, session_id: str) -> None:
+        self._writable()
         self._path(session_id).unlink()
+
+    def open_log(self, session_id: str) -> JsonlFile:
+        """The file of a stored session (read-only stores hand out read-only logs)."""
+        return JsonlFile(self._path(session_id), durable=self.durable, read_only=self.read_only)
+
+    def new_log(self, header: SessionHeader) -> JsonlFile:
+        """The file for a new session, written at its first append."""
+        self._writable()
+        return JsonlFile(self._new_path(header), durable=self.durable)
+
+    def session_ids(self) -> list[str]:
+        """The ids of the session files in the folder (from their names), sorted."""
+        if not self.directory.is_dir():
+            return []
+        return sorted({f.name[:-len(".jsonl")].split("_", 1)[1]
+                       for f in self.directory.glob("*_*.jsonl")})
+
+    def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
+        """A session's header line and entry lines, exact bytes, in file order.
+
+        Raises:
+            CopyRefused: the file has lines that are not entries of its tree (corrupt, torn,
+                duplicate ids, parent cycles) or an old format version: ``repair`` or
+                ``migrate`` it first, so that nothing is silently left behind.
+        """
+        return read_exact_lines(self._path(session_id))
+
+    def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
+        """Write a whole session file at once (atomically); returns its id."""
+        from ..session import _typed_header
+
+        self._writable()
+        data = _json.loads(header_line)
+        if not isinstance(data, dict):
+            raise InvalidEntry("the header line is not a session header")
+        header = _typed_header(data)
+        path = self._new_path(header)
+        if path.exists():
+            raise DuplicateId(f"session {header.id} is already in this folder", path=path)
+        _fs.atomic_write(str(path), b"".join(line + b"\n" for line in (header_line, *lines)))
+        return header.id
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own file."""
@@ -313,6 +398,33 @@ class JsonlStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def read_exact_lines(path: str | os.PathLike[str]) -> tuple[bytes, Iterator[bytes]]:
+    """The header line and the entry lines of a session file, exact bytes; refuses a file that
+    would not come back byte for byte from them (see :meth:`JsonlStore.export_lines`)."""
+    from ..entries import CURRENT_VERSION
+    from ..session import Session
+
+    with Session.open(path, migrate=False, warn=False) as session:
+        if session.problems:
+            first = session.problems[0]
+            raise CopyRefused(f"{len(session.problems)} problem(s), first: line {first.line} "
+                              f"{first.kind}: {first.reason}; run 'sessiontree repair' first",
+                              path=path)
+        with open(path, "rb") as stream:
+            raw = stream.read()
+        if raw.startswith(b"\xef\xbb\xbf") or b"\r\n" in raw or b"\n\n" in raw or \
+                (raw and not raw.endswith(b"\n")):
+            raise CopyRefused("the file has a byte order mark, CRLF line endings, blank lines or "
+                              "no final newline, which a copy would not keep; run "
+                              "'sessiontree repair' first", path=path)
+        header = raw[:raw.index(b"\n")]
+        version = session.header.version
+        if isinstance(version, int) and version < CURRENT_VERSION:
+            raise CopyRefused("an old format version: run 'sessiontree migrate' first", path=path)
+        lines = [session.raw_line(i) for i in session.ids()]
+    return header, iter(lines)
 
 
 def glob_escape(text: str) -> str:

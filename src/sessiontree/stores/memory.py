@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Iterator, Sequence
 
 from .. import _json
 from .._scan import FileRecord, Record, Scanner
 from ..entries import AnyEntry, SessionHeader
-from ..errors import SessionNotFound
+from ..errors import DuplicateId, SessionNotFound
+from ._sql_common import check_session_id
 from .base import LoadResult, SessionListing
 
 __all__ = ["MemoryLog", "MemoryStore"]
@@ -83,11 +83,40 @@ class MemoryStore:
             raise SessionNotFound(f"no session {session_id} in this store") from None
 
     def create(self, header: SessionHeader) -> str:
-        self._logs[header.id] = MemoryLog([_json.dumps(header)])
+        self._logs[check_session_id(header.id)] = MemoryLog([_json.dumps(header)])
         return header.id
 
-    def append(self, session_id: str,
-               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
+    def open_log(self, session_id: str) -> MemoryLog:
+        """The log of a stored session (the same object every time)."""
+        return self.log(check_session_id(session_id))
+
+    def new_log(self, header: SessionHeader) -> MemoryLog:
+        """An empty log kept under the header's id (the header is written at the first append)."""
+        log = self._logs[check_session_id(header.id)] = MemoryLog()
+        return log
+
+    def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
+        """The header line and entry lines, as stored."""
+        lines = self.open_log(session_id).lines
+        return lines[0], iter(lines[1:])
+
+    def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
+        """Keep a whole session's lines; returns its id."""
+        header = _json.loads(header_line)
+        session_id = check_session_id(header.get("id") if isinstance(header, dict) else None)
+        if session_id in self._logs:
+            raise DuplicateId(f"session {session_id} is already in this store")
+        self._logs[session_id] = MemoryLog([header_line, *lines])
+        return session_id
+
+    @property
+    def url(self) -> str:
+        return "memory:"
+
+    def session_url(self, session_id: str) -> str:
+        return f"memory:{session_id}"
+
+    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
         from ..session import Session
 
         session = Session(self.log(session_id))
@@ -113,3 +142,9 @@ class MemoryStore:
 
     def close(self) -> None:
         self._logs.clear()
+
+    def __enter__(self) -> MemoryStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,475 @@
+"""The database stores' shared engine: :class:`SqlStore` (the :class:`~.base.Store` methods,
+listing, deletion, pruning, copying lines) and :class:`SqlLog` (one session, an
+:class:`~.base.IndexedLog`), over a driver-specific :meth:`SqlStore._transaction`.
+
+Invariants:
+* Every statement is one of :mod:`._sql_common`'s, with bound parameters.
+* An append runs in one transaction that first locks the session's row (``FOR UPDATE`` in
+  PostgreSQL, ``BEGIN IMMEDIATE`` in SQLite), so appenders to one session serialize; it inserts
+  the entries and updates the session's row (counts, name, listing fields) before committing.
+  The append lands under the parent its line names (the caller's leaf) or raises: the session
+  was deleted or re-created meanwhile (:class:`~sessiontree.errors.ConcurrentModification`), or
+  an id is taken (:class:`~sessiontree.errors.DuplicateId`); nothing is written then.
+* A store opened read-only refuses every write with
+  :class:`~sessiontree.errors.ReadOnlyStore` before touching the database.
+* Lines are stored and returned as their exact bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
+
+from .. import _json
+from .._scan import Record
+from ..entries import AnyEntry, SessionHeader
+from ..errors import (
+    ConcurrentModification,
+    ReadOnlyStore,
+    SessionNotFound,
+)
+from ._sql_common import (
+    Dialect,
+    ParentInfo,
+    SessionState,
+    check_session_id,
+    envelopes,
+    listing_from_row,
+    plan_rows,
+    record_from_row,
+)
+from .base import LoadResult, LogHead, SessionListing
+
+if TYPE_CHECKING:
+    from ..session import Session
+
+__all__ = ["SqlLog", "SqlStore"]
+
+_READ_AHEAD = 512
+_CACHE_LIMIT = 8192
+
+
+class SqlStore(ABC):
+    """Sessions in a database; subclasses supply the connection and the dialect."""
+
+    dialect: Dialect
+    read_only: bool = False
+    durable: bool = True
+
+    # -- what a driver supplies -------------------------------------------------------------
+
+    @abstractmethod
+    def _transaction(self) -> AbstractContextManager[Any]:
+        """A connection inside a write transaction: committed on a clean exit, rolled back on
+        an exception; errors translated (:meth:`_errors`)."""
+
+    @abstractmethod
+    def _reading(self) -> AbstractContextManager[Any]:
+        """A connection for reads (each statement sees committed data)."""
+
+    @abstractmethod
+    def _errors(self) -> AbstractContextManager[None]:
+        """Translate the driver's exceptions into sessiontree's."""
+
+    @property
+    @abstractmethod
+    def url(self) -> str:
+        """The store's address (without a session id)."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release connections."""
+
+    def _wait_for_change(self, session_id: str, timeout: float) -> None:
+        """Block until ``session_id`` may have new entries, or ``timeout`` seconds pass."""
+        time.sleep(timeout)
+
+    # -- helpers -------------------------------------------------------------------------------
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStore("the store was opened read-only; nothing was written",
+                                path=self.url)
+
+    def session_url(self, session_id: str) -> str:
+        """The address of one session of this store (``<store url>#<id>``)."""
+        return f"{self.url}#{session_id}"
+
+    def _query(self, name: str, params: dict[str, Any]) -> list[Any]:
+        with self._errors(), self._reading() as conn:
+            return list(conn.execute(self.dialect[name], params).fetchall())
+
+    def _migrate(self, conn: Any) -> int:
+        """Apply the migrations this database lacks, each in the open transaction; returns the
+        version reached."""
+        d = self.dialect
+        conn.execute(d["create_migrations"])
+        version = conn.execute(d["version"]).fetchone()[0]
+        for number, script in enumerate(d.migrations[version:], start=version + 1):
+            for statement in script:
+                conn.execute(statement)
+            conn.execute(d["insert_version"], {"v": number})
+        return len(d.migrations)
+
+    def schema_version(self) -> int:
+        """The schema version of the database (0 before :meth:`setup`)."""
+        with self._errors(), self._reading() as conn:
+            conn.execute(self.dialect["create_migrations"]) if not self.read_only else None
+            return int(conn.execute(self.dialect["version"]).fetchone()[0])
+
+    # -- the Store protocol --------------------------------------------------------------------
+
+    def create(self, header: SessionHeader) -> str:
+        """Register a new session (its header row); returns its id.
+
+        Raises:
+            InvalidLocation: the id is not a valid session id.
+            DuplicateId: a session with this id exists.
+        """
+        self._writable()
+        state = SessionState.new(_json.dumps(header))
+        with self._transaction() as conn:
+            conn.execute(self.dialect["insert_session"], state.params())
+        return state.session_id
+
+    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
+        """Append entries as they are (ids and parents kept); parents must be stored already
+        or come earlier in ``entries``."""
+        from ..session import Session
+
+        with Session(self.open_log(session_id), warn=False) as session:
+            session.extend(entries)
+
+    def read(self, session_id: str) -> Iterator[AnyEntry]:
+        """Every entry of a session in append order."""
+        from ..session import Session
+
+        with Session(self.open_log(session_id), warn=False) as session:
+            yield from session.entries()
+
+    def list_sessions(self, *, cwd: str | None = None, limit: int | None = None
+                      ) -> list[SessionListing]:
+        """Sessions newest first (by latest message), from the sessions table.
+
+        Args:
+            cwd: only the sessions of this working directory.
+            limit: at most this many.
+        """
+        params: dict[str, Any] = {"limit": limit if limit is not None else 2**62}
+        if cwd is not None:
+            params["cwd"] = cwd
+        rows = self._query("list" if cwd is None else "list_cwd", params)
+        return [listing_from_row(row, self.session_url(row[0])) for row in rows]
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session and its entries, in one transaction.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        self._writable()
+        check_session_id(session_id)
+        params = {"sid": session_id}
+        with self._transaction() as conn:
+            if conn.execute(self.dialect["lock"], params).fetchone() is None:
+                raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+            conn.execute(self.dialect["delete_entries"], params)
+            conn.execute(self.dialect["delete_session"], params)
+
+    def __enter__(self) -> SqlStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- more than the protocol ------------------------------------------------------------------
+
+    def session_ids(self) -> list[str]:
+        """Every stored session id, sorted."""
+        return [row[0] for row in self._query("ids", {})]
+
+    def older_than(self, cutoff_ms: int) -> list[str]:
+        """Ids of the sessions whose latest activity is before ``cutoff_ms`` (epoch ms)."""
+        return [row[0] for row in self._query("older_than", {"ms": cutoff_ms})]
+
+    def open_log(self, session_id: str) -> SqlLog:
+        """The log of a stored session.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        log = SqlLog(self, check_session_id(session_id))
+        if log.head().header is None:
+            raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+        return log
+
+    def new_log(self, header: SessionHeader) -> SqlLog:
+        """The log of a new session, stored at its first append."""
+        return SqlLog(self, check_session_id(header.id))
+
+    def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
+        """A session's header line and its entry lines in append order, as stored.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        rows = self._query("head", {"sid": check_session_id(session_id)})
+        if not rows:
+            raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+
+        def lines() -> Iterator[bytes]:
+            after = 0
+            while True:
+                batch = self._query("all_lines", {"sid": session_id, "seq": after,
+                                                  "limit": 2000})
+                for (line,) in batch:
+                    yield bytes(line)
+                if len(batch) < 2000:
+                    return
+                after += len(batch)
+
+        return bytes(rows[0][1]), lines()
+
+    def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
+        """Store a whole session (header and entry lines, exact bytes) in one transaction.
+
+        Entries may name a parent that is not there (an orphan, as files may hold); ids must
+        be unique.
+
+        Returns:
+            The session id.
+
+        Raises:
+            DuplicateId: the session or an entry id exists already.
+            InvalidEntry: a line that is not an entry, or a bad header.
+        """
+        self._writable()
+        state = SessionState.new(header_line)
+        records = envelopes(lines)
+        with self._transaction() as conn:
+            conn.execute(self.dialect["insert_session"], state.params())
+            rows = plan_rows(state, lines, records, {}, orphans=True)
+            for start in range(0, len(rows), 1000):
+                conn.cursor().executemany(self.dialect["insert_entry"],
+                                 [row.params for row in rows[start:start + 1000]])
+            conn.execute(self.dialect["update_session"], state.params())
+        return state.session_id
+
+    def follow(self, session_id: str, after_seq: int, *, poll: float = 0.2,
+               stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[Record, bytes]]:
+        """Yield ``(envelope, line)`` for every entry appended after ``after_seq``, as they land,
+        until ``stop()`` is true (checked whenever nothing new came)."""
+        while True:
+            rows = self._query("after_lines", {"sid": session_id, "seq": after_seq,
+                                               "limit": 1000})
+            for row in rows:
+                after_seq = row[0]
+                yield record_from_row(row), bytes(row[11])
+            if not rows:
+                if stop():
+                    return
+                self._wait_for_change(session_id, poll)
+
+
+class SqlLog:
+    """One stored session, read by indexed queries and appended to in transactions."""
+
+    def __init__(self, store: SqlStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self._created: str | None = None  # the header time we saw: tells a re-created session
+        self._last_seq = 0
+        self._state: SessionState | None = None
+        self._tx: AbstractContextManager[Any] | None = None
+        self._conn: Any = None
+        self._lines: dict[int, bytes] = {}
+        self._order: dict[int, int] = {}  # seq -> position in _sequence, for reading ahead
+        self._sequence: Sequence[Record] = ()
+
+    @property
+    def location(self) -> None:
+        return None
+
+    @property
+    def url(self) -> str:
+        return self.store.session_url(self.session_id)
+
+    def _params(self, **extra: Any) -> dict[str, Any]:
+        return {"sid": self.session_id, **extra}
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def head(self) -> LogHead:
+        rows = self.store._query("head", self._params())
+        if not rows:
+            return LogHead(None, 0, None, None)
+        state = SessionState.from_row(rows[0])
+        self._created = state.created
+        self._last_seq = state.last_seq
+        last = None
+        if state.last_seq:
+            found = self.store._query("by_seq", self._params(seq=state.last_seq))
+            last = record_from_row(found[0]) if found else None
+        header = _json.loads(state.header)
+        return LogHead(header if isinstance(header, dict) else None, state.entry_count, last,
+                       state.name)
+
+    def listing(self) -> SessionListing:
+        rows = self.store._query("head", self._params())
+        if not rows:
+            raise SessionNotFound(f"no session {self.session_id} in this store", path=self.url)
+        return listing_from_row(rows[0], self.url)
+
+    def _remember(self, records: Sequence[Record]) -> None:
+        self._sequence = records
+        self._order = {rec.line: i for i, rec in enumerate(records)}
+
+    def load(self) -> LoadResult:
+        rows = self.store._query("after", self._params(seq=0))
+        records = [record_from_row(row) for row in rows]
+        self._remember(records)
+        head = self.store._query("head", self._params())
+        header = _json.loads(head[0][1]) if head else None
+        if records:
+            self._last_seq = max(self._last_seq, records[-1].line - 1)
+        return LoadResult(header if isinstance(header, dict) else None, 1, records, [])
+
+    def record(self, entry_id: str) -> Record | None:
+        rows = self.store._query("by_id", self._params(id=entry_id))
+        return record_from_row(rows[0]) if rows else None
+
+    def path(self, leaf_id: str) -> list[Record]:
+        rows = self.store._query("path", self._params(id=leaf_id, limit=2**31))
+        records = [record_from_row(row) for row in rows]
+        self._remember(records)
+        return records
+
+    def label(self, entry_id: str) -> tuple[str, str | None] | None:
+        rows = self.store._query("label", self._params(id=entry_id))
+        if not rows or not rows[0][0]:
+            return None
+        return rows[0][0], rows[0][1]
+
+    def read(self, record: Record) -> bytes:
+        seq = record.line - 1
+        line = self._lines.get(seq)
+        if line is None:
+            self._fetch(seq)
+            line = self._lines[seq]
+        return line
+
+    def _fetch(self, seq: int) -> None:
+        """Read ``seq``'s line and the next ones of the last path or load (read-ahead)."""
+        position = self._order.get(seq + 1)
+        if position is None:
+            wanted = [seq]
+        else:
+            window = self._sequence[max(0, position - 8):position + _READ_AHEAD]
+            wanted = [rec.line - 1 for rec in window if rec.line - 1 not in self._lines]
+        if len(self._lines) + len(wanted) > _CACHE_LIMIT:
+            self._lines.clear()
+        seqs: Any = wanted if self.store.dialect.driver == "postgres" else json.dumps(wanted)
+        for found_seq, line in self.store._query("lines", self._params(seqs=seqs)):
+            self._lines[found_seq] = bytes(line)
+        if seq not in self._lines:
+            raise ConcurrentModification(f"entry line {seq + 1} is no longer stored (the session "
+                                         "was deleted)", path=self.url)
+
+    # -- appending -------------------------------------------------------------------------------
+
+    def begin_append(self) -> LoadResult | None:
+        self.store._writable()
+        self._tx = self.store._transaction()
+        self._conn = self._tx.__enter__()
+        try:
+            return self._catch_up()
+        except BaseException as exc:
+            self._abort(exc)
+            raise
+
+    def _catch_up(self) -> LoadResult | None:
+        row = self._conn.execute(self.store.dialect["lock"], self._params()).fetchone()
+        if row is None:
+            self._state = None
+            if self._created is not None:
+                raise ConcurrentModification(f"session {self.session_id} was deleted",
+                                             path=self.url)
+            return None
+        state = self._state = SessionState.from_row(row)
+        if self._created is not None and state.created != self._created:
+            raise ConcurrentModification(f"session {self.session_id} was deleted and created "
+                                         "again", path=self.url)
+        fresh: LoadResult | None = None
+        if self._created is None or state.last_seq > self._last_seq:
+            rows = self._conn.execute(self.store.dialect["after"],
+                                      self._params(seq=self._last_seq)).fetchall()
+            header = _json.loads(state.header) if self._created is None else None
+            fresh = LoadResult(header if isinstance(header, dict) else None, 1,
+                               [record_from_row(r) for r in rows], [])
+        self._created = state.created
+        self._last_seq = state.last_seq
+        return fresh
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+        assert self._conn is not None, "write() outside begin_append()"
+        conn, d = self._conn, self.store.dialect
+        state = self._state
+        new_session = state is None
+        if state is None:
+            if header_line is None:
+                raise ValueError("the log has no header and none was given")
+            state = SessionState.new(header_line)
+            if state.session_id != self.session_id:
+                raise ValueError("the header's id is not this log's session id")
+        records = envelopes(lines)
+        parents: dict[str, ParentInfo] = {}
+        batch = {rec.id for rec in records}
+        for rec in records:
+            parent = rec.parent_id
+            if parent is not None and parent not in batch and parent not in parents:
+                found = conn.execute(d["parent"], self._params(id=parent)).fetchone()
+                if found is not None:
+                    parents[parent] = ParentInfo(found[0], found[1], bool(found[2]))
+        rows = plan_rows(state, lines, records, parents)
+        if new_session:
+            conn.execute(d["insert_session"], state.params())
+        if rows:
+            conn.cursor().executemany(d["insert_entry"], [row.params for row in rows])
+        conn.execute(d["update_session"], state.params())
+        if d.driver == "postgres":
+            conn.execute(d["notify"], self._params())
+        self._commit()
+        self._created = state.created
+        self._last_seq = state.last_seq
+        for row in rows:
+            self._lines[row.record.line - 1] = row.params["line"]
+        return [row.record for row in rows]
+
+    def _commit(self) -> None:
+        tx, self._tx, self._conn = self._tx, None, None
+        assert tx is not None
+        tx.__exit__(None, None, None)
+
+    def _abort(self, exc: BaseException | None) -> None:
+        tx, self._tx, self._conn = self._tx, None, None
+        if tx is not None:
+            tx.__exit__(type(exc) if exc else RuntimeError, exc or RuntimeError("aborted"), None)
+
+    def end_append(self) -> None:
+        if self._tx is not None:  # write() did not commit: roll back
+            self._abort(None)
+
+    def close(self) -> None:
+        self.end_append()
+        self._lines.clear()
+
+    # -- following -------------------------------------------------------------------------------
+
+    def follow(self, after_line: int, *, poll: float = 0.2,
+               stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[Record, bytes]]:
+        """Entries appended after line ``after_line``, as they land (see :meth:`SqlStore.follow`)."""
+        return self.store.follow(self.session_id, max(0, after_line - 1), poll=poll, stop=stop)

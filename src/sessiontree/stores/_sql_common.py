@@ -1,0 +1,377 @@
+"""What the SQLite and PostgreSQL stores share, with no I/O: the schema and its migrations,
+every statement, and the mapping between rows, envelopes and listings.
+
+Schema (both databases; ``session_id`` leads every key, so on Citus it is the distribution
+column and every statement but the listing is routed to one shard):
+
+* ``sessiontree_sessions``: one row per session: the header line's exact bytes, the fields a
+  listing shows (cwd, name, first user message, counts, latest activity) and ``last_seq``;
+  updated in the transaction that appends.
+* ``sessiontree_entries``: one row per entry, keyed ``(session_id, id)``: its exact line bytes,
+  its envelope (type, parent id, timestamp, role, label fields), its append order ``seq``
+  (1, 2, ...; the entry's line number in the JSONL form is ``seq + 1``) and its ``segment``.
+* ``sessiontree_migrations``: the schema versions applied.
+
+Segments make the root-to-leaf path an indexed query that does not walk entry by entry. An
+entry appended under the newest entry of a segment (its tail) joins that segment; any other
+entry starts a new segment (``segment`` = its own ``seq``). A segment is therefore a chain,
+and the path to an entry is: the entries of its segment up to it, then the same for the
+segment holding the parent of the segment's first entry, and so on; a recursive query over
+segments (one step per branch point on the path, not per entry), each step an index range scan.
+
+Statements use ``:name`` parameters; :func:`dialect` renders them for the driver. Every value is
+a bound parameter: no statement is built from data.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .. import _json
+from .._listing import ListingStats, message_of
+from .._scan import Record, _Role, envelope
+from .._time import iso_to_ms
+from .._tree import js_trim
+from ..errors import InvalidEntry, InvalidLocation
+from .base import SessionListing
+
+__all__ = [
+    "ENTRY_COLUMNS",
+    "Dialect",
+    "NewRow",
+    "ParentInfo",
+    "SessionState",
+    "check_session_id",
+    "dialect",
+    "listing_from_row",
+    "plan_rows",
+    "record_from_row",
+    "session_row",
+]
+
+Driver = Literal["sqlite", "postgres"]
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_session_id(session_id: object) -> str:
+    """A session id safe as a file name part and a key: 1-128 of ``A-Z a-z 0-9 . _ -``, not
+    starting with a dot, dash or underscore.
+
+    Raises:
+        InvalidLocation: anything else.
+    """
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', '_' "
+                              "and '-', at most 128, starting with a letter or digit)")
+    return session_id
+
+
+# -- the schema --------------------------------------------------------------------------------
+
+_MIGRATIONS = [
+    # v1: sessions, entries with segments, and the indexes every query uses
+    """
+    CREATE TABLE sessiontree_sessions (
+        session_id TEXT NOT NULL PRIMARY KEY,
+        header {blob} NOT NULL,
+        cwd TEXT NOT NULL,
+        created TEXT NOT NULL,
+        parent_session TEXT,
+        name TEXT,
+        first_message TEXT NOT NULL DEFAULT '',
+        message_count BIGINT NOT NULL DEFAULT 0,
+        entry_count BIGINT NOT NULL DEFAULT 0,
+        last_seq BIGINT NOT NULL DEFAULT 0,
+        modified_ms BIGINT NOT NULL
+    );
+    CREATE INDEX sessiontree_sessions_recent ON sessiontree_sessions (modified_ms DESC, session_id);
+    CREATE INDEX sessiontree_sessions_cwd ON sessiontree_sessions (cwd, modified_ms DESC);
+    CREATE TABLE sessiontree_entries (
+        session_id TEXT NOT NULL,
+        id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        segment BIGINT NOT NULL,
+        parent_id TEXT,
+        type TEXT NOT NULL,
+        timestamp TEXT,
+        role TEXT,
+        custom_type TEXT,
+        target_id TEXT,
+        label TEXT,
+        name TEXT,
+        line {blob} NOT NULL,
+        PRIMARY KEY (session_id, id)
+    );
+    CREATE UNIQUE INDEX sessiontree_entries_seq ON sessiontree_entries (session_id, seq);
+    CREATE INDEX sessiontree_entries_segment ON sessiontree_entries (session_id, segment, seq);
+    CREATE INDEX sessiontree_entries_labels ON sessiontree_entries (session_id, target_id, seq)
+        WHERE type = 'label';
+    """,
+]
+"""Schema versions, in order: a migration's position (from 1) is its version. Never edit one
+that shipped; append a new one."""
+
+CREATE_MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS sessiontree_migrations (v INTEGER PRIMARY KEY)"
+SELECT_VERSION = "SELECT COALESCE(MAX(v), 0) FROM sessiontree_migrations"
+INSERT_VERSION = "INSERT INTO sessiontree_migrations (v) VALUES (:v)"
+
+ENTRY_COLUMNS = "seq, segment, id, parent_id, type, timestamp, role, custom_type, target_id, label, name"
+_ENVELOPE = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
+_SESSION_COLUMNS = ("session_id, header, cwd, created, parent_session, name, first_message, "
+                    "message_count, entry_count, last_seq, modified_ms")
+
+_STATEMENTS = {
+    "head": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE session_id = :sid",
+    "lock": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE session_id = :sid{{lock}}",
+    "by_seq": f"SELECT {ENTRY_COLUMNS} FROM sessiontree_entries WHERE session_id = :sid AND seq = :seq",
+    "by_id": f"SELECT {ENTRY_COLUMNS} FROM sessiontree_entries WHERE session_id = :sid AND id = :id",
+    "after": f"SELECT {ENTRY_COLUMNS} FROM sessiontree_entries WHERE session_id = :sid AND seq > :seq "
+             "ORDER BY seq",
+    "after_lines": f"SELECT {ENTRY_COLUMNS}, line FROM sessiontree_entries "
+                   "WHERE session_id = :sid AND seq > :seq ORDER BY seq LIMIT :limit",
+    "all_lines": "SELECT line FROM sessiontree_entries WHERE session_id = :sid AND seq > :seq "
+                 "ORDER BY seq LIMIT :limit",
+    "path": f"""
+        WITH RECURSIVE chain (segment, upto, depth) AS (
+            SELECT segment, seq, 0 FROM sessiontree_entries WHERE session_id = :sid AND id = :id
+            UNION ALL
+            SELECT p.segment, p.seq, c.depth + 1
+            FROM chain c
+            JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
+            JOIN sessiontree_entries p ON p.session_id = :sid AND p.id = f.parent_id
+            WHERE c.depth < :limit
+        )
+        SELECT {_ENVELOPE} FROM chain c
+        JOIN sessiontree_entries e ON e.session_id = :sid AND e.segment = c.segment
+            AND e.seq <= c.upto
+        ORDER BY c.depth DESC, e.seq""",
+    "label": "SELECT label, timestamp FROM sessiontree_entries WHERE session_id = :sid "
+             "AND type = 'label' AND target_id = :id ORDER BY seq DESC LIMIT 1",
+    "parent": """
+        SELECT p.seq, p.segment, NOT EXISTS (
+            SELECT 1 FROM sessiontree_entries x
+            WHERE x.session_id = :sid AND x.segment = p.segment AND x.seq > p.seq)
+        FROM sessiontree_entries p WHERE p.session_id = :sid AND p.id = :id""",
+    "insert_entry": f"INSERT INTO sessiontree_entries ({ENTRY_COLUMNS}, session_id, line) VALUES "
+                    "(:seq, :segment, :id, :parent_id, :type, :timestamp, :role, :custom_type, "
+                    ":target_id, :label, :name, :sid, :line)",
+    "insert_session": f"INSERT INTO sessiontree_sessions ({_SESSION_COLUMNS}) VALUES (:sid, :header, "
+                      ":cwd, :created, :parent_session, :name, :first_message, :message_count, "
+                      ":entry_count, :last_seq, :modified_ms)",
+    "update_session": "UPDATE sessiontree_sessions SET name = :name, first_message = :first_message, "
+                      "message_count = :message_count, entry_count = :entry_count, "
+                      "last_seq = :last_seq, modified_ms = :modified_ms WHERE session_id = :sid",
+    "list": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions "
+            "ORDER BY modified_ms DESC, session_id LIMIT :limit",
+    "list_cwd": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE cwd = :cwd "
+                "ORDER BY modified_ms DESC, session_id LIMIT :limit",
+    "older_than": "SELECT session_id FROM sessiontree_sessions WHERE modified_ms < :ms "
+                  "ORDER BY modified_ms, session_id",
+    "ids": "SELECT session_id FROM sessiontree_sessions ORDER BY session_id",
+    "delete_entries": "DELETE FROM sessiontree_entries WHERE session_id = :sid",
+    "delete_session": "DELETE FROM sessiontree_sessions WHERE session_id = :sid",
+    "notify": "SELECT pg_notify('sessiontree', :sid)",
+}
+
+_LINES = {
+    "sqlite": "SELECT seq, line FROM sessiontree_entries WHERE session_id = :sid "
+              "AND seq IN (SELECT value FROM json_each(:seqs))",
+    "postgres": "SELECT seq, line FROM sessiontree_entries WHERE session_id = :sid AND seq = ANY(:seqs)",
+}
+
+_PARAM = re.compile(r"(?<![:\w]):([a-z_]+)")
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """Every statement rendered for one driver (``?``-style names for sqlite3, ``%(name)s`` for
+    psycopg); ``migrations`` is the list of schema scripts, each a list of statements."""
+
+    driver: Driver
+    statements: Mapping[str, str]
+    migrations: Sequence[Sequence[str]]
+
+    def __getitem__(self, name: str) -> str:
+        return self.statements[name]
+
+
+def _render(sql: str, driver: Driver) -> str:
+    return sql if driver == "sqlite" else _PARAM.sub(r"%(\1)s", sql)
+
+
+def dialect(driver: Driver) -> Dialect:
+    """The statements and migrations for ``sqlite`` (stdlib sqlite3) or ``postgres`` (psycopg)."""
+    blob = "BLOB" if driver == "sqlite" else "BYTEA"
+    lock = "" if driver == "sqlite" else " FOR UPDATE"  # SQLite locks with BEGIN IMMEDIATE
+    texts = {**_STATEMENTS, "lines": _LINES[driver], "lock": _STATEMENTS["lock"].format(lock=lock),
+             "create_migrations": CREATE_MIGRATIONS_TABLE, "version": SELECT_VERSION,
+             "insert_version": INSERT_VERSION}
+    migrations = [[s.strip() for s in script.format(blob=blob).split(";") if s.strip()]
+                  for script in _MIGRATIONS]
+    return Dialect(driver, {k: _render(v, driver) for k, v in texts.items()},
+                   [[_render(s, driver) for s in m] for m in migrations])
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+
+def record_from_row(row: Sequence[Any]) -> Record:
+    """An envelope from the first columns of a row selected as :data:`ENTRY_COLUMNS`."""
+    seq, _segment, entry_id, parent, kind, timestamp, role, custom, target, label, name = row[:11]
+    return Record(type=kind, id=entry_id, parent_id=parent, timestamp=timestamp,
+                  message=_Role(role) if role is not None else None, custom_type=custom,
+                  target_id=target, label=label, name=name, line=seq + 1)
+
+
+@dataclass
+class SessionState:
+    """A session's row, as read under its lock and as the append will leave it."""
+
+    session_id: str
+    header: bytes
+    cwd: str
+    created: str
+    parent_session: str | None
+    name: str | None
+    stats: ListingStats
+    entry_count: int
+    last_seq: int
+    modified_ms: int
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> SessionState:
+        (sid, header, cwd, created, parent, name, first, messages, entries, last_seq,
+         modified) = row
+        return cls(sid, bytes(header), cwd, created, parent, name,
+                   ListingStats(messages, first, modified), entries, last_seq, modified)
+
+    @classmethod
+    def new(cls, header_line: bytes) -> SessionState:
+        """The state of a session whose header line is being stored now."""
+        header = _json.loads(header_line)
+        if not isinstance(header, dict) or header.get("type") != "session":
+            raise InvalidEntry("the header line is not a session header")
+        sid = check_session_id(header.get("id"))
+
+        def text(key: str) -> str | None:
+            value = header.get(key)
+            return value if isinstance(value, str) else None
+
+        created = text("timestamp") or ""
+        modified = iso_to_ms(created) or 0
+        return cls(sid, header_line, text("cwd") or "", created, text("parentSession") or None,
+                   None, ListingStats(), 0, 0, modified)
+
+    def params(self) -> dict[str, Any]:
+        """The parameters of ``insert_session`` and ``update_session``."""
+        modified = self.stats.modified if self.stats.modified is not None else self.modified_ms
+        return {"sid": self.session_id, "header": self.header, "cwd": self.cwd,
+                "created": self.created, "parent_session": self.parent_session, "name": self.name,
+                "first_message": self.stats.first, "message_count": self.stats.messages,
+                "entry_count": self.entry_count, "last_seq": self.last_seq, "modified_ms": modified}
+
+
+def session_row(state: SessionState) -> dict[str, Any]:
+    return state.params()
+
+
+def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:
+    """A listing from a row selected as the sessions table's columns."""
+    state = SessionState.from_row(row)
+    return SessionListing(
+        path=url, id=state.session_id, cwd=state.cwd, name=state.name,
+        parent_session=state.parent_session, created=state.created,
+        modified_ms=state.modified_ms, message_count=state.stats.messages,
+        entry_count=state.entry_count, first_message=state.stats.first or "(no messages)")
+
+
+# -- appends -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ParentInfo:
+    """Where a stored parent is: its seq and segment, and whether it is its segment's tail."""
+
+    seq: int
+    segment: int
+    is_tail: bool
+
+
+@dataclass(frozen=True)
+class NewRow:
+    """One entry about to be inserted, and its envelope as the session will index it."""
+
+    params: dict[str, Any]
+    record: Record
+
+
+def envelopes(lines: Sequence[bytes]) -> list[Record]:
+    """The envelopes of lines to append.
+
+    Raises:
+        InvalidEntry: a line that is not an entry.
+    """
+    out = []
+    for line in lines:
+        rec = envelope(line)
+        if rec is None:
+            raise InvalidEntry(f"not an entry line: {line[:80]!r}")
+        out.append(rec)
+    return out
+
+
+def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Record],
+              parents: Mapping[str, ParentInfo], *, orphans: bool = False) -> list[NewRow]:
+    """The rows for ``lines`` appended to ``state`` (updated in place: counts, name, listing).
+
+    Args:
+        state: the session as read under its lock.
+        lines: the entry lines, in order.
+        records: their envelopes.
+        parents: what the database says of each parent not among ``lines``.
+        orphans: allow a parent that is nowhere (copying a file whose entry lost its parent);
+            otherwise that raises.
+
+    Raises:
+        InvalidEntry: a parent that is not in the session (without ``orphans``).
+    """
+    rows: list[NewRow] = []
+    tails: dict[int, int] = {}  # segment -> seq of its newest entry, for segments touched here
+    placed: dict[str, tuple[int, int]] = {}  # id -> (seq, segment) of the lines before
+    for line, rec in zip(lines, records):
+        seq = state.last_seq + 1
+        segment = seq
+        parent = rec.parent_id
+        if parent is not None:
+            if parent in placed:
+                p_seq, p_segment = placed[parent]
+                if tails.get(p_segment) == p_seq:
+                    segment = p_segment
+            elif parent in parents:
+                info = parents[parent]
+                if info.is_tail and info.segment not in tails:
+                    segment = info.segment
+            elif not orphans:
+                raise InvalidEntry(f"parent {parent} of {rec.id} is not in the session",
+                                   entry_id=rec.id)
+        tails[segment] = seq
+        placed[rec.id] = (seq, segment)
+        state.last_seq = seq
+        state.entry_count += 1
+        if rec.type == "session_info":
+            state.name = js_trim(rec.name or "") or None
+        elif rec.type == "message":
+            message = message_of(line)
+            if message is not None:
+                state.stats.add(rec.timestamp, message)
+        rec.line = seq + 1
+        rows.append(NewRow({
+            "sid": state.session_id, "seq": seq, "segment": segment, "id": rec.id,
+            "parent_id": rec.parent_id, "type": rec.type, "timestamp": rec.timestamp,
+            "role": rec.role, "custom_type": rec.custom_type, "target_id": rec.target_id,
+            "label": rec.label, "name": rec.name, "line": line}, rec))
+    return rows

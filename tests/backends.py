@@ -1,0 +1,134 @@
+"""One session API, every backend: the fixtures that run a suite over memory, JSONL, SQLite and
+PostgreSQL (``SESSIONTREE_TEST_POSTGRES``; each test run gets its own schema, dropped at the
+end; set but unreachable fails the run, never skips it)."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from sessiontree import Session
+from sessiontree.stores.memory import MemoryLog
+
+BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
+POSTGRES_ENV = "SESSIONTREE_TEST_POSTGRES"
+
+
+def postgres_dsn() -> str | None:
+    return os.environ.get(POSTGRES_ENV) or None
+
+
+@pytest.fixture(scope="session")
+def postgres_url() -> Iterator[str]:
+    """A ``postgresql://...?schema=<random>`` URL for this test run; the schema is dropped at
+    the end. Skips without ``SESSIONTREE_TEST_POSTGRES``; fails when it is set but down."""
+    dsn = postgres_dsn()
+    if dsn is None:
+        pytest.skip(f"{POSTGRES_ENV} is not set")
+    import psycopg
+
+    try:
+        admin = psycopg.connect(dsn, autocommit=True, connect_timeout=5)
+    except psycopg.OperationalError as exc:
+        pytest.fail(f"{POSTGRES_ENV}={dsn} is set but the server cannot be reached: {exc}")
+    schema = f"sessiontree_test_{uuid.uuid4().hex[:12]}"
+    separator = "&" if "?" in dsn else "?"
+    try:
+        yield f"{dsn}{separator}schema={schema}"
+    finally:
+        admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        admin.close()
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
+    """A schema of its own for one test (an empty store), dropped after it."""
+    import psycopg
+
+    base, _, _ = postgres_url.rpartition("schema=")
+    schema = f"sessiontree_test_{uuid.uuid4().hex[:12]}"
+    try:
+        yield f"{base}schema={schema}"
+    finally:
+        with psycopg.connect(postgres_dsn() or "", autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+class Backend:
+    """Creates and reopens sessions on one backend."""
+
+    def __init__(self, kind: str, tmp_path: Path, postgres: str | None) -> None:
+        self.kind = kind
+        self.tmp_path = tmp_path
+        self.store: Any = None
+        if kind == "sqlite":
+            from sessiontree.stores.sqlite import SqliteStore
+
+            self.store = SqliteStore.open(tmp_path / "sessions.db")
+        elif kind == "postgres":
+            from sessiontree.stores.postgres import PostgresStore
+
+            assert postgres is not None
+            self.store = PostgresStore.from_url(postgres)
+        self._count = 0
+
+    def create(self, cwd: str = "/home/dev/proj") -> Session:
+        self._count += 1
+        if self.kind == "memory":
+            return Session.in_memory(cwd=cwd)
+        if self.kind == "jsonl":
+            return Session.create(self.tmp_path / f"s{self._count}", cwd=cwd)
+        return Session.create(cwd=cwd, store=self.store)
+
+    def reopen(self, session: Session, **kwargs: Any) -> Session:
+        return reopen(session, **kwargs)
+
+    def lines(self, session: Session) -> list[bytes]:
+        return stored_lines(session)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
+    kind = request.param
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    backend = Backend(kind, tmp_path, url)
+    request.addfinalizer(backend.close)
+    return backend
+
+
+def reopen(session: Session, **kwargs: Any) -> Session:
+    """The same session opened afresh (what a restart sees)."""
+    log = session._log
+    if isinstance(log, MemoryLog):
+        return Session(MemoryLog(log.lines), **kwargs)
+    if session.file is not None:
+        return Session.open(session.file, **kwargs)
+    return Session(log.store.open_log(session.id), **kwargs)  # type: ignore[attr-defined]
+
+
+def stored_lines(session: Session) -> list[bytes]:
+    """The session's stored entry lines, exact bytes, in stored order (``[]`` before the
+    first append)."""
+    log = session._log
+    if isinstance(log, MemoryLog):
+        return log.lines[1:]
+    if session.file is not None:
+        path = Path(session.file)
+        return path.read_bytes().splitlines()[1:] if path.exists() else []
+    store = log.store  # type: ignore[attr-defined]
+    if session.id not in store.session_ids():
+        return []
+    return list(store.export_lines(session.id)[1])
+
+
+def stored(session: Session) -> bytes:
+    """Everything stored for the session, to compare before and after an operation."""
+    return b"\n".join(stored_lines(session))
