@@ -209,6 +209,9 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
         "export": ["export", file, "--format", "md"],
         "compact": ["compact", file, "--dry-run", "--keep-recent-tokens", "1"],
         "ops": ["ops", file],
+        "import": ["import", "--from", "responses",
+                   str(Path(__file__).parent / "importers" / "responses-items.json"),
+                   "--to", str(tmp_path / "imported")],
         "--help": ["--help"],
     }
 

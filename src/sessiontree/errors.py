@@ -17,6 +17,7 @@
     ├── CopyRefused            a session a copy would not reproduce byte for byte
     ├── ReadOnlyStore          a write to a store opened read-only
     ├── StoreUnavailable       the database could not be reached or the connection was lost
+    ├── MalformedSource        an imported file (another tool's format) that cannot be read
     └── MissingExtra           an optional dependency is not installed
 
 Each error carries the fields that locate it (``path``, ``lineno``, ``entry_id``) and a
@@ -38,6 +39,7 @@ __all__ = [
     "InvalidEntry",
     "InvalidMessage",
     "InvalidLocation",
+    "MalformedSource",
     "MissingExtra",
     "ReadOnlyStore",
     "SessionLocked",
@@ -187,6 +189,34 @@ class StoreUnavailable(SessionTreeError):
     The call that raised wrote nothing it did not report (a transaction that did not commit
     is rolled back by the server); retrying once the server is back is safe.
     """
+
+
+class MalformedSource(SessionTreeError, ValueError):
+    """A file being imported from another tool is malformed or truncated; nothing was written.
+
+    Attributes:
+        format: the source format (``claude-code``, ``chatgpt``, ``open-webui``, ``responses``).
+        column: the 1-based column of a syntax error, when known.
+        position: where in the document the problem is, as a JSON path (``$[2].mapping.a1``),
+            when the JSON parses but does not have the format's shape.
+    """
+
+    def __init__(self, reason: str, *, format: str, path: str | os.PathLike[str] | None = None,
+                 lineno: int | None = None, column: int | None = None,
+                 position: str | None = None) -> None:
+        self.format = format
+        self.column = column
+        self.position = position
+        super().__init__(reason, path=path, lineno=lineno)
+
+    def _format(self) -> str:
+        where = " ".join(part for part in (self.path, f"line {self.lineno}" if self.lineno else "")
+                         if part)
+        if self.column is not None:
+            where += f", column {self.column}"
+        if self.position is not None:
+            where += f" at {self.position}"
+        return f"{where.strip()}: {self.reason}" if where.strip() else self.reason
 
 
 class MissingExtra(SessionTreeError, ImportError):

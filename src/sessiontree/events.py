@@ -22,6 +22,15 @@ Events (name: payload -> what a handler may return):
 * ``session_compact``: :class:`CompactEvent` -> nothing
 * ``context``: :class:`ContextEvent` -> :class:`ContextResult`, a message list, or ``None``
 
+Around the agent loop (:mod:`sessiontree.agent`; the payload and result types live there):
+
+* ``before_agent_start``: a prompt was submitted, nothing written yet -> may add a custom
+  message (written after the prompt) or change the system prompt for this run
+* ``turn_start`` / ``turn_end``: one model call and its tool calls -> nothing
+* ``tool_call``: a tool is about to run -> may block it (``block=True``, the model gets the
+  reason as an error result) or rewrite its arguments
+* ``tool_result``: a tool ran -> may replace its result
+
 Rules:
 
 * Handlers run in subscription order. For a ``session_before_*`` event the first result with
@@ -29,6 +38,10 @@ Rules:
   last non-``None`` result is the one used (pi's rule). A cancelled operation writes nothing
   and leaves the leaf where it was; the operation (``navigate_tree``, ``pop``, the forks,
   ``compact``) then raises :class:`OperationCancelled` naming the handler.
+* ``before_agent_start``, ``tool_call`` and ``tool_result`` decide like ``session_before_*``
+  events (a result with ``block=True`` stops like ``cancel=True``); a handler that raises
+  stops that step with :class:`HookFailed`. ``turn_start`` and ``turn_end`` are notifications
+  like the after-events.
 * ``context`` handlers are chained: each gets the messages the previous one returned. They work
   on fresh copies of the messages, so nothing they do changes the session.
 * A handler may be a plain function or a coroutine function. The async operations
@@ -67,6 +80,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AFTER_EVENTS",
+    "AGENT_DECISIONS",
+    "AGENT_NOTIFICATIONS",
     "BEFORE_EVENTS",
     "EVENTS",
     "BranchEvent",
@@ -94,11 +109,16 @@ EventName = Literal[
     "session_before_branch", "session_branch",
     "session_before_compact", "session_compact",
     "context",
+    "before_agent_start", "turn_start", "turn_end", "tool_call", "tool_result",
 ]
 
 BEFORE_EVENTS = frozenset({"session_before_tree", "session_before_branch", "session_before_compact"})
 AFTER_EVENTS = frozenset({"session_tree", "session_branch", "session_compact"})
-EVENTS = BEFORE_EVENTS | AFTER_EVENTS | {"context"}
+AGENT_DECISIONS = frozenset({"before_agent_start", "tool_call", "tool_result"})
+AGENT_NOTIFICATIONS = frozenset({"turn_start", "turn_end"})
+EVENTS = BEFORE_EVENTS | AFTER_EVENTS | {"context"} | AGENT_DECISIONS | AGENT_NOTIFICATIONS
+_DECIDING = BEFORE_EVENTS | AGENT_DECISIONS
+_NOTIFYING = AFTER_EVENTS | AGENT_NOTIFICATIONS
 
 
 # -- errors -------------------------------------------------------------------------------------
@@ -116,7 +136,7 @@ class HookFailed(SessionTreeError):
     def __init__(self, event: str, handler: str, error: BaseException) -> None:
         self.event = event
         self.handler = handler
-        outcome = ("the operation had already been written and stands" if event in AFTER_EVENTS
+        outcome = ("the operation had already been written and stands" if event in _NOTIFYING
                    else "the operation was cancelled and nothing was written")
         super().__init__(f"{event} handler {handler} raised {type(error).__name__}: {error}; "
                          f"{outcome}")
@@ -411,6 +431,11 @@ def _context_messages(result: Any, current: list[AgentMessage]) -> list[AgentMes
                     f"not {type(result).__name__}")
 
 
+def _stops(result: Any) -> bool:
+    """Whether a deciding handler's result ends the round (``cancel=True`` or ``block=True``)."""
+    return bool(getattr(result, "cancel", False) or getattr(result, "block", False))
+
+
 class EventBus:
     """Handlers by event name; see the module documentation for the rules.
 
@@ -531,9 +556,9 @@ class EventBus:
         decider: str | None = None
         for handler in self.handlers(event):
             result = self._call(event, handler, payload, None)
-            if event in BEFORE_EVENTS and result is not None:
+            if event in _DECIDING and result is not None:
                 chosen, decider = result, handler_name(handler)
-                if getattr(result, "cancel", False):
+                if _stops(result):
                     break
         return chosen, decider
 
@@ -571,9 +596,9 @@ class EventBus:
         decider: str | None = None
         for handler in self.handlers(event):
             result = await self._acall(event, handler, payload, None)
-            if event in BEFORE_EVENTS and result is not None:
+            if event in _DECIDING and result is not None:
                 chosen, decider = result, handler_name(handler)
-                if getattr(result, "cancel", False):
+                if _stops(result):
                     break
         return chosen, decider
 
@@ -612,7 +637,7 @@ class EventBus:
     def _failed(self, event: str, handler: Handler, exc: Exception) -> None:
         error = HookFailed(event, handler_name(handler), exc)
         error.__cause__ = exc
-        if event not in AFTER_EVENTS:
+        if event not in _NOTIFYING:
             raise error
         if self.on_error is not None:
             self.on_error(error)

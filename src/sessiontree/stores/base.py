@@ -17,7 +17,7 @@ every backend offers; stores only persist entries. Optional abilities are sub-pr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 import msgspec
@@ -141,8 +141,10 @@ class Store(Protocol):
     def create(self, header: SessionHeader) -> str:
         """Register a new session; returns its id. Nothing else is written until the first append."""
 
-    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
-        """Append entries, in order, to a session."""
+    def append(self, session_id: str,
+               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
+        """Append entries, in order, to a session: typed entries or on-disk dicts (written as
+        given, unknown fields included), ids and parents kept."""
 
     def read(self, session_id: str) -> Iterator[AnyEntry]:
         """Every entry of a session in stored order."""

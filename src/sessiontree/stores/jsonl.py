@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 from pathlib import Path
 from typing import cast
 
@@ -329,7 +330,8 @@ class JsonlStore:
         _fs.write_new(str(self._new_path(header)), _json.dumps(header) + b"\n", exclusive=True)
         return header.id
 
-    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
+    def append(self, session_id: str,
+               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
         from ..session import Session
 
         self._writable()

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from .. import _json
 from .._scan import FileRecord, Record, Scanner
@@ -116,7 +117,8 @@ class MemoryStore:
     def session_url(self, session_id: str) -> str:
         return f"memory:{session_id}"
 
-    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
+    def append(self, session_id: str,
+               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
         from ..session import Session
 
         session = Session(self.log(session_id))

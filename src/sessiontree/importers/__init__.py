@@ -1,0 +1,204 @@
+"""Importers: other tools' conversations as sessiontree sessions, every branch kept.
+
+::
+
+    from sessiontree.importers import import_file
+
+    result = import_file("chatgpt", "conversations.json", "sessions/")
+    print(result.summary())
+
+Formats (see each module for what maps to what): ``claude-code`` (a Claude Code session
+``.jsonl``), ``chatgpt`` (ChatGPT's ``conversations.json``), ``open-webui`` (an Open WebUI chat
+export) and ``responses`` (a JSON array of OpenAI Responses / Agents SDK input items).
+
+Invariants:
+* The whole source is read and checked before anything is written: a malformed or truncated file
+  raises :class:`~sessiontree.errors.MalformedSource` (file, line and column or JSON path) and
+  writes nothing; each session is written all at once or not at all.
+* A conversation imported before (same format and source id, so the same session id) is not
+  imported again: the result says so, and whether the source changed since.
+* Every session opens in pi with the source's current leaf as its leaf.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .._time import uuid7
+from ..stores.base import Store
+from ..stores.jsonl import JsonlStore, default_session_dir
+from ._build import (
+    IMPORT_CUSTOM_TYPE,
+    SourceConversation,
+    build_session,
+    session_id_for,
+)
+from ._read import SourceFile
+from ._write import earlier_import, save_session
+from .chatgpt import parse_chatgpt
+from .claude_code import parse_claude_code
+from .open_webui import parse_open_webui
+from .responses import parse_responses
+
+__all__ = [
+    "FORMATS",
+    "IMPORT_CUSTOM_TYPE",
+    "ImportResult",
+    "ImportedSession",
+    "import_file",
+    "parse_file",
+]
+
+FORMATS: dict[str, Callable[[SourceFile], list[SourceConversation]]] = {
+    "claude-code": parse_claude_code,
+    "chatgpt": parse_chatgpt,
+    "open-webui": parse_open_webui,
+    "responses": parse_responses,
+}
+"""Format name -> the parser of its files."""
+
+
+@dataclass(frozen=True)
+class ImportedSession:
+    """One source conversation and what became of it.
+
+    Attributes:
+        source_id: the conversation's id in the source.
+        title: its title there, if any.
+        session_id: the session's id (also the id of the earlier import when skipped).
+        location: where the session is (a file path for JSONL stores); ``None`` when skipped
+            and the store cannot say.
+        status: ``"imported"``, or ``"skipped"`` when imported before.
+        changed: for a skipped conversation, whether the source differs from the earlier import.
+        counts: entries by kind (``message:user``, ``message:assistant``, ``compaction``...).
+        unmapped: what had no pi equivalent and was kept as custom entries or source fields.
+        branches: leaves of the imported tree (1 for a linear conversation).
+        leaf_id: the session's leaf entry (the source's current leaf).
+        notes: repairs the import made (orphans, cycles, a missing current leaf).
+    """
+
+    source_id: str
+    title: str | None
+    session_id: str
+    location: str | None
+    status: str
+    changed: bool = False
+    counts: dict[str, int] = field(default_factory=dict)
+    unmapped: dict[str, int] = field(default_factory=dict)
+    branches: int = 0
+    leaf_id: str | None = None
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    """What one import did: a row per source conversation."""
+
+    format: str
+    source: str
+    sessions: list[ImportedSession]
+
+    @property
+    def imported(self) -> list[ImportedSession]:
+        return [s for s in self.sessions if s.status == "imported"]
+
+    @property
+    def skipped(self) -> list[ImportedSession]:
+        return [s for s in self.sessions if s.status == "skipped"]
+
+    def summary(self) -> str:
+        """A few human-readable lines: totals, then one line per session."""
+        totals: dict[str, int] = {}
+        unmapped: dict[str, int] = {}
+        for item in self.imported:
+            for key, value in item.counts.items():
+                totals[key] = totals.get(key, 0) + value
+            for key, value in item.unmapped.items():
+                unmapped[key] = unmapped.get(key, 0) + value
+        lines = [f"{self.source} ({self.format}): {len(self.imported)} imported, "
+                 f"{len(self.skipped)} already imported"]
+        if totals:
+            lines.append("  entries: " + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
+        if unmapped:
+            lines.append("  kept unmapped: " + ", ".join(f"{k} {v}"
+                                                         for k, v in sorted(unmapped.items())))
+        for item in self.sessions:
+            name = f" {item.title!r}" if item.title else ""
+            if item.status == "skipped":
+                state = "source changed since" if item.changed else "unchanged"
+                lines.append(f"  skipped{name}: already imported as {item.session_id} ({state})")
+            else:
+                lines.append(f"  {item.location}{name}: {sum(item.counts.values())} entries, "
+                             f"{item.branches} branch(es)")
+            lines.extend(f"    note: {note}" for note in item.notes)
+        return "\n".join(lines)
+
+
+def parse_file(format: str, path: str | os.PathLike[str]) -> list[SourceConversation]:
+    """Read and check a source file without writing anything.
+
+    Raises:
+        ValueError: an unknown format.
+        MalformedSource: the file is malformed or truncated.
+    """
+    try:
+        parser = FORMATS[format]
+    except KeyError:
+        raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}") from None
+    return parser(SourceFile(path, format))
+
+
+def import_file(format: str, path: str | os.PathLike[str],
+                store: Store | str | os.PathLike[str] | None = None, *, cwd: str | None = None,
+                again: bool = False) -> ImportResult:
+    """Import every conversation of a source file as a session.
+
+    Args:
+        format: one of :data:`FORMATS`.
+        path: the source file.
+        store: where the sessions go: a :class:`~sessiontree.stores.base.Store` or a folder
+            (JSONL files); default pi's folder for each session's working directory.
+        cwd: the working directory recorded for sources that have none (default: the current).
+        again: import conversations that were imported before once more, as new sessions.
+
+    Returns:
+        One row per conversation; :meth:`ImportResult.summary` for people.
+
+    Raises:
+        ValueError: an unknown format.
+        MalformedSource: the file is malformed or truncated (nothing was written).
+    """
+    conversations = parse_file(format, path)
+    source = os.path.abspath(os.fspath(path))
+    cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+    rows: list[ImportedSession] = []
+    for conversation in conversations:
+        target = _store(store, conversation.cwd or cwd)
+        session_id = session_id_for(conversation.format, conversation.source_id)
+        earlier = earlier_import(target, session_id)
+        if earlier is not None and not again:
+            rows.append(ImportedSession(
+                source_id=conversation.source_id, title=conversation.title, session_id=session_id,
+                location=None, status="skipped",
+                changed=earlier.get("fingerprint") != conversation.fingerprint))
+            continue
+        built = build_session(conversation, cwd=cwd, source_file=source,
+                              session_id=uuid7() if earlier is not None else session_id)
+        location = save_session(target, built.header, built.entries)
+        rows.append(ImportedSession(
+            source_id=conversation.source_id, title=conversation.title,
+            session_id=built.header.id, location=location, status="imported",
+            counts=built.counts, unmapped=built.unmapped, branches=built.branches,
+            leaf_id=built.leaf_id, notes=tuple(built.notes)))
+    return ImportResult(format=format, source=source, sessions=rows)
+
+
+def _store(store: Store | str | os.PathLike[str] | None, cwd: str) -> Store:
+    if store is None:
+        return JsonlStore(default_session_dir(cwd))
+    if isinstance(store, (str, os.PathLike)):
+        return JsonlStore(Path(store))
+    return store

@@ -1,0 +1,128 @@
+"""Custom message renderers: how a ``custom_message`` of a given ``customType`` is shown by the
+terminal browser (``sessiontree browse``), ``sessiontree chat`` and the HTML export.
+
+An extension registers a renderer with ``api.register_message_renderer(custom_type, renderer)``
+(or :func:`register_message_renderer` directly). A renderer takes the
+:class:`~sessiontree.messages.CustomMessage` and returns plain text (a ``str``), a
+:class:`Rendered` (text or Markdown), or ``None`` to keep the default display.
+
+Invariants:
+* Output is never trusted: plain text is escaped everywhere; Markdown goes through each
+  viewer's safe Markdown (the HTML export's renderer escapes every character and allows only
+  http(s) and mailto links), so a renderer can never put markup or script into a page.
+* A renderer that raises or returns something else does not break the viewer: the message is
+  shown the default way with a note naming the renderer and the error.
+* Renderers of installed packages come from the ``sessiontree.extensions`` entry points
+  (:func:`load_installed_renderers`, loaded once, on demand).
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from typing import Any, Literal, Union
+
+import msgspec
+
+from .messages import CustomMessage, message_text
+
+__all__ = [
+    "MessageRenderer",
+    "Rendered",
+    "RendererRegistry",
+    "load_installed_renderers",
+    "register_message_renderer",
+    "registry",
+    "render_custom_message",
+]
+
+
+class Rendered(msgspec.Struct, frozen=True):
+    """A renderer's output: ``text`` shown as plain text, or as safe Markdown."""
+
+    text: str
+    format: Literal["text", "markdown"] = "text"
+
+
+MessageRenderer = Callable[[CustomMessage], Union[str, Rendered, None]]
+
+
+class RendererRegistry:
+    """Renderers by ``customType`` (the last registration wins)."""
+
+    def __init__(self) -> None:
+        self._renderers: dict[str, MessageRenderer] = {}
+        self._lock = threading.Lock()
+
+    def register(self, custom_type: str, renderer: MessageRenderer) -> Callable[[], None]:
+        """Use ``renderer`` for ``custom_type``; returns a function that removes it.
+
+        Raises:
+            TypeError: ``renderer`` is not callable or ``custom_type`` is empty.
+        """
+        if not callable(renderer) or not custom_type:
+            raise TypeError("register_message_renderer needs a customType and a callable")
+        with self._lock:
+            self._renderers[custom_type] = renderer
+
+        def unregister() -> None:
+            with self._lock:
+                if self._renderers.get(custom_type) is renderer:
+                    del self._renderers[custom_type]
+
+        return unregister
+
+    def get(self, custom_type: str) -> MessageRenderer | None:
+        return self._renderers.get(custom_type)
+
+    def types(self) -> list[str]:
+        return sorted(self._renderers)
+
+    def render(self, message: CustomMessage) -> Rendered | None:
+        """The registered renderer's output for ``message``, or ``None`` (no renderer, or it
+        chose the default). A failing renderer gives the default text with a note."""
+        renderer = self.get(message.custom_type)
+        if renderer is None:
+            return None
+        try:
+            out: Any = renderer(message)
+        except Exception as exc:  # noqa: BLE001 - a viewer must survive a broken extension
+            return Rendered(f"{message_text(message)}\n[renderer for {message.custom_type!r} "
+                            f"failed: {type(exc).__name__}: {exc}]")
+        if out is None or isinstance(out, Rendered):
+            return out
+        if isinstance(out, str):
+            return Rendered(out)
+        return Rendered(f"{message_text(message)}\n[renderer for {message.custom_type!r} returned "
+                        f"{type(out).__name__}, not str or Rendered]")
+
+
+registry = RendererRegistry()
+"""The process-wide registry the viewers read."""
+
+
+def register_message_renderer(custom_type: str, renderer: MessageRenderer) -> Callable[[], None]:
+    """:meth:`RendererRegistry.register` on the process-wide :data:`registry`."""
+    return registry.register(custom_type, renderer)
+
+
+def render_custom_message(message: CustomMessage) -> Rendered | None:
+    """The process-wide registry's rendering of ``message`` (installed extensions loaded)."""
+    load_installed_renderers()
+    return registry.render(message)
+
+
+_loaded = False
+
+
+def load_installed_renderers() -> list[str]:
+    """Load the renderers of installed extensions (``sessiontree.extensions`` entry points) into
+    :data:`registry`, once per process; returns the extensions' names. An extension that fails
+    to load is reported as a warning and skipped."""
+    global _loaded
+    if _loaded:
+        return []
+    _loaded = True
+    from .agent.extensions import load_installed
+
+    return [name for name, _ in load_installed(renderers_only=True)]

@@ -1,0 +1,315 @@
+"""Importers: Claude Code, ChatGPT, Open WebUI and Responses items become sessions pi opens.
+
+The fixtures in ``tests/importers/`` were written for these tests from each format's public
+documentation and the source code that writes or reads it (see ``tests/importers/README.md``).
+Every imported file is checked by pi 0.73.1 itself: same leaf, contexts, tree, labels and name.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from sessiontree import MalformedSource, MemoryStore, Session
+from sessiontree.cli import cli
+from sessiontree.importers import import_file
+from sessiontree.importers.responses import entry_items
+
+from .test_pi_interop import assert_same, pi_modules, pi_read  # noqa: F401  (fixture)
+
+DATA = Path(__file__).parent / "importers"
+
+
+def imported(tmp_path: Path, format: str, name: str) -> list[Path]:
+    result = import_file(format, DATA / name, tmp_path)
+    assert [s.status for s in result.sessions] == ["imported"] * len(result.sessions)
+    return [Path(s.location or "") for s in result.sessions]
+
+
+def check_with_pi(modules: Path, files: Sequence[Path]) -> None:
+    for path, answer in zip(files, pi_read(modules, files)):
+        assert_same(path, answer)
+
+
+def by_source(session: Session) -> dict[str, dict[str, Any]]:
+    """Entries (as stored) by their source id; a chain's later parts under ``<id>#<part>``."""
+    out = {}
+    for entry_id in session.ids():
+        data = json.loads(session.raw_line(entry_id))
+        source = data.get("source")
+        if isinstance(source, dict):
+            key = source["id"] + (f"#{source['part']}" if "part" in source else "")
+            out[key] = data
+    return out
+
+
+def texts(context: Any) -> list[tuple[str, str]]:
+    out = []
+    for message in context.to_builtins()["messages"]:
+        content = message.get("content", message.get("summary"))
+        if isinstance(content, list):
+            content = " | ".join(str(b.get("text") or b.get("thinking") or b.get("name") or
+                                     b.get("type")) for b in content)
+        out.append((message["role"], content))
+    return out
+
+
+U = "00000000-0000-4000-8000-{:012d}".format
+
+
+# -- Claude Code ---------------------------------------------------------------------------------
+
+def test_claude_code_keeps_branches_sidechains_compaction_and_the_leaf(
+        tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
+    (file,) = imported(tmp_path, "claude-code", "claude-code-session.jsonl")
+    check_with_pi(pi_modules, [file])
+    with Session.open(file, strict=True) as session:
+        entries = by_source(session)
+        assert session.header.cwd == "/home/dev/app"
+        assert session.header.timestamp == "2025-11-20T10:00:00.000Z"
+        assert session.name == "Fix failing add test"
+        # the leaf: the compaction's summary, then what followed it, as Claude Code resumes
+        assert texts(session.build_context()) == [
+            ("compactionSummary", "This session is being continued from a previous "
+                                  "conversation. Summary: the test expected 4 and was fixed."),
+            ("user", "Now run lint"), ("assistant", "Lint is clean.")]
+        compaction = entries[U(15)]
+        assert compaction["type"] == "compaction" and compaction["tokensBefore"] == 156910
+        assert compaction["parentId"] == entries[U(14)]["id"]  # logicalParentUuid
+        assert compaction["firstKeptEntryId"] == compaction["id"]  # nothing before is kept
+        # one reply written as four records is one message; its blocks and metadata kept
+        reply = entries[U(3)]
+        assert [b["type"] for b in reply["message"]["content"]] == [
+            "thinking", "text", "toolCall", "toolCall"]
+        assert reply["message"]["content"][0]["thinkingSignature"] == "EqQBsig"
+        assert reply["message"]["stopReason"] == "toolUse"
+        assert reply["message"]["model"] == "claude-sonnet-4-5-20250929"
+        assert reply["message"]["responseId"] == "msg_01AAAAAAAAAAAAAAAAAAAAAAAA"
+        assert reply["message"]["usage"]["cacheRead"] == 2000
+        assert reply["source"]["merged"] == [U(4), U(5), U(6)]
+        assert reply["source"]["gitBranch"] == "main"
+        # results hung from different blocks of the reply are one chain, not two branches
+        bash, read = entries[U(7)], entries[U(8)]
+        assert bash["parentId"] == reply["id"] and read["parentId"] == bash["id"]
+        assert bash["message"]["toolName"] == "Bash" and bash["message"]["isError"] is True
+        assert bash["message"]["details"]["stdout"] == "1 failed"
+        assert read["message"]["toolName"] == "Read" and read["message"]["isError"] is False
+        # a rewind is a branch; a sidechain is its own root; timestamps are the source's
+        assert set(session.children_ids(entries[U(2)]["id"])) == {reply["id"], entries[U(10)]["id"]}
+        assert entries[U(11)]["parentId"] is None and entries[U(11)]["source"]["isSidechain"]
+        assert entries[U(2)]["timestamp"] == "2025-11-20T10:00:01.000Z"
+        assert entries[U(13)]["message"]["content"][1] == {
+            "type": "image", "data": "iVBORw0KGgo=", "mimeType": "image/png"}
+        meta = entries[U(1)]
+        assert meta["type"] == "custom_message" and meta["display"] is False
+        assert session.label(entries[U(10)]["id"]) == "Ask which test"
+        assert session.label(entries[U(19)]["id"]) == "Fix failing add test"
+        kinds = [e.custom_type for e in session.custom_entries("claude-code.")]
+        assert kinds == ["claude-code.system", "claude-code.file-history-snapshot",
+                         "claude-code.queue-operation"]
+        (record,) = session.custom_entries("sessiontree.import")
+        assert record.data["unmapped"] == {
+            "claude-code block server_tool_use": 1, "claude-code.file-history-snapshot": 1,
+            "claude-code.queue-operation": 1, "claude-code.system": 1}
+        assert entries[U(14)]["source"]["blocks"][0]["type"] == "server_tool_use"
+
+
+# -- ChatGPT -------------------------------------------------------------------------------------
+
+def test_chatgpt_every_conversation_every_branch_current_node_as_leaf(
+        tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
+    files = imported(tmp_path, "chatgpt", "chatgpt-conversations.json")
+    assert len(files) == 2
+    check_with_pi(pi_modules, files)
+    with Session.open(files[0], strict=True) as session:
+        entries = by_source(session)
+        assert session.name == "Resize images in Python"
+        assert session.header.timestamp == "2024-11-07T17:20:00.500Z"
+        assert texts(session.build_context()) == [
+            ("user", "How do I resize an image?"),
+            ("assistant", "Use Pillow: Image.resize((w, h))."),
+            ("user", "[image: file-service://file-AbC123] | Make this one 50% smaller"),
+            ("assistant", "Halve both sides with Pillow."),
+            ("assistant", "python"),
+            ("toolResult", "(640, 480)"),
+            ("assistant", "It is 640x480; resize to (320, 240)."),
+        ]
+        assert [entries[k]["message"]["model"] for k in ("a1", "a1b", "th", "a2")] == [
+            "gpt-4o", "gpt-4o-mini", "o3", "o3"]
+        assert set(session.children_ids(entries["u1"]["id"])) == {entries["a1"]["id"],
+                                                                  entries["a1b"]["id"]}
+        assert len(session.leaves()) == 2
+        call = entries["code"]["message"]["content"][0]
+        assert call["name"] == "python" and call["arguments"]["input"].startswith("from PIL")
+        assert entries["out"]["message"]["toolCallId"] == call["id"]
+        assert entries["sys"]["type"] == "custom" and entries["sys"]["customType"] == "chatgpt.system"
+        assert entries["u2"]["source"]["parts"][0]["asset_pointer"] == "file-service://file-AbC123"
+        assert entries["a1"]["timestamp"] == "2024-11-07T17:20:05.000Z"
+        assert entries["a1"]["message"]["timestamp"] == 1731000005000
+        assert "root" not in entries  # ChatGPT's empty root message is no entry
+    with Session.open(files[1], strict=True) as session:
+        assert session.name == "Haiku"
+        assert [c.custom_type for c in session.custom_entries("chatgpt.")] == [
+            "chatgpt.user_editable_context"]
+
+
+# -- Open WebUI ----------------------------------------------------------------------------------
+
+def test_open_webui_siblings_stay_branches_and_current_id_is_the_leaf(
+        tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
+    (file,) = imported(tmp_path, "open-webui", "open-webui-export.json")
+    check_with_pi(pi_modules, [file])
+    with Session.open(file, strict=True) as session:
+        entries = by_source(session)
+        assert session.name == "Session trees 101"
+        assert texts(session.build_context()) == [
+            ("user", "What is a session tree? | image | [file: notes.pdf]"),
+            ("assistant", "It stores conversations with branches.")]
+        assert len(session.children_ids(entries["q1"]["id"])) == 3  # three answers, three branches
+        assert entries["r2"]["message"]["model"] == "qwen2.5:7b"
+        assert entries["r1"]["message"]["usage"]["input"] == 20
+        assert entries["r1"]["message"]["usage"]["output"] == 14
+        assert entries["r3"]["message"]["stopReason"] == "error"
+        assert entries["r3"]["message"]["errorMessage"] == "Ollama: model not loaded"
+        assert entries["r4"]["source"]["sources"][0]["source"]["name"] == "docs"
+        assert entries["q2"]["timestamp"] == "2024-11-10T00:55:00.000Z"
+
+
+# -- Responses items -----------------------------------------------------------------------------
+
+def test_responses_items_come_back_exactly_and_pi_reads_them(
+        tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
+    (file,) = imported(tmp_path, "responses", "responses-items.json")
+    check_with_pi(pi_modules, [file])
+    items = json.loads((DATA / "responses-items.json").read_text())
+    with Session.open(file, strict=True) as session:
+        back = [item for entry_id in session.path_ids()
+                for item in entry_items(json.loads(session.raw_line(entry_id)))]
+        assert back == items
+        roles = [m["role"] for m in session.build_context().to_builtins()["messages"]]
+        assert roles == ["user", "assistant", "assistant", "toolResult", "assistant", "user",
+                         "custom", "assistant"]
+        (call,) = [e for e in session.path() if getattr(e, "type", "") == "message"
+                   and e.message.role == "assistant"  # type: ignore[union-attr]
+                   and e.message.content[0].type == "toolCall"]  # type: ignore[union-attr]
+        assert call.message.content[0].id == "call_1|fc_001"  # type: ignore[union-attr]
+
+
+# -- re-import, bad input, atomicity, the command -----------------------------------------------
+
+def test_importing_the_same_source_again_is_detected(tmp_path: Path) -> None:
+    source = tmp_path / "conversations.json"
+    shutil.copyfile(DATA / "chatgpt-conversations.json", source)
+    out = tmp_path / "out"
+    first = import_file("chatgpt", source, out)
+    assert len(first.imported) == 2
+    again = import_file("chatgpt", source, out)
+    assert [(s.status, s.changed) for s in again.sessions] == [("skipped", False)] * 2
+    assert [s.session_id for s in again.sessions] == [s.session_id for s in first.sessions]
+    data = json.loads(source.read_text())
+    data[1]["mapping"]["h"]["message"]["content"]["parts"] = ["A different haiku"]
+    source.write_text(json.dumps(data))
+    changed = import_file("chatgpt", source, out)
+    assert [(s.status, s.changed) for s in changed.sessions] == [("skipped", False),
+                                                                ("skipped", True)]
+    assert "source changed since" in changed.summary()
+    assert len(list(out.glob("*.jsonl"))) == 2
+    forced = import_file("chatgpt", source, out, again=True)
+    assert len(forced.imported) == 2
+    assert not {s.session_id for s in forced.sessions} & {s.session_id for s in first.sessions}
+    assert len(list(out.glob("*.jsonl"))) == 4
+
+
+@pytest.mark.parametrize("format,name,cut", [
+    ("chatgpt", "chatgpt-conversations.json", 0.5),
+    ("open-webui", "open-webui-export.json", 0.7),
+    ("responses", "responses-items.json", 0.9),
+    ("claude-code", "claude-code-session.jsonl", 0.6),
+])
+def test_a_truncated_source_names_file_and_position_and_writes_nothing(
+        tmp_path: Path, format: str, name: str, cut: float) -> None:
+    text = (DATA / name).read_text()
+    source = tmp_path / name
+    source.write_text(text[:int(len(text) * cut)])
+    out = tmp_path / "out"
+    with pytest.raises(MalformedSource) as caught:
+        import_file(format, source, out)
+    error = caught.value
+    assert error.path == str(source) and error.lineno is not None and error.column is not None
+    assert str(error).startswith(f"{source} line {error.lineno}, column {error.column}: ")
+    if format == "claude-code":
+        assert error.lineno == text[:int(len(text) * cut)].count("\n") + 1  # the torn last line
+    assert not out.exists() or not any(out.iterdir())
+
+
+def test_a_source_of_the_wrong_shape_names_the_json_path(tmp_path: Path) -> None:
+    data = json.loads((DATA / "open-webui-export.json").read_text())
+    data[0]["chat"]["history"]["messages"]["q2"]["content"] = ["not", "a", "string"]
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps(data))
+    with pytest.raises(MalformedSource) as caught:
+        import_file("open-webui", source, tmp_path / "out")
+    assert caught.value.position == "$[0].chat.history.messages.q2.content"
+    lines = (DATA / "claude-code-session.jsonl").read_text().split("\n")
+    lines[4] = '{"type": "user", "uuid": 7}'
+    broken = tmp_path / "session.jsonl"
+    broken.write_text("\n".join(lines))
+    with pytest.raises(MalformedSource) as bad_line:
+        import_file("claude-code", broken, tmp_path / "out")
+    assert bad_line.value.lineno == 5 and "uuid" in str(bad_line.value)
+    assert not (tmp_path / "out").exists()
+
+
+class _FailingStore(MemoryStore):
+    """A store whose disk fills up on the second append (a real store, failing for real)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.appends = 0
+
+    def append(self, session_id: str, entries: Sequence[Any | Mapping[str, Any]]) -> None:
+        self.appends += 1
+        if self.appends == 2:
+            raise OSError(28, "No space left on device")
+        super().append(session_id, entries)
+
+
+def test_a_failed_write_leaves_no_half_written_session(tmp_path: Path) -> None:
+    store = _FailingStore()
+    with pytest.raises(OSError):
+        import_file("chatgpt", DATA / "chatgpt-conversations.json", store)
+    listed = store.list_sessions()
+    assert len(listed) == 1  # the first conversation, complete; the second not at all
+    assert listed[0].name == "Resize images in Python" and listed[0].entry_count == 14  # 12 nodes, name, import record
+    result = import_file("chatgpt", DATA / "chatgpt-conversations.json", store)
+    assert [s.status for s in result.sessions] == ["skipped", "imported"]
+
+
+def test_the_import_command_prints_the_summary_and_reports_errors(tmp_path: Path) -> None:
+    runner = CliRunner()
+    out = tmp_path / "sessions"
+    done = runner.invoke(cli, ["import", "--from", "claude-code",
+                               str(DATA / "claude-code-session.jsonl"), "--to", str(out)])
+    assert done.exit_code == 0, done.output
+    assert "1 imported, 0 already imported" in done.stdout
+    assert "kept unmapped: claude-code block server_tool_use 1" in done.stdout
+    (file,) = out.glob("*.jsonl")
+    assert f"{file} 'Fix failing add test': " in done.stdout
+    again = runner.invoke(cli, ["import", "--from", "claude-code",
+                                str(DATA / "claude-code-session.jsonl"), "--to", str(out),
+                                "--json"])
+    assert again.exit_code == 0
+    (row,) = json.loads(again.stdout)["sessions"]
+    assert row["status"] == "skipped" and row["changed"] is False
+    bad = tmp_path / "bad.json"
+    bad.write_text('[{"mapping": ')
+    failed = runner.invoke(cli, ["import", "--from", "chatgpt", str(bad), "--to", str(out)])
+    assert failed.exit_code == 1
+    assert failed.stderr.strip() == (f"Error: {bad} line 1, column 14: the file ends in the "
+                                     "middle of a JSON value (truncated?)")
