@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any
 
@@ -136,9 +136,10 @@ class SqlStore(ABC):
             conn.execute(self.dialect["insert_session"], state.params())
         return state.session_id
 
-    def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
-        """Append entries as they are (ids and parents kept); parents must be stored already
-        or come earlier in ``entries``."""
+    def append(self, session_id: str,
+               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
+        """Append entries as they are (typed entries or on-disk dicts; ids and parents kept);
+        parents must be stored already or come earlier in ``entries``."""
         from ..session import Session
 
         with Session(self.open_log(session_id), warn=False) as session:

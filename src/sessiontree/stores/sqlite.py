@@ -16,7 +16,7 @@ import asyncio
 import os
 import sqlite3
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import quote
@@ -177,7 +177,8 @@ class AsyncSqliteStore:
     async def create(self, header: SessionHeader) -> str:
         return await asyncio.to_thread(self.sync.create, header)
 
-    async def append(self, session_id: str, entries: Sequence[AnyEntry]) -> None:
+    async def append(self, session_id: str,
+                     entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
         await asyncio.to_thread(self.sync.append, session_id, entries)
 
     async def read(self, session_id: str) -> list[AnyEntry]:
