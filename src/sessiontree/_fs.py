@@ -1,15 +1,24 @@
-"""File-system primitives that never lose data: atomic rewrites, backups, sidecars, locks."""
+"""File-system primitives that never lose data: atomic rewrites, backups, sidecars, locks.
+
+A rewrite's temporary file is ``.<name>.tmp-<pid>-<ns>`` beside the target. One left behind by a
+process that died mid-write (a killed ``fork``) is removed by the next rewrite in that folder,
+only when its process no longer exists (a live process's file is never touched).
+"""
 
 from __future__ import annotations
 
 import errno
 import fcntl
 import os
+import re
 import time
 
 from .errors import SessionLocked
 
-__all__ = ["atomic_write", "fsync_dir", "lock", "make_private_dirs", "unlock", "write_new"]
+__all__ = [
+    "atomic_write", "fsync_dir", "lock", "make_private_dirs", "remove_stale_temps", "unlock",
+    "write_new",
+]
 
 FILE_MODE = 0o600
 """Every file sessiontree creates (sessions, sidecars, backups, exports) is private to its user."""
@@ -71,9 +80,44 @@ def write_new(path: str, data: bytes, *, exclusive: bool = False) -> str:
     return candidate
 
 
+_TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)-\d+$")
+
+
+def _process_exists(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # another user's live process
+        return True
+    return True
+
+
+def remove_stale_temps(directory: str) -> list[str]:
+    """Remove the temporary files of rewrites whose process is gone; returns their paths."""
+    removed: list[str] = []
+    try:
+        names = os.listdir(directory or ".")
+    except OSError:
+        return removed
+    for name in names:
+        match = _TEMP_NAME.match(name)
+        if match is None or int(match.group(1)) == os.getpid() or _process_exists(int(match.group(1))):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            continue
+        removed.append(path)
+    return removed
+
+
 def atomic_write(path: str, data: bytes) -> None:
-    """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder."""
+    """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
+    (after removing stale temporary files of dead processes from the folder)."""
     directory = os.path.dirname(os.path.abspath(path))
+    remove_stale_temps(directory)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{time.monotonic_ns()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:

@@ -34,6 +34,8 @@ __all__ = [
     "register_message_renderer",
     "registry",
     "render_custom_message",
+    "render_entry",
+    "rendered_entries",
 ]
 
 
@@ -110,6 +112,37 @@ def render_custom_message(message: CustomMessage) -> Rendered | None:
     """The process-wide registry's rendering of ``message`` (installed extensions loaded)."""
     load_installed_renderers()
     return registry.render(message)
+
+
+def render_entry(entry: Any) -> Rendered | None:
+    """The rendering of a ``custom_message`` entry (``None`` for any other entry, or when no
+    renderer applies)."""
+    from ._time import iso_to_ms
+    from .entries import CustomMessageEntry
+
+    if not isinstance(entry, CustomMessageEntry):
+        return None
+    stamp = iso_to_ms(entry.timestamp)
+    message = CustomMessage(custom_type=entry.custom_type, content=entry.content,
+                            display=entry.display, details=entry.details,
+                            timestamp=stamp if stamp is not None else 0)
+    return render_custom_message(message)
+
+
+def rendered_entries(session: Any, ids: list[str]) -> dict[str, dict[str, str]]:
+    """``{entry id: {"text", "format"}}`` for the ``custom_message`` entries among ``ids`` that
+    a registered renderer shows (only those lines are decoded)."""
+    load_installed_renderers()
+    if not registry.types():
+        return {}
+    out: dict[str, dict[str, str]] = {}
+    for entry_id in ids:
+        if b'"custom_message"' not in session.raw_line(entry_id):
+            continue
+        rendered = render_entry(session.entry(entry_id))
+        if rendered is not None:
+            out[entry_id] = {"text": rendered.text, "format": rendered.format}
+    return out
 
 
 _loaded = False

@@ -603,6 +603,7 @@ def _full_text(entry: Any) -> str:
     """The readable text of an entry for the preview (cut at 20,000 characters)."""
     from ..entries import BranchSummary, Compaction, MessageEntry
     from ..messages import AssistantMessage, ThinkingContent, ToolCall, message_text
+    from ..renderers import render_entry
 
     text: str
     if isinstance(entry, MessageEntry) and isinstance(entry.message, AssistantMessage):
@@ -619,6 +620,8 @@ def _full_text(entry: Any) -> str:
         text = "\n\n".join(parts)
     elif isinstance(entry, MessageEntry):
         text = message_text(entry.message)
+    elif (rendered := render_entry(entry)) is not None:  # an extension's renderer, as text
+        text = rendered.text
     elif isinstance(entry, (Compaction, BranchSummary)):
         text = entry.summary
     else:

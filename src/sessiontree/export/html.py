@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from .. import _json
 from ..views import FILTER_MODES, visible
 from ._select import Selection, select, selected_tree, walk
+from ..renderers import rendered_entries
 from .json import entries_json, tree_data
 
 if TYPE_CHECKING:
@@ -113,6 +114,7 @@ def export_html(session: Session, selection: Selection | None = None, *,
         "labels": labels, "tree": tree_data(session, selection),
         "modes": list(FILTER_MODES), "visible": _visibility(session, selection),
         "optree": operations_data(session) if selection.kind == "all" else None,
+        "rendered": rendered_entries(session, selection.ids),
     }
     encoded = _json.dumps(head)
     data = encoded[:-1] + b',"entries":' + entries_json(session, selection.ids, advance) + b"}"

@@ -486,7 +486,10 @@
         return c.card;
       case "custom_message":
         c = card(entry, "custom", "Extension message \u00b7 " + str(entry.customType));
-        content(entry.content, c.body, true);
+        var shown = DATA.rendered && DATA.rendered[entry.id];
+        if (shown && shown.format === "markdown") c.body.appendChild(markdown(String(shown.text)));
+        else if (shown) c.body.appendChild(el("pre", "rendered", String(shown.text)));
+        else content(entry.content, c.body, true);
         return c.card;
       case "label": case "custom": case "model_change": case "thinking_level_change": case "session_info":
         c = card(entry, "note", (KIND_NAMES[entry.type] || entry.type) + ": " + oneLine(entryText(entry), 200));
