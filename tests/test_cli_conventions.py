@@ -212,6 +212,10 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
         "import": ["import", "--from", "responses",
                    str(Path(__file__).parent / "importers" / "responses-items.json"),
                    "--to", str(tmp_path / "imported")],
+        "copy": ["copy", file, str(tmp_path / "copied")],
+        "delete": ["delete", "--yes", file],
+        "prune": ["prune", str(tmp_path / "demo"), "--older-than", "100000", "--dry-run"],
+        "tail": ["tail", "--no-follow", file],
         "--help": ["--help"],
     }
 

@@ -63,7 +63,15 @@ from .messages import (
     UnknownMessage,
     validate_message,
 )
-from .stores.base import LoadResult, SessionListing, SessionLog, Store, is_indexed
+from .stores._follow import idle_stop
+from .stores.base import (
+    FollowableLog,
+    LoadResult,
+    SessionListing,
+    SessionLog,
+    Store,
+    is_indexed,
+)
 from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
 from .stores.memory import MemoryLog
 from .stores.url import is_url
@@ -383,11 +391,32 @@ class Session:
         return self._log.read(record)
 
     def _decode(self, record: Record) -> AnyEntry:
-        raw = self._log.read(record)
-        try:
-            return _entry_decoder().decode(raw)
-        except (msgspec.DecodeError, UnicodeDecodeError):
-            return entry_from_builtins(_json.loads(raw))
+        return _decode_line(self._log.read(record))
+
+    def follow_lines(self, *, idle_timeout: float | None = None,
+                     poll: float = 0.2) -> Iterator[bytes]:
+        """The stored line of each entry appended after what this session has read, by any
+        writer, as it lands (PostgreSQL wakes on ``NOTIFY``; files, SQLite and memory are
+        looked at every ``poll`` seconds). Only whole lines are handed out. The session itself
+        is not changed: its next append reads the new entries in, or open it again.
+
+        Args:
+            idle_timeout: stop after this many seconds without a new entry (``None``: never).
+            poll: seconds between looks.
+        """
+        log = self._log
+        if not isinstance(log, FollowableLog):
+            raise InvalidLocation(f"{type(log).__name__} cannot be followed")
+        stop, touch = idle_stop(idle_timeout)
+        for line in log.follow(poll=poll, stop=stop):
+            touch()
+            yield line
+
+    def follow(self, *, idle_timeout: float | None = None,
+               poll: float = 0.2) -> Iterator[AnyEntry]:
+        """:meth:`follow_lines`, each line decoded as a typed entry."""
+        for line in self.follow_lines(idle_timeout=idle_timeout, poll=poll):
+            yield _decode_line(line)
 
     def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
         """A message entry's ``message`` as its stored bytes, without decoding it."""
@@ -970,6 +999,14 @@ class Session:
     def __repr__(self) -> str:
         where = self.file or "memory"
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
+
+
+def _decode_line(raw: bytes) -> AnyEntry:
+    """A stored entry line as a typed entry (unknown types kept as :class:`UnknownEntry`)."""
+    try:
+        return _entry_decoder().decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return entry_from_builtins(_json.loads(raw))
 
 
 class _Either:

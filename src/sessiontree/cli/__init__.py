@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from . import browse, compact, core, export, imports, navigate, ops  # noqa: F401  (each registers its commands)
+from . import (  # noqa: F401  (each registers its commands)
+    browse,
+    compact,
+    core,
+    export,
+    imports,
+    navigate,
+    ops,
+    storage,
+)
 from ._app import cli
 
 __all__ = ["cli"]

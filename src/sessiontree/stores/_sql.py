@@ -261,15 +261,15 @@ class SqlStore(ABC):
         return state.session_id
 
     def follow(self, session_id: str, after_seq: int, *, poll: float = 0.2,
-               stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[Record, bytes]]:
-        """Yield ``(envelope, line)`` for every entry appended after ``after_seq``, as they land,
-        until ``stop()`` is true (checked whenever nothing new came)."""
+               stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        """Yield the line of every entry appended after ``after_seq``, as they land, until
+        ``stop()`` is true (checked whenever nothing new came)."""
         while True:
             rows = self._query("after_lines", {"sid": session_id, "seq": after_seq,
                                                "limit": 1000})
             for row in rows:
                 after_seq = row[0]
-                yield record_from_row(row), bytes(row[11])
+                yield bytes(row[11])
             if not rows:
                 if stop():
                     return
@@ -470,7 +470,6 @@ class SqlLog:
 
     # -- following -------------------------------------------------------------------------------
 
-    def follow(self, after_line: int, *, poll: float = 0.2,
-               stop: Callable[[], bool] = lambda: False) -> Iterator[tuple[Record, bytes]]:
-        """Entries appended after line ``after_line``, as they land (see :meth:`SqlStore.follow`)."""
-        return self.store.follow(self.session_id, max(0, after_line - 1), poll=poll, stop=stop)
+    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
+        """Lines appended after the last one this log has seen, as they land."""
+        return self.store.follow(self.session_id, self._last_seq, poll=poll, stop=stop)

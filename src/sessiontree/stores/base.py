@@ -17,7 +17,7 @@ every backend offers; stores only persist entries. Optional abilities are sub-pr
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 import msgspec
@@ -26,6 +26,7 @@ from .._scan import Problem, Record
 from ..entries import AnyEntry, SessionHeader
 
 __all__ = [
+    "FollowableLog",
     "IndexedLog",
     "LoadResult",
     "LogHead",
@@ -127,6 +128,16 @@ class IndexedLog(SessionLog, Protocol):
 
     def listing(self) -> SessionListing:
         """This session's listing row, as stored (never by scanning entries)."""
+
+
+@runtime_checkable
+class FollowableLog(Protocol):
+    """A log that can stream lines other writers append (every built-in log)."""
+
+    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
+        """Whole entry lines appended after the last one this log has seen, as they land,
+        until ``stop()`` is true when nothing new came; ``poll`` seconds between looks where
+        the backend cannot wait for a notification."""
 
 
 def is_indexed(log: SessionLog) -> TypeGuard[IndexedLog]:

@@ -13,10 +13,9 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 from .. import _fs, _json
 from .._scan import FileRecord, Problem, Record, Scanner, read_at
@@ -32,6 +31,7 @@ from ..errors import (
     SessionNotFound,
     SessionTreeError,
 )
+from ._follow import follow_file
 from ._sql_common import check_session_id
 from .base import LoadResult, SessionListing
 
@@ -246,6 +246,12 @@ class JsonlFile:
         self._size += len(data)
         self._needs_newline = False
         return records
+
+    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
+        """Whole lines appended after what was scanned, as they land (no lock is taken)."""
+        scanner = self._scanner
+        start = self._size if scanner is None or scanner.tail == "clean" else scanner.tail_offset
+        return follow_file(self.path, start, poll=poll, stop=stop)
 
     def end_append(self) -> None:
         if self._locked and self._write_fd is not None:

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import _json
@@ -62,6 +63,18 @@ class MemoryLog:
 
     def end_append(self) -> None:
         return None
+
+    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
+        """Lines appended after the last one scanned (by another session over this log)."""
+        position = len(self.lines)
+        while True:
+            if len(self.lines) > position:
+                fresh, position = self.lines[position:], len(self.lines)
+                yield from fresh
+            elif stop():
+                return
+            else:
+                time.sleep(poll)
 
     def close(self) -> None:
         return None

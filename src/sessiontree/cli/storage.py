@@ -1,0 +1,139 @@
+"""Commands about where sessions are kept: copy, delete, prune, tail."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import os
+import sys
+import time
+
+import click
+import msgspec
+
+from .. import _json
+from ._app import SESSION, cli, echo_json, json_option, reports_errors
+
+__all__ = ["copy", "delete", "prune", "tail"]
+
+
+@cli.command()
+@click.argument("source", metavar="SRC")
+@click.argument("destination", metavar="DST")
+@json_option
+@reports_errors
+def copy(source: str, destination: str, as_json: bool) -> None:
+    """Copy one session (a .jsonl file or URL#SESSION_ID) or a whole store (a folder,
+    sqlite:///x.db, postgresql://...) into the store DST, every line byte for byte.
+
+    Each session is written whole or not at all; sessions already in DST with the same bytes
+    are skipped, so an interrupted copy is finished by running it again.
+    """
+    from ..transfer import copy_sessions
+
+    result = copy_sessions(source, destination)
+    if as_json:
+        echo_json(_json.dumps(msgspec.to_builtins(result)))
+        return
+    click.echo(f"copied {len(result.copied)} session(s) to {destination}"
+               + (f"; {len(result.skipped)} already there" if result.skipped else ""))
+
+
+def _remove(location: str) -> str:
+    """Delete one session; returns what was removed."""
+    from ..stores.url import is_url, open_store, parse_location
+
+    if not is_url(location):
+        os.unlink(location)
+        return location
+    where = parse_location(location)
+    assert where.session_id is not None
+    with open_store(location) as store:
+        store.delete(where.session_id)
+    return location
+
+
+@cli.command()
+@click.argument("file", type=SESSION)
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@reports_errors
+def delete(file: str, yes: bool) -> None:
+    """Delete a session: its file, or its rows in a database (URL#SESSION_ID)."""
+    if not yes:
+        click.confirm(f"Delete {file}?", abort=True)
+    click.echo(f"deleted {_remove(file)}")
+
+
+@cli.command()
+@click.argument("store", required=False)
+@click.option("--older-than", "days", type=click.FloatRange(min=0), required=True, metavar="DAYS",
+              help="Delete the sessions whose last message is older than DAYS days.")
+@click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
+@json_option
+@reports_errors
+def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
+    """Delete the sessions of STORE (a folder, sqlite:///x.db or postgresql://...; default:
+    pi's folder for the current working directory) whose last activity is older than DAYS.
+    """
+    from ..stores.jsonl import default_session_dir
+    from ..stores.url import is_url, open_store
+
+    target = store or str(default_session_dir(os.getcwd()))
+    cutoff = int((time.time() - days * 86400) * 1000)
+    with open_store(target, read_only=dry_run) as opened:
+        old = [item for item in opened.list_sessions() if item.modified_ms < cutoff]
+        if not dry_run:
+            for item in old:
+                opened.delete(item.id)
+    rows = [{"id": item.id, "path": item.path, "modified_ms": item.modified_ms} for item in old]
+    if as_json:
+        echo_json(_json.dumps({"dryRun": dry_run, "deleted": rows}))
+        return
+    verb = "would delete" if dry_run else "deleted"
+    for item in old:
+        when = _dt.datetime.fromtimestamp(item.modified_ms / 1000).strftime("%Y-%m-%d %H:%M")
+        click.echo(f"{verb} {when}  {item.path}")
+    click.echo(f"{verb} {len(old)} session(s) older than {days:g} day(s) in "
+               f"{target if is_url(target) else os.path.abspath(target)}")
+
+
+@cli.command()
+@click.argument("file", type=SESSION)
+@click.option("-n", "--lines", "count", type=click.IntRange(min=0), default=10, show_default=True,
+              help="Print the last N entries first.")
+@click.option("--follow/--no-follow", "-f", default=True, show_default=True,
+              help="Keep printing entries as they are appended (Ctrl+C stops).")
+@click.option("--timeout", type=click.FloatRange(min=0), default=None, metavar="SECONDS",
+              help="Stop after SECONDS without a new entry.")
+@json_option
+@reports_errors
+def tail(file: str, count: int, follow: bool, timeout: float | None, as_json: bool) -> None:
+    """Print a session's last entries, then each new one as it lands (any backend; PostgreSQL
+    is woken by NOTIFY, files and SQLite are polled). Only whole lines are ever read.
+
+    With --json each entry is printed as its stored line.
+    """
+    from ._app import open_session
+
+    with open_session(file) as session:
+        ids = session.ids()[-count:] if count else []
+        for entry_id in ids:
+            _print_entry(session.raw_line(entry_id), as_json)
+        if not follow:
+            return
+        try:
+            for line in session.follow_lines(idle_timeout=timeout):
+                _print_entry(line, as_json)
+        except KeyboardInterrupt:
+            return
+
+
+def _print_entry(line: bytes, as_json: bool) -> None:
+    from ..describe import entry_kind, entry_summary
+    from ..session import _decode_line
+
+    if as_json:
+        echo_json(line)
+        return
+    entry = _decode_line(line)
+    click.echo(f"{entry.id}  {entry_kind(entry):<14} {entry_summary(entry, 100)}", nl=True)
+    sys.stdout.flush()

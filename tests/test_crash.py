@@ -1,0 +1,37 @@
+"""Crash safety, proven by killing writers (``sessiontree.testing.crash``): a short run here;
+``benchmarks/crash.py`` makes hundreds of kills per backend."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sessiontree import Session, UserMessage
+from sessiontree.testing import crash
+
+from .backends import postgres_dsn
+
+
+def test_killed_writers_lose_nothing_and_invent_nothing(tmp_path: Path) -> None:
+    backends = ["jsonl", "sqlite"] + (["postgres"] if postgres_dsn() else [])
+    report = crash.run(backends, 4, rewrite_kills=2, seed=7, postgres=postgres_dsn(),
+                       work=tmp_path)
+    assert report.failures == []
+    for backend in backends:
+        assert report.kills[f"{backend}/append"] == 4
+        assert report.kills[f"{backend}/copy"] == report.kills[f"{backend}/migrate"] == 2
+    assert report.kills["jsonl/repair"] == 2
+
+
+def test_the_append_check_sees_a_partial_batch_and_an_invented_entry(tmp_path: Path) -> None:
+    session = Session.create(tmp_path, cwd="/c")
+    session.append_message(UserMessage.of("before"))
+    location = str(session.file)
+    before = [session.raw_line(i) for i in session.ids()]
+    first = session.append_message(UserMessage.of("one of a batch of three"))
+    problem = crash._check_append(location, before, f"begin {first} b2 b3\n")
+    assert problem is not None and "in part" in problem
+    assert crash._check_append(location, before, f"ok {first}\n") is None
+    session.append_message(UserMessage.of("nobody acknowledged this"))
+    session.append_message(UserMessage.of("nor this"))
+    problem = crash._check_append(location, before, f"ok {first}\n")
+    assert problem is not None and "nobody appended" in problem

@@ -1,0 +1,241 @@
+"""Store URLs in the command and the API; copy (byte for byte through every backend), delete,
+prune and tail (``sessiontree`` commands run through click's runner, real files and databases)."""
+
+from __future__ import annotations
+
+import os
+import stat
+import threading
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from sessiontree import Session, UserMessage
+from sessiontree._json import loads
+from sessiontree.cli import cli
+from sessiontree.errors import CopyRefused, InvalidLocation, ReadOnlyStore, SessionNotFound
+from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.stores.url import parse_location
+from sessiontree.testing.generate import generate_folder
+from sessiontree.transfer import copy_sessions
+
+
+def run(*args: str) -> tuple[int, str, str]:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    return result.exit_code, result.stdout, result.stderr
+
+
+def sqlite_url(path: Path) -> str:
+    return f"sqlite:///{path}"  # an absolute path after three slashes: four in all
+
+
+def test_urls_parse_as_sqlalchemy_does() -> None:
+    assert parse_location("sqlite:///rel.db#abc") == ("sqlite", "rel.db", "abc")
+    assert parse_location("sqlite:////abs/x.db") == ("sqlite", "/abs/x.db", None)
+    assert parse_location("postgresql://u@h/db?schema=s#id-1") == (
+        "postgres", "postgresql://u@h/db?schema=s", "id-1")
+    assert parse_location("plain/file.jsonl") == ("jsonl", "plain/file.jsonl", None)
+    for bad in ("sqlite://x.db", "sqlite:///x.db#../../etc", "postgresql://h/db#a/b"):
+        with pytest.raises(InvalidLocation):
+            parse_location(bad)
+
+
+def test_jsonl_sqlite_postgres_jsonl_gives_back_the_same_files(tmp_path: Path,
+                                                              postgres_url: str) -> None:
+    made = generate_folder(tmp_path / "pi", 6, seed=5, min_entries=20, max_entries=400)
+    db = sqlite_url(tmp_path / "copy.db")
+    code, out, err = run("copy", str(tmp_path / "pi"), db)
+    assert code == 0, err
+    assert "copied 6 session(s)" in out
+    assert run("copy", db, postgres_url)[0] == 0
+    back = tmp_path / "back"
+    assert run("copy", postgres_url, str(back))[0] == 0
+    for session in made:
+        original = Path(session.path)
+        returned = back / original.name
+        assert returned.read_bytes() == original.read_bytes()
+        assert stat.S_IMODE(returned.stat().st_mode) == 0o600
+    assert stat.S_IMODE(back.stat().st_mode) == 0o700
+    # again: everything is there with the same bytes, so nothing is copied
+    code, out, _ = run("copy", str(tmp_path / "pi"), db)
+    assert code == 0 and "copied 0 session(s)" in out and "6 already there" in out
+
+
+def test_one_session_by_url_and_the_commands_that_read_it(tmp_path: Path) -> None:
+    (made,) = generate_folder(tmp_path / "pi", 1, seed=9, min_entries=300, max_entries=300)
+    db = sqlite_url(tmp_path / "one.db")
+    result = copy_sessions(made.path, db)
+    assert result.copied == [made.session_id]
+    url = f"{db}#{made.session_id}"
+    for command in (["tree", "--json"], ["context", "--json"]):
+        code, ours, err = run(*command, url)
+        assert code == 0, err
+        code, theirs, _ = run(*command, made.path)
+        assert ours == theirs
+    code, out, _ = run("ls", "--json", db)
+    (listing,) = loads(out)
+    code, out, _ = run("ls", "--json", str(tmp_path / "pi"))
+    (from_file,) = loads(out)
+    assert listing["path"] == url
+    for key in ("id", "cwd", "name", "created", "modified_ms", "message_count", "entry_count",
+                "first_message"):
+        assert listing[key] == from_file[key], key
+    code, _, err = run("tree", f"{db}#no-such-session")
+    assert code == 1 and "no session no-such-session" in err
+    code, _, err = run("tree", db)
+    assert code == 2 and "#SESSION_ID" in err
+
+
+def test_copy_refuses_what_it_would_not_reproduce(tmp_path: Path) -> None:
+    torn = tmp_path / "torn.jsonl"
+    torn.write_bytes(b'{"type":"session","version":3,"id":"t1","timestamp":"2025-01-01T00:00:00'
+                     b'.000Z","cwd":"/"}\n{"type":"message","id":"a","parentId":null,"timestamp"'
+                     b':"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"x"}}\n{"typ')
+    with pytest.raises(CopyRefused, match="repair"):
+        copy_sessions(str(torn), sqlite_url(tmp_path / "x.db"))
+    with SqliteStore.open(tmp_path / "x.db") as store:
+        assert store.session_ids() == []
+
+
+def test_delete_and_prune(tmp_path: Path) -> None:
+    generate_folder(tmp_path / "pi", 4, seed=3, min_entries=20, max_entries=40)
+    db = sqlite_url(tmp_path / "p.db")
+    copy_sessions(str(tmp_path / "pi"), db)
+    with SqliteStore.open(tmp_path / "p.db") as store:
+        listings = store.list_sessions()
+    ages = [(time.time() * 1000 - item.modified_ms) / 86_400_000 for item in listings]
+    cutoff = sorted(ages)[1] + 0.001  # the two newest are younger than this
+    code, out, _ = run("prune", db, "--older-than", str(cutoff), "--dry-run", "--json")
+    would = [row["id"] for row in loads(out)["deleted"]]
+    assert code == 0 and len(would) == 2
+    with SqliteStore.open(tmp_path / "p.db") as store:
+        assert len(store.session_ids()) == 4  # a dry run deletes nothing
+    code, out, _ = run("prune", db, "--older-than", str(cutoff))
+    assert code == 0 and "deleted 2 session(s)" in out
+    with SqliteStore.open(tmp_path / "p.db") as store:
+        left = store.session_ids()
+        assert len(left) == 2 and not set(would) & set(left)
+    code, out, _ = run("delete", "--yes", f"{db}#{left[0]}")
+    assert code == 0
+    code, _, err = run("delete", "--yes", f"{db}#{left[0]}")
+    assert code == 1 and "no session" in err
+    files = sorted((tmp_path / "pi").glob("*.jsonl"))
+    assert run("prune", str(tmp_path / "pi"), "--older-than", "0")[0] == 0
+    assert not any(f.exists() for f in files)
+
+
+def test_read_only_stores_refuse_every_write(tmp_path: Path) -> None:
+    with SqliteStore.open(tmp_path / "r.db") as store:
+        session = Session.create(cwd="/w", store=store)
+        session.append_message(UserMessage.of("kept"))
+    with SqliteStore.open(tmp_path / "r.db", read_only=True) as store:
+        (session_id,) = store.session_ids()
+        reader = Session(store.open_log(session_id))
+        assert len(reader) == 1
+        with pytest.raises(ReadOnlyStore):
+            reader.append_message(UserMessage.of("refused"))
+        with pytest.raises(ReadOnlyStore):
+            store.delete(session_id)
+        with pytest.raises(ReadOnlyStore):
+            store.create(reader.header)
+    with pytest.raises(SessionNotFound):
+        SqliteStore.open(tmp_path / "missing.db", read_only=True)
+    from sessiontree import JsonlStore
+
+    folder = tmp_path / "files"
+    generate_folder(folder, 1, seed=2, min_entries=20, max_entries=20)
+    with JsonlStore(folder, read_only=True) as files:
+        (session_id,) = files.session_ids()
+        with pytest.raises(ReadOnlyStore):
+            files.delete(session_id)
+        with Session(files.open_log(session_id)) as reader, pytest.raises(ReadOnlyStore):
+            reader.append_message(UserMessage.of("refused"))
+
+
+def test_tail_follows_appends_from_another_writer(tmp_path: Path, backend_kind: str,
+                                                  postgres_or_none: str | None) -> None:
+    if backend_kind == "jsonl":
+        writer = Session.create(tmp_path, cwd="/w")
+        writer.append_message(UserMessage.of("first"))
+        location = str(writer.file)
+    else:
+        store_url = sqlite_url(tmp_path / "t.db") if backend_kind == "sqlite" else postgres_or_none
+        assert store_url is not None
+        writer = Session.create(cwd="/w", store=store_url)
+        writer.append_message(UserMessage.of("first"))
+        location = f"{store_url}#{writer.id}"
+    reader = Session.open(location)
+    seen: list[str] = []
+
+    def follow() -> None:
+        for entry in reader.follow(idle_timeout=3.0, poll=0.02):
+            seen.append(entry.id)
+            if len(seen) == 3:
+                return
+
+    thread = threading.Thread(target=follow)
+    thread.start()
+    time.sleep(0.2)
+    written = [writer.append_message(UserMessage.of(f"m{i}")) for i in range(3)]
+    thread.join(10)
+    assert seen == written
+    reader.close()
+    code, out, _ = run("tail", "--no-follow", "-n", "2", "--json", location)
+    assert code == 0 and [loads(x)["id"] for x in out.splitlines()] == written[-2:]
+    code, out, _ = run("tail", "--timeout", "0.3", "-n", "1", location)
+    assert code == 0 and out.startswith(written[-1])
+    writer.close()
+
+
+@pytest.fixture(params=["jsonl", "sqlite", "postgres"])
+def backend_kind(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def postgres_or_none(request: pytest.FixtureRequest, backend_kind: str) -> str | None:
+    return request.getfixturevalue("postgres_url") if backend_kind == "postgres" else None
+
+
+def test_files_are_private(tmp_path: Path) -> None:
+    session = Session.create(tmp_path / "new" / "deeper", cwd="/w")
+    session.append_message(UserMessage.of("x"))
+    assert session.file is not None
+    assert stat.S_IMODE(os.stat(session.file).st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(tmp_path / "new").st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(tmp_path / "new" / "deeper").st_mode) == 0o700
+    out = session.export_branch(session.leaf_id or "", tmp_path / "exported.jsonl")
+    assert stat.S_IMODE(os.stat(out).st_mode) == 0o600
+    with SqliteStore.open(tmp_path / "db" / "s.db") as store:
+        Session.create(cwd="/w", store=store).append_message(UserMessage.of("x"))
+        for name in ("s.db", "s.db-wal", "s.db-shm"):  # the WAL files exist while it is open
+            assert stat.S_IMODE(os.stat(tmp_path / "db" / name).st_mode) == 0o600, name
+    assert stat.S_IMODE(os.stat(tmp_path / "db").st_mode) == 0o700
+
+
+def test_postgres_connection_loss_is_typed_and_a_retry_works(postgres_url: str) -> None:
+    import uuid
+
+    import psycopg
+
+    from sessiontree.errors import StoreUnavailable
+    from sessiontree.stores.postgres import PostgresStore
+
+    from .backends import postgres_dsn
+
+    app = f"sessiontree_loss_{uuid.uuid4().hex[:8]}"
+    with PostgresStore.from_url(f"{postgres_url}&application_name={app}") as store:
+        session = Session.create(cwd="/w", store=store)
+        first = session.append_message(UserMessage.of("before the loss"))
+        with psycopg.connect(postgres_dsn() or "", autocommit=True) as admin:
+            killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                                   "WHERE application_name = %s", (app,)).fetchone()
+        assert killed is not None and killed[0] >= 1
+        with pytest.raises(StoreUnavailable, match="retry"):
+            session.append_message(UserMessage.of("during the loss"))
+        second = session.append_message(UserMessage.of("after the loss"))  # the retry works
+        with Session(store.open_log(session.id)) as again:
+            assert again.ids() == [first, second]
+            assert again.build_context().messages[-1].content[0].text == "after the loss"  # type: ignore[union-attr]
