@@ -18,7 +18,7 @@ refuses a duplicate id itself, see :class:`~sessiontree.errors.DuplicateId`).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable, Mapping
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ._scan import Problem, Record
@@ -46,7 +46,7 @@ class EntryIndex(Protocol):
     def last(self) -> Record | None: ...
     def taken(self) -> Container[str]: ...
     def records(self) -> list[Record]: ...
-    def path(self, leaf_id: str) -> list[Record]: ...
+    def path(self, leaf_id: str) -> Sequence[Record]: ...
     def label(self, entry_id: str) -> tuple[str, str | None] | None: ...
     def children(self, entry_id: str) -> list[Record]: ...
     def roots(self) -> list[Record]: ...
@@ -112,12 +112,10 @@ class LazyIndex:
         """The ids known here (a subset of the stored ones: the database checks the rest)."""
         return self._full.by_id if self._full is not None else self._known
 
-    def path(self, leaf_id: str) -> list[Record]:
+    def path(self, leaf_id: str) -> Sequence[Record]:
         if self._full is not None:
             return self._full.path(leaf_id)
-        path = self._log.path(leaf_id)
-        self._known.update((rec.id, rec) for rec in path)
-        return path
+        return self._log.path(leaf_id)
 
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
         if self._full is not None:

@@ -239,6 +239,37 @@ def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],
             out.append(entry_message(data))  # type: ignore[arg-type]
 
 
+def _last_positions(path: Sequence[Any]) -> tuple[int, int, int]:
+    """Where the path's last thinking level change, model source (a ``model_change`` or an
+    assistant message) and compaction are (-1: none). A path that knows (a database path, see
+    :class:`PositionedPath`) answers without being read; otherwise it is read back from the leaf
+    until all three are found."""
+    known = getattr(path, "last_positions", None)
+    if known is not None:
+        return known()  # type: ignore[no-any-return]
+    thinking = model = compaction = -1
+    for index in range(len(path) - 1, -1, -1):
+        item = path[index]
+        kind = item.type
+        if thinking < 0 and kind == "thinking_level_change":
+            thinking = index
+        elif model < 0 and (kind == "model_change" or (kind == "message" and
+                                                       item.role == "assistant")):
+            model = index
+        elif compaction < 0 and kind == "compaction":
+            compaction = index
+        if thinking >= 0 and model >= 0 and compaction >= 0:
+            break
+    return thinking, model, compaction
+
+
+class PositionedPath(Protocol):
+    """A path that knows the positions :func:`context_from_path` looks for."""
+
+    def last_positions(self) -> tuple[int, int, int]:
+        """The last thinking level change, model source and compaction (-1: none)."""
+
+
 def context_from_path(
     path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
     load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None] | None = None,
@@ -255,30 +286,18 @@ def context_from_path(
     """
     if load_message is None:
         load_message = lambda item: load(item).get("message")  # noqa: E731
-    thinking: Any = "off"
+    thinking_at, model_at, compaction_at = _last_positions(path)
+    thinking: Any = load(path[thinking_at]).get("thinkingLevel", UNSET) if thinking_at >= 0 \
+        else "off"
     model: ModelRef | None = None
-    compaction_at = -1
-    need_thinking = need_model = need_compaction = True
-    for index in range(len(path) - 1, -1, -1):
-        item = path[index]
-        kind = item.type
-        if need_thinking and kind == "thinking_level_change":
-            thinking = load(item).get("thinkingLevel", UNSET)
-            need_thinking = False
-        elif need_model and kind == "model_change":
-            data = load(item)
+    if model_at >= 0:
+        data = load(path[model_at])
+        if data.get("type") == "model_change":
             model = ModelRef(provider=data.get("provider", UNSET), model_id=data.get("modelId", UNSET))
-            need_model = False
-        elif need_model and kind == "message" and item.role == "assistant":
-            message = load(item).get("message", {})
+        else:
+            message = data.get("message", {})
             model = ModelRef(provider=message.get("provider", UNSET),
                              model_id=message.get("model", UNSET))
-            need_model = False
-        elif need_compaction and kind == "compaction":
-            compaction_at = index
-            need_compaction = False
-        if not (need_thinking or need_model or need_compaction):
-            break
 
     messages: list[dict[str, Any] | msgspec.Raw] = []
     if compaction_at < 0:
@@ -288,7 +307,8 @@ def context_from_path(
         compaction = load(path[compaction_at])
         messages.append(entry_message(compaction))  # type: ignore[arg-type]
         first_kept = compaction.get("firstKeptEntryId")
-        start = next((i for i in range(compaction_at) if path[i].id == first_kept), compaction_at)
+        start = next((i for i in range(compaction_at - 1, -1, -1) if path[i].id == first_kept),
+                     compaction_at)  # ids on a path are unique: searching back finds the same one
         for item in path[start:compaction_at]:
             _emit(item, load, load_message, messages)
         for item in path[compaction_at + 1:]:

@@ -22,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 from .. import _json
 from .._scan import Record
@@ -284,6 +284,7 @@ class SqlLog:
         self.session_id = session_id
         self._created: str | None = None  # the header time we saw: tells a re-created session
         self._last_seq = 0
+        self._count = 0
         self._state: SessionState | None = None
         self._tx: AbstractContextManager[Any] | None = None
         self._conn: Any = None
@@ -311,6 +312,7 @@ class SqlLog:
         state = SessionState.from_row(rows[0])
         self._created = state.created
         self._last_seq = state.last_seq
+        self._count = state.entry_count
         last = None
         if state.last_seq:
             found = self.store._query("by_seq", self._params(seq=state.last_seq))
@@ -343,8 +345,20 @@ class SqlLog:
         rows = self.store._query("by_id", self._params(id=entry_id))
         return record_from_row(rows[0]) if rows else None
 
-    def path(self, leaf_id: str) -> list[Record]:
-        rows = self.store._query("path", self._params(id=leaf_id, limit=2**31))
+    def path(self, leaf_id: str) -> Sequence[Record]:
+        """The path to ``leaf_id``: a :class:`LazyPath` that reads chunks from the leaf back as
+        they are asked for; rows stored before schema version 2 (no depths) are read whole."""
+        leaf = self.store._query("leaf", self._params(id=leaf_id))
+        if not leaf:
+            return []
+        depth, last_compaction, last_thinking, last_model = leaf[0]
+        limit = self._count + 1
+        if depth is not None:
+            segments = self.store._query("chain", self._params(id=leaf_id, limit=limit))
+            if all(first is not None for _, first, _ in segments) and segments[0][1] == 1:
+                return LazyPath(self, [(seg, first, last) for seg, first, last in segments],
+                                (last_thinking - 1, last_model - 1, last_compaction - 1))
+        rows = self.store._query("path", self._params(id=leaf_id, limit=limit))
         records = [record_from_row(row) for row in rows]
         self._remember(records)
         return records
@@ -434,7 +448,7 @@ class SqlLog:
             if parent is not None and parent not in batch and parent not in parents:
                 found = conn.execute(d["parent"], self._params(id=parent)).fetchone()
                 if found is not None:
-                    parents[parent] = ParentInfo(found[0], found[1], bool(found[2]))
+                    parents[parent] = ParentInfo.from_row(found)
         rows = plan_rows(state, lines, records, parents)
         if new_session:
             conn.execute(d["insert_session"], state.params())
@@ -446,6 +460,7 @@ class SqlLog:
         self._commit()
         self._created = state.created
         self._last_seq = state.last_seq
+        self._count = state.entry_count
         for row in rows:
             self._lines[row.record.line - 1] = row.params["line"]
         return [row.record for row in rows]
@@ -473,3 +488,62 @@ class SqlLog:
     def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
         """Lines appended after the last one this log has seen, as they land."""
         return self.store.follow(self.session_id, self._last_seq, poll=poll, stop=stop)
+
+
+_CHUNK = 1024
+
+
+class LazyPath(Sequence[Record]):
+    """A root-to-leaf path of a database session, read in chunks of positions as they are
+    asked for (a context reads the leaf's end and the compaction's suffix, not the whole path).
+
+    Position ``i`` is the entry of depth ``i + 1``; ``segments`` are ``(segment, first depth,
+    last depth)`` from the root's segment to the leaf's.
+    """
+
+    def __init__(self, log: SqlLog, segments: list[tuple[int, int, int]],
+                 last: tuple[int, int, int]) -> None:
+        self._log = log
+        self._segments = segments
+        self._length = segments[-1][2] if segments else 0
+        self._last = last
+        self._chunks: dict[int, list[Record]] = {}
+
+    def last_positions(self) -> tuple[int, int, int]:
+        """Where the last thinking level change, model source and compaction are (-1: none)."""
+        return self._last
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _chunk(self, number: int) -> list[Record]:
+        found = self._chunks.get(number)
+        if found is None:
+            low, high = number * _CHUNK + 1, min(self._length, (number + 1) * _CHUNK)
+            found = []
+            for segment, first, last in self._segments:
+                if last < low or first > high:
+                    continue
+                rows = self._log.store._query("span", self._log._params(
+                    segment=segment, low=max(low, first), high=min(high, last)))
+                found.extend(record_from_row(row) for row in rows)
+            if len(found) != high - low + 1:
+                raise ConcurrentModification(f"the path changed while it was read ({len(found)} "
+                                             f"of {high - low + 1} entries)", path=self._log.url)
+            self._chunks[number] = found
+            self._log._remember(found)
+        return found
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._chunk(index // _CHUNK)[index % _CHUNK]

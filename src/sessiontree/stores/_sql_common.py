@@ -19,6 +19,11 @@ and the path to an entry is: the entries of its segment up to it, then the same 
 segment holding the parent of the segment's first entry, and so on; a recursive query over
 segments (one step per branch point on the path, not per entry), each step an index range scan.
 
+Each entry also stores its ``depth`` (1 for a root) and the depths of the last compaction,
+thinking level change and model source (model change or assistant message) on its path, so a
+context is built from the leaf's row and the path's suffix, never reading the whole path
+(measured: the README's Storage section).
+
 Statements use ``:name`` parameters; :func:`dialect` renders them for the driver. Every value is
 a bound parameter: no statement is built from data.
 """
@@ -43,6 +48,7 @@ __all__ = [
     "Dialect",
     "NewRow",
     "ParentInfo",
+    "ROOT",
     "SessionState",
     "check_session_id",
     "dialect",
@@ -111,6 +117,15 @@ _MIGRATIONS = [
     CREATE INDEX sessiontree_entries_labels ON sessiontree_entries (session_id, target_id, seq)
         WHERE type = 'label';
     """,
+    # v2: each entry's depth and the depths of the last compaction, thinking level change and
+    # model source on its path (NULL for rows stored before: their paths are read whole)
+    """
+    ALTER TABLE sessiontree_entries ADD COLUMN depth BIGINT;
+    ALTER TABLE sessiontree_entries ADD COLUMN last_compaction BIGINT;
+    ALTER TABLE sessiontree_entries ADD COLUMN last_thinking BIGINT;
+    ALTER TABLE sessiontree_entries ADD COLUMN last_model BIGINT;
+    CREATE INDEX sessiontree_entries_depth ON sessiontree_entries (session_id, segment, depth);
+    """,
 ]
 """Schema versions, in order: a migration's position (from 1) is its version. Never edit one
 that shipped; append a new one."""
@@ -120,6 +135,7 @@ SELECT_VERSION = "SELECT COALESCE(MAX(v), 0) FROM sessiontree_migrations"
 INSERT_VERSION = "INSERT INTO sessiontree_migrations (v) VALUES (:v)"
 
 ENTRY_COLUMNS = "seq, segment, id, parent_id, type, timestamp, role, custom_type, target_id, label, name"
+_AGGREGATES = "depth, last_compaction, last_thinking, last_model"
 _ENVELOPE = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
 _SESSION_COLUMNS = ("session_id, header, cwd, created, parent_session, name, first_message, "
                     "message_count, entry_count, last_seq, modified_ms")
@@ -151,14 +167,32 @@ _STATEMENTS = {
         ORDER BY c.depth DESC, e.seq""",
     "label": "SELECT label, timestamp FROM sessiontree_entries WHERE session_id = :sid "
              "AND type = 'label' AND target_id = :id ORDER BY seq DESC LIMIT 1",
-    "parent": """
+    "parent": f"""
         SELECT p.seq, p.segment, NOT EXISTS (
             SELECT 1 FROM sessiontree_entries x
-            WHERE x.session_id = :sid AND x.segment = p.segment AND x.seq > p.seq)
+            WHERE x.session_id = :sid AND x.segment = p.segment AND x.seq > p.seq),
+            {", ".join(f"p.{c}" for c in _AGGREGATES.split(", "))}
         FROM sessiontree_entries p WHERE p.session_id = :sid AND p.id = :id""",
-    "insert_entry": f"INSERT INTO sessiontree_entries ({ENTRY_COLUMNS}, session_id, line) VALUES "
-                    "(:seq, :segment, :id, :parent_id, :type, :timestamp, :role, :custom_type, "
-                    ":target_id, :label, :name, :sid, :line)",
+    "insert_entry": f"INSERT INTO sessiontree_entries ({ENTRY_COLUMNS}, {_AGGREGATES}, session_id, "
+                    "line) VALUES (:seq, :segment, :id, :parent_id, :type, :timestamp, :role, "
+                    ":custom_type, :target_id, :label, :name, :depth, :last_compaction, "
+                    ":last_thinking, :last_model, :sid, :line)",
+    "leaf": f"SELECT {_AGGREGATES} FROM sessiontree_entries WHERE session_id = :sid AND id = :id",
+    "chain": """
+        WITH RECURSIVE chain (segment, depth, hops) AS (
+            SELECT segment, depth, 0 FROM sessiontree_entries WHERE session_id = :sid AND id = :id
+            UNION ALL
+            SELECT p.segment, p.depth, c.hops + 1
+            FROM chain c
+            JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
+            JOIN sessiontree_entries p ON p.session_id = :sid AND p.id = f.parent_id
+            WHERE c.hops < :limit
+        )
+        SELECT c.segment, f.depth, c.depth FROM chain c
+        JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
+        ORDER BY c.hops DESC""",
+    "span": f"SELECT {ENTRY_COLUMNS} FROM sessiontree_entries WHERE session_id = :sid "
+            "AND segment = :segment AND depth BETWEEN :low AND :high ORDER BY depth",
     "insert_session": f"INSERT INTO sessiontree_sessions ({_SESSION_COLUMNS}) VALUES (:sid, :header, "
                       ":cwd, :created, :parent_session, :name, :first_message, :message_count, "
                       ":entry_count, :last_seq, :modified_ms)",
@@ -294,11 +328,36 @@ def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:
 
 @dataclass(frozen=True)
 class ParentInfo:
-    """Where a stored parent is: its seq and segment, and whether it is its segment's tail."""
+    """Where a stored parent is: its seq and segment, whether it is its segment's tail, and its
+    depth and path aggregates (``None`` for rows stored before schema version 2)."""
 
     seq: int
     segment: int
     is_tail: bool
+    depth: int | None = None
+    last_compaction: int | None = None
+    last_thinking: int | None = None
+    last_model: int | None = None
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> ParentInfo:
+        return cls(row[0], row[1], bool(row[2]), *row[3:7])
+
+    def child(self, rec: Record) -> ParentInfo:
+        """What a child entry ``rec`` of this one has (its seq and segment left unset)."""
+        if self.depth is None:
+            return ParentInfo(0, 0, False)
+        depth = self.depth + 1
+        kind = rec.type
+        model = kind == "model_change" or (kind == "message" and rec.role == "assistant")
+        return ParentInfo(0, 0, False, depth,
+                          depth if kind == "compaction" else self.last_compaction,
+                          depth if kind == "thinking_level_change" else self.last_thinking,
+                          depth if model else self.last_model)
+
+
+ROOT = ParentInfo(0, 0, False, 0, 0, 0, 0)
+"""The parent of a root: a child of it has depth 1."""
 
 
 @dataclass(frozen=True)
@@ -341,25 +400,32 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
     """
     rows: list[NewRow] = []
     tails: dict[int, int] = {}  # segment -> seq of its newest entry, for segments touched here
-    placed: dict[str, tuple[int, int]] = {}  # id -> (seq, segment) of the lines before
+    placed: dict[str, tuple[int, int, ParentInfo]] = {}  # id -> seq, segment, aggregates
+    later = {rec.id for rec in records}
+    exact = True  # False once a parent comes later in the lines: depths are then not stored
     for line, rec in zip(lines, records):
         seq = state.last_seq + 1
         segment = seq
         parent = rec.parent_id
+        above = ROOT
         if parent is not None:
             if parent in placed:
-                p_seq, p_segment = placed[parent]
+                p_seq, p_segment, above = placed[parent]
                 if tails.get(p_segment) == p_seq:
                     segment = p_segment
             elif parent in parents:
-                info = parents[parent]
-                if info.is_tail and info.segment not in tails:
-                    segment = info.segment
+                above = parents[parent]
+                if above.is_tail and above.segment not in tails:
+                    segment = above.segment
             elif not orphans:
                 raise InvalidEntry(f"parent {parent} of {rec.id} is not in the session",
                                    entry_id=rec.id)
+            elif parent in later:
+                exact = False
+        later.discard(rec.id)
+        mine = above.child(rec) if exact else ParentInfo(0, 0, False)
         tails[segment] = seq
-        placed[rec.id] = (seq, segment)
+        placed[rec.id] = (seq, segment, mine)
         state.last_seq = seq
         state.entry_count += 1
         if rec.type == "session_info":
@@ -373,5 +439,7 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
             "sid": state.session_id, "seq": seq, "segment": segment, "id": rec.id,
             "parent_id": rec.parent_id, "type": rec.type, "timestamp": rec.timestamp,
             "role": rec.role, "custom_type": rec.custom_type, "target_id": rec.target_id,
-            "label": rec.label, "name": rec.name, "line": line}, rec))
+            "label": rec.label, "name": rec.name, "line": line, "depth": mine.depth,
+            "last_compaction": mine.last_compaction, "last_thinking": mine.last_thinking,
+            "last_model": mine.last_model}, rec))
     return rows

@@ -120,8 +120,9 @@ class IndexedLog(SessionLog, Protocol):
     def record(self, entry_id: str) -> Record | None:
         """One envelope by id, ``None`` if there is no such entry."""
 
-    def path(self, leaf_id: str) -> list[Record]:
-        """The root-to-``leaf_id`` envelopes, root first; ``[]`` for an unknown id."""
+    def path(self, leaf_id: str) -> Sequence[Record]:
+        """The root-to-``leaf_id`` envelopes, root first; ``[]`` for an unknown id (may be read
+        lazily, in chunks)."""
 
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
         """The entry's current label and the timestamp of the label entry that set it."""
