@@ -12,9 +12,9 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sessiontree import Session
-from sessiontree.cli.tui import KEYS, BrowseApp
+from sessiontree.cli.tui import KEYS, BrowseApp, ConfirmNavigate
 
-from .viewhelpers import generate, write_branched
+from .viewhelpers import BRANCHED, generate, nested, user, write_branched
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 SIZE = (110, 30)
@@ -271,3 +271,166 @@ def test_browse_command_checks_its_file(tmp_path: Path) -> None:
 
     outcome = CliRunner().invoke(cli, ["browse", str(tmp_path / "missing.jsonl")])
     assert outcome.exit_code == 2 and "does not exist" in outcome.stderr
+
+
+# -- the selection, the dialog, the search box, folding, deep branches ---------------------------
+
+
+def _luminance(color: object) -> float:
+    """WCAG 2 relative luminance of a rich colour (resolved to its RGB triplet)."""
+    triplet = color.get_truecolor()  # type: ignore[attr-defined]
+
+    def channel(value: int) -> float:
+        c = value / 255
+        return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+    return 0.2126 * channel(triplet.red) + 0.7152 * channel(triplet.green) + \
+        0.0722 * channel(triplet.blue)
+
+
+def contrast(foreground: object, background: object) -> float:
+    lighter, darker = sorted((_luminance(foreground), _luminance(background)), reverse=True)
+    return (lighter + 0.05) / (darker + 0.05)
+
+
+def test_the_selected_row_meets_wcag_aa_and_stands_out(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    def check_row(app: BrowseApp) -> tuple[object, ...]:
+        view = app.tree_view
+        strip = view.render_line(view.cursor - view.scroll_offset.y)
+        backgrounds = set()
+        for segment in strip:
+            style = segment.style
+            assert style is not None and style.color is not None and style.bgcolor is not None
+            backgrounds.add(style.bgcolor)
+            if segment.text.strip():
+                assert not style.dim, segment.text
+                assert contrast(style.color, style.bgcolor) >= 4.5, segment.text
+        (background,) = backgrounds  # one band across the whole row
+        other = view.render_line(view.cursor - view.scroll_offset.y + 1)
+        assert all(s.style is None or s.style.bgcolor != background for s in other)
+        return (background,)
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        for at in ("u0000001", "r0000001", "b0000003"):  # a user row, a dim tool row, inactive
+            assert app.tree_view.select_id(at)
+            await settle(app, pilot)
+            focused = check_row(app)
+        await press("slash")  # the search box has the focus: still readable, another band
+        await pilot.pause()  # type: ignore[attr-defined]
+        assert check_row(app) != focused
+
+    drive(path, script)
+
+
+def test_the_confirm_dialog_wraps_its_text(tmp_path: Path) -> None:
+    long = "Please rewrite the whole resize tool so that it keeps EXIF orientation intact"
+    entries = [*BRANCHED[:-1], user(13, "u0000009", "u0000004", long), BRANCHED[-1]]
+    path = write_branched(tmp_path / "s.jsonl", entries)
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        assert app.tree_view.select_id("u0000009")
+        await pilot.press("enter")  # type: ignore[attr-defined]
+        await pilot.pause()  # type: ignore[attr-defined]
+        dialog = app.screen
+        assert isinstance(dialog, ConfirmNavigate)
+        box = dialog.query_one("Vertical")
+        assert box.outer_size.width <= 50
+        for label in dialog.query("Label"):
+            lines = label.render_lines(label.region.reset_offset)  # type: ignore[attr-defined]
+            shown = " ".join("".join(s.text for s in line).strip() for line in lines)
+            assert label.region.right <= box.region.right
+            expected = " ".join(str(label.render()).split())
+            assert " ".join(shown.split()) == expected  # every word is on screen
+        first = dialog.query("Label").first()
+        assert first.region.height >= 2  # the question wrapped instead of being cut
+        await pilot.press("escape")  # type: ignore[attr-defined]
+
+    drive(path, script, size=(50, 24))
+
+
+def test_enter_closes_the_search_box_and_slash_reopens_it(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        field = app.query_one("#search")
+        await press("slash", *"pillow", "enter")
+        await settle(app, pilot)
+        assert not field.display and app.focused is app.tree_view
+        assert shown(app) == ["b0000004", "b0000005"]
+        assert "search 'pillow'" in str(app.query_one("#status").render())
+        await press("slash")
+        assert field.display and app.focused is field
+        assert field.value == "pillow"  # type: ignore[attr-defined]
+        await press("enter", "escape")  # closed, then Esc clears the search kept
+        await settle(app, pilot)
+        assert not field.display and app.search_text == "" and len(shown(app)) == 10
+
+    drive(path, script)
+
+
+def test_fold_keys_collapse_and_expand_a_branch_as_pi_does(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        view = app.tree_view
+        assert view.select_id("b0000004")  # inside the Python branch
+        await press("ctrl+left")  # not a branch start: up to the start of its branch
+        assert selected(app) == "u0000003"
+        mark = str(view._line(view.cursor))  # noqa: SLF001
+        assert "├⊟ " in mark  # foldable, as pi marks it
+        await press("ctrl+left")  # collapse it
+        await settle(app, pilot)
+        assert selected(app) == "u0000003"
+        assert "b0000004" not in shown(app) and "b0000005" not in shown(app)  # as in pi
+        line = str(view._line(view.cursor))  # noqa: SLF001
+        assert "├⊞ " in line and "(+" in line and "hidden)" in line
+        await press("ctrl+left")  # already collapsed: up to the enclosing branch's start
+        assert selected(app) == "u0000001"
+        assert view.select_id("u0000003")
+        await press("ctrl+right")  # expand
+        await settle(app, pilot)
+        assert "b0000004" in shown(app)
+        assert view.select_id("u0000001")
+        await press("ctrl+right")  # not collapsed: down to the first branch below
+        assert selected(app) == "u0000003"
+        await press("ctrl+right")  # no branch below: to the end of the run
+        assert selected(app) == "b0000005"
+        # collapsing the other branch hides its entries until it is expanded again
+        assert view.select_id("u0000002")
+        await press("ctrl+left", "ctrl+left")  # up to its start (the tool result), collapse
+        await settle(app, pilot)
+        assert selected(app) == "r0000001"
+        assert "b0000003" not in shown(app) and "u0000002" not in shown(app)
+        assert "b0000005" in shown(app)
+
+    drive(path, script)
+
+
+def test_deep_branches_keep_the_entry_text_readable(tmp_path: Path) -> None:
+    path = write_branched(tmp_path / "s.jsonl", nested(12))
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        view = app.tree_view
+        assert max(r.level for r in view.rows) == 12
+        await pilot.press("home")  # type: ignore[attr-defined]
+        seen = 0
+        for number, row in enumerate(view.rows):
+            if row.node is None or not view.select_id(row.node.id):
+                continue
+            await pilot.pause()  # type: ignore[attr-defined]
+            line = "".join(s.text for s in view.render_line(view.cursor - view.scroll_offset.y))
+            words = row.node.entry.message.content[0].text  # type: ignore[union-attr]
+            start = line.index(words[:8])
+            # the guides take at most about a quarter of the pane, the text keeps the rest
+            assert start <= view.size.width // 4 + 3 + 22, line
+            assert len(line.rstrip()) - start >= min(len(words), 20), line
+            seen += 1
+        assert seen == len(view.rows)
+        assert view.size.width == 60
+
+    drive(path, script, size=(100, 40))

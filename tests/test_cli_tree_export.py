@@ -12,8 +12,8 @@ from sessiontree import Session
 from sessiontree.export import select
 from sessiontree.export.markdown import export_markdown, fence
 
-from .viewhelpers import BRANCHED, T0, assistant, call, entry, generate, result, text, user, \
-    write_branched
+from .viewhelpers import BRANCHED, T0, assistant, call, entry, generate, nested, result, text, \
+    user, write_branched
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -64,6 +64,24 @@ def test_tree_max_depth_and_folding(tmp_path: Path) -> None:
     generated = generate(tmp_path / "g.jsonl", 600, branch_every=0, compact_every=0)
     code, out, _ = run("tree", str(generated))
     assert code == 0 and "… 560 more entries …" in out and len(out.splitlines()) == 41
+
+
+def test_tree_keeps_deep_entries_readable_in_80_columns(tmp_path: Path) -> None:
+    entries = nested(12)
+    path = write_branched(tmp_path / "s.jsonl", entries)
+    from sessiontree.cli import cli
+
+    outcome = CliRunner().invoke(cli, ["tree", str(path)], env={"COLUMNS": "80"},
+                                 catch_exceptions=False)
+    lines = outcome.stdout.splitlines()
+    assert outcome.exit_code == 0 and len(lines) == len(entries)
+    assert all(len(line) <= 80 for line in lines)
+    texts = [e["message"]["content"][0]["text"] for e in entries]
+    for text_ in texts:
+        line = next(x for x in lines if text_[:12] in x)
+        start = line.index(text_[:12])
+        assert start <= 20 + 22 and len(line) - start >= min(len(text_), 30), line
+    assert any(line.startswith("⋯") for line in lines)
 
 
 def test_tree_json_applies_the_filter(tmp_path: Path) -> None:

@@ -18,8 +18,8 @@ import pytest
 from sessiontree import Session
 from sessiontree.export.html import export_html, operations_data, script_json
 
-from .viewhelpers import BRANCHED, T0, assistant, call, entry, generate, result, text, user, \
-    write_branched
+from .viewhelpers import BRANCHED, T0, assistant, call, entry, generate, nested, result, text, \
+    user, write_branched
 
 CHROMIUM = "/usr/bin/chromium"
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -158,6 +158,59 @@ def test_collapsing_a_branch_point(branched_page: Page) -> None:
     assert "(+" in str(page.text_content('#tree .row[data-id="b0000001"]'))
     page.click('#tree .row[data-id="b0000001"] .toggle')
     assert "r0000001" in branched_page.rows()
+
+
+_TEXT_ROOM = """rows => rows.map(r => {
+  const text = r.querySelector('.text'), box = r.getBoundingClientRect();
+  return [r.dataset.id, box.right - text.getBoundingClientRect().left,
+          r.querySelector('.prefix').textContent, r.title];
+})"""
+
+
+def test_deep_branches_keep_their_text_readable_and_the_sidebar_resizes(browser: Any,
+                                                                        tmp_path: Path) -> None:
+    entries = nested(12)
+    path = export(write_branched(tmp_path / "s.jsonl", entries), tmp_path / "s.html")
+    texts = {e["id"]: e["message"]["content"][0]["text"] for e in entries}
+    page = Page(browser, path, width=1280, height=1000)
+    try:
+        sidebar = page.page.locator("#sidebar")
+        assert sidebar.bounding_box()["width"] == 380  # type: ignore[index]
+        rows = page.page.eval_on_selector_all("#tree .row", _TEXT_ROOM)
+        assert len(rows) == len(entries)
+        char = page.page.evaluate("""() => { const s = document.createElement('span');
+            s.textContent = '0'.repeat(10); s.style.whiteSpace = 'pre';
+            document.querySelector('#tree').appendChild(s);
+            const w = s.getBoundingClientRect().width / 10; s.remove(); return w; }""")
+        for entry_id, room, prefix, title in rows:
+            # the guide columns stay within about a quarter of the sidebar; the text keeps
+            # at least 20 characters of room at every depth (12 levels here)
+            assert len(prefix) * char <= 380 / 4 + 3 * char, (entry_id, prefix)
+            assert room >= 20 * char, (entry_id, prefix, room)
+            assert texts[entry_id] in title  # the full text on hover
+        deepest = {r[0]: r[2] for r in rows}["z0000000"]
+        assert deepest.startswith("\u22ef")  # "⋯N": N guide columns left out
+        # drag the handle: the sidebar widens and the deep rows get their guides back
+        handle = page.page.locator("#sidebar-resizer").bounding_box()
+        assert handle is not None
+        y = handle["y"] + 200
+        page.page.mouse.move(handle["x"] + 3, y)
+        page.page.mouse.down()
+        page.page.mouse.move(handle["x"] + 320, y, steps=5)
+        page.page.mouse.up()
+        assert 690 <= sidebar.bounding_box()["width"] <= 710  # type: ignore[index]
+        wide = {r[0]: r for r in page.page.eval_on_selector_all("#tree .row", _TEXT_ROOM)}
+        assert len(wide["z0000000"][2]) > len(deepest)
+        assert not wide["b0000005"][2].startswith("\u22ef")
+        # the keyboard works on the handle too, within limits
+        page.page.focus("#sidebar-resizer")
+        for _ in range(40):
+            page.page.keyboard.press("ArrowLeft")
+        assert sidebar.bounding_box()["width"] == 240  # type: ignore[index]
+        assert page.page.get_attribute("#sidebar-resizer", "aria-valuenow") == "240"
+        assert page.errors == []
+    finally:
+        page.close()
 
 
 def test_the_sidebar_collapses_on_narrow_screens(browser: Any, tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from sessiontree.views import (
     FILTER_MODES,
     ViewNode,
     filter_tree,
+    fit_prefix,
     flatten,
     next_mode,
     visible,
@@ -119,10 +120,18 @@ def test_folding_long_runs_keeps_both_ends_and_counts(session: Session) -> None:
     at = rows.index(folds[0])
     assert [r.node.id for r in rows[at - 2:at] + rows[at + 1:at + 3] if r.node] == [
         "u0000003", "b0000004", "u0000004", "b0000005"]
-    # a fold names the labels it hides
+    # a labelled entry (and the leaf) is never folded away: it keeps its own line, its
+    # label on it, and the fold splits around it
     session.set_label("u0000004", "tests")  # appended at the leaf: the run is now 7 long
     rows = list(flatten(filter_tree(session.tree(), "all"), set(), fold=4))
-    assert [(r.folded, r.folded_labels) for r in rows if r.node is None] == [(3, ["tests"])]
+    folds = [n for n, r in enumerate(rows) if r.node is None]
+    assert [rows[n].folded for n in folds] == [2]
+    after = rows[folds[0] + 1].node
+    assert after is not None and (after.id, after.label) == ("u0000004", "tests")
+    session.branch("s0000001")  # the leaf in the middle of the run stays visible too
+    rows = list(flatten(filter_tree(session.tree(), "all"), set(), fold=4, leaf_id="l0000001"))
+    assert [r.folded for r in rows if r.node is None] == [1]
+    assert "l0000001" in [r.node.id for r in rows if r.node is not None]
 
 
 def test_max_depth_cuts_deeper_branches_with_a_count(session: Session) -> None:
@@ -138,8 +147,23 @@ def test_a_deep_generated_session_needs_no_recursion(tmp_path: Path) -> None:
     with Session.open(path) as session:
         rows = list(flatten(filter_tree(session.tree(), "all"), set(session.path_ids())))
         assert len(rows) == len(session)
-        folded = list(flatten(filter_tree(session.tree(), "no-tools"), set(), fold=10))
-        assert len(folded) == 11
+        view = filter_tree(session.tree(), "no-tools")
+        folded = list(flatten(view, set(), fold=10))
+        entries = [r for r in folded if r.node is not None]
+        labelled = [r for r in entries[5:-5] if r.node is not None and r.node.label]
+        # one linear run: its 5 + 5 ends, the labelled entries between, the fold lines around
+        assert len(entries) == 10 + len(labelled)
+        assert len(folded) - len(entries) <= len(labelled) + 1
+        assert len(entries) + sum(r.folded for r in folded) == len(unfiltered_ids(view))
+
+
+def unfiltered_ids(view: list[ViewNode]) -> list[str]:
+    out, stack = [], list(view)
+    while stack:
+        item = stack.pop()
+        out.append(item.id)
+        stack.extend(item.children)
+    return out
 
 
 @settings(max_examples=60, deadline=None)
@@ -178,3 +202,25 @@ def test_filtering_keeps_exactly_the_visible_nodes_and_their_order(
     for node_id in expected:
         ancestors = [i for i in session.path_ids(node_id)[:-1] if i in shown]
         assert parent_of.get(node_id) == (ancestors[-1] if ancestors else None)
+
+
+@given(st.lists(st.sampled_from(["│  ", "   "]), max_size=60), st.sampled_from(["├─ ", "└─ "]),
+       st.integers(2, 30))
+def test_a_fitted_prefix_keeps_its_tail_within_the_columns(cells: list[str], connector: str,
+                                                           columns: int) -> None:
+    prefix = "".join(cells) + connector
+    fitted = fit_prefix(prefix, columns)
+    if len(cells) + 1 <= columns:
+        assert fitted == prefix
+        return
+    hidden = int(fitted[1:].split(" ", 1)[0].split("│")[0].split("└")[0].split("├")[0])
+    badge = f"⋯{hidden}".ljust(3)
+    assert fitted == badge + prefix[3 * hidden:]  # the tail is kept exactly
+    assert 1 + (len(cells) + 1 - hidden) <= columns  # the badge and the tail fit
+    assert hidden % max(1, columns // 2) == 0  # rows of one step stay aligned
+
+
+def test_rows_of_one_step_keep_their_guides_aligned() -> None:
+    deep = ["│  " * n + "├─ " for n in range(8, 12)]
+    assert [fit_prefix(p, 6) for p in deep] == [
+        "⋯6 │  │  ├─ ", "⋯6 │  │  │  ├─ ", "⋯6 │  │  │  │  ├─ ", "⋯9 │  │  ├─ "]

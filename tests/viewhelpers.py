@@ -96,3 +96,21 @@ def generate(out: Path, entries: int, seed: int = 3, branch_every: int = 40,
     generate_session(out, entries, seed=seed, branch_every=branch_every,
                      compact_every=compact_every)
     return out
+
+
+def nested(depth: int) -> list[dict[str, Any]]:
+    """A branch inside a branch, ``depth`` levels deep: at level k an assistant reply
+    ``bK`` has a short side branch ``sK`` and the branch that goes on to level k+1; the leaf
+    is the deepest reply, so every level's deeper branch is on the active path."""
+    out = [user(0, "u0000000", None, "Level 0: where the whole conversation starts")]
+    parent = "u0000000"
+    for k in range(depth):
+        reply = f"b{k:07d}"
+        out.append(assistant(3 * k + 1, reply, parent,
+                             text(f"Level {k}: an answer long enough to be worth reading")))
+        out.append(user(3 * k + 2, f"s{k:07d}", reply, f"Side {k}: a question on the side branch"))
+        parent = f"u{k + 1:07d}"
+        out.append(user(3 * k + 3, parent, reply, f"Level {k + 1}: a deeper question to read"))
+    out.append(assistant(3 * depth + 1, "z0000000", parent, text("The deepest answer of all")))
+    # the side branches were written first; the leaf must be the last line
+    return out

@@ -29,11 +29,13 @@ __all__ = [
     "Row",
     "ViewNode",
     "filter_tree",
+    "fit_prefix",
     "flatten",
     "matches",
     "next_mode",
     "node_kind",
     "node_text",
+    "prefix_columns",
     "search_terms",
     "unfiltered",
     "visible",
@@ -150,13 +152,17 @@ class Row(msgspec.Struct, gc=False):
     """One line of a drawn tree.
 
     Attributes:
-        prefix: the box-drawing prefix (``├─ ``, ``│  ``…).
+        prefix: the box-drawing prefix (``├─ ``, ``│  ``…), three characters per column.
         node: the entry shown, or ``None`` for a fold line.
         level: the indentation level (branch points passed), 0 at the roots.
         active: on the path to the leaf.
         folded: for a fold line, how many entries it stands for.
-        folded_labels: for a fold line, the labels of the entries it hides.
-        below: for a line cut by ``max_depth``, how many entries are under it, not shown.
+        below: how many entries are under this line and not shown (cut by ``max_depth``, or
+            a collapsed subtree).
+        start: the entry starts a branch: a root, or one child of a branch point (the
+            first entry of a linear run).
+        foldable: a ``start`` with entries under it: it can be collapsed (pi's fold).
+        collapsed: its subtree is collapsed.
     """
 
     prefix: str
@@ -164,8 +170,10 @@ class Row(msgspec.Struct, gc=False):
     level: int
     active: bool
     folded: int = 0
-    folded_labels: list[str] = []
     below: int = 0
+    start: bool = False
+    foldable: bool = False
+    collapsed: bool = False
 
 
 def _size(view: ViewNode) -> int:
@@ -177,8 +185,32 @@ def _size(view: ViewNode) -> int:
     return count
 
 
+def _fold_run(run: list[ViewNode], fold: int, keep: Callable[[TreeNode], bool]
+              ) -> list[ViewNode | list[ViewNode]]:
+    """A linear run with its middle folded into lists (fold lines), keeping ``keep`` entries
+    (labelled ones, the leaf) on their own lines."""
+    half = max(1, fold // 2)
+    if len(run) <= fold:
+        return list(run)
+    shown: list[ViewNode | list[ViewNode]] = list(run[:half])
+    hidden: list[ViewNode] = []
+    for view in run[half:len(run) - half]:
+        if keep(view.node):
+            if hidden:
+                shown.append(hidden)
+                hidden = []
+            shown.append(view)
+        else:
+            hidden.append(view)
+    if hidden:
+        shown.append(hidden)
+    shown.extend(run[len(run) - half:])
+    return shown
+
+
 def flatten(roots: Sequence[ViewNode], active_path: set[str] | frozenset[str] = frozenset(), *,
-            max_depth: int | None = None, fold: int = 0) -> Iterator[Row]:
+            max_depth: int | None = None, fold: int = 0, leaf_id: str | None = None,
+            collapsed: set[str] | frozenset[str] = frozenset()) -> Iterator[Row]:
     """Rows in display order: pre-order, linear runs in one column, the active child first.
 
     Args:
@@ -187,12 +219,17 @@ def flatten(roots: Sequence[ViewNode], active_path: set[str] | frozenset[str] = 
         max_depth: show branches up to this many levels of indentation; the first entry of a
             deeper branch is shown with the count of what is under it (``Row.below``).
         fold: fold linear runs longer than this many entries into their first and last
-            ``fold // 2`` entries and one fold line (0: never fold).
+            ``fold // 2`` entries and fold lines (0: never fold); labelled entries and
+            ``leaf_id`` stay on their own lines.
+        leaf_id: the session's leaf (never folded away).
+        collapsed: ids of branch starts whose subtree is collapsed (only foldable rows are).
     """
     def ordered(children: list[ViewNode]) -> list[ViewNode]:
         return sorted(children, key=lambda c: c.node.id not in active_path)  # stable
 
-    half = max(1, fold // 2) if fold else 0
+    def keep(node: TreeNode) -> bool:
+        return node.label is not None or node.id == leaf_id
+
     # work items: (view, connector, indent, level)
     stack: list[tuple[ViewNode, str, str, int]] = []
 
@@ -210,27 +247,49 @@ def flatten(roots: Sequence[ViewNode], active_path: set[str] | frozenset[str] = 
     while stack:
         view, connector, indent, level = stack.pop()
         first_prefix = indent[:-3] + connector if connector else indent
+        if max_depth is not None and level > max_depth:
+            yield Row(first_prefix, view.node, level, view.node.id in active_path,
+                      below=_size(view) - 1, start=True)
+            continue
+        if view.children and view.node.id in collapsed:
+            yield Row(first_prefix, view.node, level, view.node.id in active_path,
+                      below=_size(view) - 1, start=True, foldable=True, collapsed=True)
+            continue
         # the linear run starting here: follow single children
         run = [view]
         while len(run[-1].children) == 1:
             run.append(run[-1].children[0])
-        if max_depth is not None and level > max_depth:
-            yield Row(first_prefix, view.node, level, view.node.id in active_path,
-                      below=_size(view) - 1)
-            continue
-        if half and len(run) > fold:
-            hidden = run[half:len(run) - half]
-            shown: list[ViewNode | list[ViewNode]] = [*run[:half], hidden, *run[len(run) - half:]]
-        else:
-            shown = list(run)
+        shown = _fold_run(run, fold, keep) if fold else list(run)
         for position, item in enumerate(shown):
             prefix = first_prefix if position == 0 else indent
             if isinstance(item, list):
-                labels = [v.node.label for v in item if v.node.label]
                 yield Row(prefix, None, level, any(v.node.id in active_path for v in item),
-                          folded=len(item), folded_labels=labels)
+                          folded=len(item))
             else:
-                yield Row(prefix, item.node, level, item.node.id in active_path)
+                yield Row(prefix, item.node, level, item.node.id in active_path,
+                          start=position == 0, foldable=position == 0 and bool(item.children))
         tail = run[-1]
         if tail.children:
             push_siblings(ordered(tail.children), indent, level + 1, False)
+
+
+def fit_prefix(prefix: str, columns: int) -> str:
+    """``prefix`` in at most ``columns`` three-character columns (about), so that the entry's
+    text keeps its room however deep the branch is.
+
+    Deeper prefixes lose their leftmost columns in steps of ``columns // 2`` (rows of one
+    step keep their guides aligned); ``⋯N`` stands for the N columns left out.
+    """
+    cells = len(prefix) // 3
+    columns = max(2, columns)
+    if cells <= columns:
+        return prefix
+    step = max(1, columns // 2)
+    hidden = -(-(cells - columns + 1) // step) * step
+    return f"⋯{hidden}".ljust(3) + prefix[3 * hidden:]
+
+
+def prefix_columns(width: int) -> int:
+    """How many prefix columns a tree drawn ``width`` characters wide gives its guides: about
+    a quarter of the width (at least 2)."""
+    return max(2, width // 12)

@@ -14,7 +14,7 @@ from rich.text import Text
 
 from .._tree import TreeNode
 from ..describe import KIND_NAMES, entry_kind, entry_summary
-from ..views import Row, flatten, unfiltered
+from ..views import Row, fit_prefix, flatten, unfiltered
 
 __all__ = ["KIND_STYLE", "Row", "render_row", "tree_rows"]
 
@@ -32,17 +32,36 @@ KIND_STYLE = {
 }
 
 
-def render_row(row: Row, *, leaf_id: str | None, width: int = 72) -> Text:
-    """One line: prefix, marker, id, kind, summary, label (or a fold line)."""
-    text = Text(row.prefix, style="dim")
+def _marked(prefix: str, row: Row) -> str:
+    """The prefix with pi's fold mark: ``⊟`` foldable, ``⊞`` collapsed (in the connector, or
+    before a root's text when collapsed)."""
+    if not (row.foldable or row.collapsed):
+        return prefix
+    mark = "⊞" if row.collapsed else "⊟"
+    if len(prefix) >= 3 and prefix[-3] in "├└":
+        return prefix[:-2] + mark + " "
+    return prefix + ("⊞ " if row.collapsed else "")
+
+
+def render_row(row: Row, *, leaf_id: str | None, width: int = 72, columns: int | None = None,
+               fold_marks: bool = False) -> Text:
+    """One line: prefix, marker, id, kind, summary, label (or a fold line).
+
+    Args:
+        row: the row (:func:`sessiontree.views.flatten`).
+        leaf_id: the session's leaf (marked ``●``).
+        width: the room for the entry's summary.
+        columns: fit the prefix into about this many columns (:func:`fit_prefix`).
+        fold_marks: show which rows can be collapsed (the browser's fold keys).
+    """
+    prefix = fit_prefix(row.prefix, columns) if columns is not None else row.prefix
+    if fold_marks:
+        prefix = _marked(prefix, row)
+    text = Text(prefix, style="dim")
     if row.node is None:
         text.append("• " if row.active else "  ", style="yellow")
         text.append(f"… {row.folded} more entr{'y' if row.folded == 1 else 'ies'} …",
                     style="dim italic")
-        if row.folded_labels:
-            shown = ", ".join(row.folded_labels[:5])
-            more = f" +{len(row.folded_labels) - 5}" if len(row.folded_labels) > 5 else ""
-            text.append(f"  [{shown}{more}]", style="yellow")
         return text
     entry = row.node.entry
     kind = entry_kind(entry)
@@ -58,5 +77,6 @@ def render_row(row: Row, *, leaf_id: str | None, width: int = 72) -> Text:
     if row.node.label:
         text.append(f"  [{row.node.label}]", style="bold yellow")
     if row.below:
-        text.append(f"  (+{row.below} below)", style="dim italic")
+        what = "hidden" if row.collapsed else "below"
+        text.append(f"  (+{row.below} {what})", style="dim italic")
     return text

@@ -13,7 +13,15 @@ from rich.text import Text
 
 from .. import _json
 from ..errors import CorruptHeader, SessionTreeError
-from ..views import FILTER_MODES, FilterMode, ViewNode, filter_tree, flatten
+from ..views import (
+    FILTER_MODES,
+    FilterMode,
+    ViewNode,
+    filter_tree,
+    fit_prefix,
+    flatten,
+    prefix_columns,
+)
 from ._address import ENTRY_HELP, by_label_option, entry_option_value, pick_entry
 from ._app import SESSION_MAYBE, cli, echo_json, json_option, open_session, reports_errors
 from ._render import render_row
@@ -40,12 +48,13 @@ def print_tree(session: object, console: Console | None = None, *, mode: FilterM
     assert isinstance(session, Session)
     console = console or _console()
     active = set(session.path_ids())
-    width = max(30, (console.width or 100) - 40)
+    columns = prefix_columns(console.width or 100)
     shown = 0
     view = filter_tree(session.tree(), mode, search)
-    for row in flatten(view, active, max_depth=max_depth, fold=fold):
+    for row in flatten(view, active, max_depth=max_depth, fold=fold, leaf_id=session.leaf_id):
         shown += 1 if row.node is not None else 0
-        console.print(render_row(row, leaf_id=session.leaf_id, width=width))
+        room = max(30, (console.width or 100) - 28 - len(fit_prefix(row.prefix, columns)))
+        console.print(render_row(row, leaf_id=session.leaf_id, width=room, columns=columns))
     return shown
 
 

@@ -207,23 +207,49 @@
 
   var treeEl = $("#tree");
   var spacer = $("#tree-spacer");
+
+  // Deep branches keep their text readable: the guide columns take about a quarter of the
+  // sidebar's width; deeper prefixes lose their leftmost columns in steps (rows of one step
+  // stay aligned) and "⋯N" stands for the N columns left out (views.fit_prefix in Python).
+  var charWidth = 0;
+  function prefixColumns() {
+    if (!charWidth) {
+      var probe = el("span", "row-probe", "0000000000");
+      treeEl.appendChild(probe);
+      charWidth = probe.getBoundingClientRect().width / 10 || 7.2;
+      probe.remove();
+    }
+    return Math.max(2, Math.floor(treeEl.clientWidth / charWidth / 12));
+  }
+  function fitPrefix(prefix, columns) {
+    var cells = Math.floor(prefix.length / 3);
+    columns = Math.max(2, columns);
+    if (cells <= columns) return prefix;
+    var step = Math.max(1, Math.floor(columns / 2));
+    var hidden = Math.ceil((cells - columns + 1) / step) * step;
+    var badge = "⋯" + hidden;
+    while (badge.length < 3) badge += " ";
+    return badge + prefix.slice(3 * hidden);
+  }
+
   function drawRows() {
     var top = treeEl.scrollTop, height = treeEl.clientHeight || 600;
     var first = Math.max(0, Math.floor(top / ROW) - 10);
     var last = Math.min(rows.length, Math.ceil((top + height) / ROW) + 10);
     var frag = document.createDocumentFragment();
-    for (var n = first; n < last; n++) frag.appendChild(rowElement(n));
+    var columns = prefixColumns();
+    for (var n = first; n < last; n++) frag.appendChild(rowElement(n, columns));
     spacer.replaceChildren(frag);
   }
 
-  function rowElement(n) {
+  function rowElement(n, columns) {
     var row = rows[n], id = row.id, entry = entries[index.get(id)], kind = kindOf(entry);
     var active = activeSet.has(id);
     var div = el("div", "row" + (active ? " active" : " dim") + (id === state.selected ? " selected" : ""));
     div.style.top = n * ROW + "px";
     div.setAttribute("role", "treeitem");
     div.dataset.id = id;
-    div.appendChild(el("span", "prefix", row.prefix));
+    div.appendChild(el("span", "prefix", fitPrefix(row.prefix, columns)));
     var toggle = el("span", "toggle", row.branching ? (row.collapsed ? "\u25b8" : "\u25be") : " ");
     if (row.branching) toggle.dataset.toggle = id;
     div.appendChild(toggle);
@@ -233,7 +259,9 @@
     var label = labels.get(id);
     if (label) div.appendChild(el("span", "label", "[" + label + "]"));
     if (row.collapsed) div.appendChild(el("span", "meta", "  (+" + row.hidden + ")"));
-    div.title = id + " \u00b7 " + (KIND_NAMES[kind] || kind) + (label ? " \u00b7 " + label : "");
+    // the full text on hover (the row shows what fits)
+    div.title = id + " \u00b7 " + (KIND_NAMES[kind] || kind) + (label ? " \u00b7 [" + label + "]" : "") +
+      "\n" + oneLine(entryText(entry), 1000);
     return div;
   }
 
@@ -601,6 +629,37 @@
       drawRows();
     }, 120);
   });
+  // the sidebar's width: drag the handle, or focus it and use the arrow keys
+  var sidebarEl = $("#sidebar"), resizer = $("#sidebar-resizer");
+  function setSidebarWidth(px) {
+    var max = Math.max(260, window.innerWidth * 0.85);
+    var width = Math.round(Math.min(max, Math.max(240, px)));
+    sidebarEl.style.width = width + "px";
+    resizer.setAttribute("aria-valuenow", String(width));
+    drawRows();
+  }
+  resizer.addEventListener("pointerdown", function (event) {
+    event.preventDefault();
+    resizer.setPointerCapture(event.pointerId);
+    resizer.classList.add("dragging");
+  });
+  resizer.addEventListener("pointermove", function (event) {
+    if (!resizer.hasPointerCapture(event.pointerId)) return;
+    setSidebarWidth(event.clientX - sidebarEl.getBoundingClientRect().left);
+  });
+  resizer.addEventListener("pointerup", function (event) {
+    if (resizer.hasPointerCapture(event.pointerId)) resizer.releasePointerCapture(event.pointerId);
+    resizer.classList.remove("dragging");
+  });
+  resizer.addEventListener("keydown", function (event) {
+    var step = event.shiftKey ? 80 : 20;
+    var now = sidebarEl.getBoundingClientRect().width;
+    if (event.key === "ArrowLeft") setSidebarWidth(now - step);
+    else if (event.key === "ArrowRight") setSidebarWidth(now + step);
+    else return;
+    event.preventDefault();
+  });
+
   $("#sidebar-toggle").addEventListener("click", function () {
     var app = $("#app");
     if (narrow.matches) app.classList.toggle("sidebar-open");
