@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from . import (  # noqa: F401  (each registers its commands)
     browse,
+    chat,
     compact,
     core,
     export,

@@ -1,0 +1,185 @@
+"""``sessiontree chat`` end to end against the fake model server on 127.0.0.1: in a
+pseudo-terminal (prompt_toolkit input, streamed Markdown, the status line, multi-line input,
+Ctrl+C cancelling a slow reply, /tree with the browser) and with piped input (tools, every
+built-in command, extension commands and renderers, errors, --continue)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from sessiontree import Session
+
+from .chatterm import REPO, Terminal
+from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
+
+MODEL = ["-m", "anthropic:claude-sonnet-4-5"]
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLM]:
+    fake = FakeLLM().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()
+
+
+def environment(server: FakeLLM, tmp_path: Path) -> dict[str, str]:
+    return {"ANTHROPIC_API_KEY": ANTHROPIC_KEY, "ANTHROPIC_BASE_URL": server.url,
+            "OPENAI_API_KEY": OPENAI_KEY, "OPENAI_BASE_URL": f"{server.url}/v1",
+            "HOME": str(tmp_path / "home"), "PI_CODING_AGENT_DIR": str(tmp_path / "agent")}
+
+
+def roles(path: Path) -> list[str]:
+    with Session.open(path) as session:
+        return [e.message.role for e in session.path() if e.type == "message"]  # type: ignore[attr-defined]
+
+
+def test_chat_in_a_terminal(server: FakeLLM, tmp_path: Path) -> None:
+    server.then(Reply(text="# Plan\n\nSome **bold** words:\n\n- first item\n- second item\n",
+                      usage=(1000, 50, 0)),
+                Reply(text="Got both lines."),
+                Reply(text="word " * 500, chunk_delay=0.03))
+    file = tmp_path / "chat.jsonl"
+    term = Terminal(["chat", str(file), *MODEL], environment(server, tmp_path))
+    try:
+        term.expect("›")
+        term.type("Make a plan")
+        screen = term.expect("second item")
+        reply = screen[screen.rfind("Plan"):]
+        assert "Some bold words" in reply and "**" not in reply  # rendered, not raw Markdown
+        status = term.expect(r"\$0\.\d{4}")
+        assert "claude-sonnet-4-5" in status and "1,000" in status
+        term.expect("›")
+        term.send("first line\x1b\r")        # Alt+Enter: a new line, not sent yet
+        term.type("second line")
+        term.expect("Got both lines")
+        sent = server.requests[1].body["messages"][-1]["content"]
+        assert sent == [{"type": "text", "text": "first line\nsecond line"}]
+        term.expect("›")
+        term.type("Talk for a long time")
+        term.expect("word word word")
+        term.pause(0.3)
+        term.send("\x03")                     # Ctrl+C: cancel the reply
+        term.expect("cancelled")
+        term.expect("›")
+        term.send("\x04")                     # Ctrl+D: leave
+        assert term.close() == 0
+    finally:
+        if term.proc.poll() is None:
+            term.close()
+    # the cancelled reply left nothing half-written: the last message is the prompt
+    assert roles(file) == ["user", "assistant", "user", "assistant", "user"]
+
+
+def test_tree_navigates_with_the_summary_prompt(server: FakeLLM, tmp_path: Path) -> None:
+    file = tmp_path / "chat.jsonl"
+    server.then(Reply(text="Answer one."), Reply(text="Answer two."), Reply(text="Answer three."))
+    env = environment(server, tmp_path)
+    done = subprocess.run([sys.executable, "-m", "sessiontree", "chat", str(file), *MODEL],
+                          input="Question one\nQuestion two\n", text=True, capture_output=True,
+                          env={**os.environ, **env, "PYTHONPATH": str(REPO)}, cwd=REPO, check=False)
+    assert done.returncode == 0, done.stderr
+    with Session.open(file) as session:
+        second_question = [e.id for e in session.path() if e.type == "message"][2]
+    term = Terminal(["chat", str(file), *MODEL], env)
+    try:
+        term.expect("›")
+        term.type("/tree")
+        term.expect("Question two")           # the browser, on the leaf
+        term.pause(0.5)
+        for _ in range(2):                    # up, up: past the answer to the second question
+            term.send("\x1b[A")
+            term.pause(0.3)
+        term.send("\r")                       # go there...
+        term.expect("(?i)summar")             # ...asked whether to summarize the branch left
+        term.send("y")
+        term.pause(1.5)
+        term.send("q")
+        term.expect("at ")
+        term.expect("Question two")           # offered as the next prompt, to edit
+        term.send("\x15")                     # clear it and ask something else
+        term.type("Question two, rephrased")
+        term.expect("Answer three")
+        term.expect("›")
+        term.send("\x04")
+        assert term.close() == 0
+    finally:
+        if term.proc.poll() is None:
+            term.close()
+    with Session.open(file) as session:
+        path = session.path()
+        kinds = [e.type for e in path]
+        assert "branch_summary" in kinds
+        assert second_question in session.children_ids(path[0].id) or second_question not in \
+            [e.id for e in path]              # the old question is now on another branch
+        texts = [e.message.content[0].text for e in path  # type: ignore[attr-defined]
+                 if e.type == "message" and e.message.role == "user"]  # type: ignore[attr-defined]
+        assert texts == ["Question one", "Question two, rephrased"]
+
+
+def run_piped(server: FakeLLM, tmp_path: Path, lines: list[str], *args: str
+              ) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, **environment(server, tmp_path), "PYTHONPATH": str(REPO)}
+    return subprocess.run([sys.executable, "-m", "sessiontree", "chat", *args], input="\n".join(lines) + "\n",
+                          text=True, capture_output=True, env=env, cwd=REPO, check=False, timeout=120)
+
+
+def test_piped_chat_with_tools_commands_and_renderers(server: FakeLLM, tmp_path: Path) -> None:
+    server.then(Reply(text="Let me read it.", tool_calls=[("read", {"path": "a.py"})]),
+                Reply(text="It prints a."),
+                Reply(text="Noted your note."),
+                Reply(500, error="overloaded"), Reply(500, error="overloaded"),
+                Reply(500, error="overloaded"), Reply(500, error="overloaded"),
+                Reply(text="Hello from GPT."))
+    file = tmp_path / "s.jsonl"
+    export = tmp_path / "page.html"
+    done = run_piped(server, tmp_path, [
+        "What does a.py do?", "/hello tests", "/note run the linter", "/name Piped chat",
+        "/label checkpoint", "/help", "This one fails", "/model openai:gpt-4.1", "Hi GPT",
+        f"/export {export}", "/compact keep it short", "/nope", "/fork", "/quit"],
+        str(file), *MODEL, "-e", "tests.chat_extension")
+    out = done.stdout
+    assert done.returncode == 0, done.stderr
+    assert "→ read" in out and "← read: print('a')" in out and "It prints a." in out
+    assert "hello, tests" in out
+    assert "[chat.note]" in out and "NOTE run the linter" in out and "**NOTE**" not in out
+    assert "/hello" in out and "Say hello (tests.chat_extension)" in out and "/tree" in out
+    assert "stopped (error)" in out and "overloaded" in out
+    assert "Hello from GPT." in out and "openai:gpt-4.1" in out
+    assert "unknown command /nope" in out
+    assert "forked into" in out and "nothing to compact" in out  # too short to compact
+    assert export.exists() and "NOTE" in export.read_text("utf-8")
+    with Session.open(file) as session:
+        assert session.name == "Piped chat"
+        assert "checkpoint" in [label for label, _ in session.labels().values()]
+        kinds = [e.type for e in session.path()]
+        assert "model_change" in kinds and "custom_message" in kinds
+        replies = [e.message for e in session.path() if e.type == "message"  # type: ignore[attr-defined]
+                   and e.message.role == "assistant"]  # type: ignore[attr-defined]
+        assert replies[-1].provider == "openai" and replies[-2].stop_reason == "error"
+        assert session.optree().runs  # the runs' operation trees are in the file
+    forks = [p for p in tmp_path.glob("*.jsonl") if p != file]
+    assert len(forks) == 1
+    assert json.loads(forks[0].read_text("utf-8").splitlines()[0])["parentSession"] == str(file)
+
+
+def test_continue_and_a_new_session(server: FakeLLM, tmp_path: Path) -> None:
+    server.then(Reply(text="First."), Reply(text="Second."))
+    folder = tmp_path / "sessions"
+    first = run_piped(server, tmp_path, ["Hello"], "--dir", str(folder), *MODEL)
+    assert first.returncode == 0 and "First." in first.stdout
+    (created,) = list(folder.glob("*.jsonl"))
+    again = run_piped(server, tmp_path, ["Again"], "--continue", "--dir", str(folder))
+    assert again.returncode == 0, again.stderr  # the model comes from the session
+    assert "Second." in again.stdout and list(folder.glob("*.jsonl")) == [created]
+    assert roles(created) == ["user", "assistant", "user", "assistant"]
+    nomodel = run_piped(server, tmp_path, ["x"], str(tmp_path / "empty.jsonl"))
+    assert nomodel.returncode == 2 and "--model" in nomodel.stderr
