@@ -216,6 +216,8 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
         "delete": ["delete", "--yes", file],
         "prune": ["prune", str(tmp_path / "demo"), "--older-than", "100000", "--dry-run"],
         "tail": ["tail", "--no-follow", file],
+        "chat": ["chat", file, "-m", "anthropic:claude-sonnet-4-5", "--base-url",
+                 "http://127.0.0.1:9", "--no-installed-extensions"],  # stdin: no prompt
         "--help": ["--help"],
     }
 
