@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from .fake_llm import FakeLLM
 from .backends import (  # noqa: F401 (fixtures)
     BACKENDS,
     Backend,
@@ -25,3 +27,13 @@ CONFORMANCE = TESTS / "conformance"
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     """Each test that takes it runs once per backend (memory, jsonl, sqlite, postgres)."""
     return make_backend(request, tmp_path)
+
+
+@pytest.fixture
+def server() -> Iterator[FakeLLM]:
+    """The fake model server on 127.0.0.1 (``tests/fake_llm.py``), stopped after the test."""
+    fake = FakeLLM().start()
+    try:
+        yield fake
+    finally:
+        fake.stop()

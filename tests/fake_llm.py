@@ -424,3 +424,27 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
             }, reply.headers)
 
     return Handler
+
+
+def chat_model(server: FakeLLM, **options: Any) -> Any:
+    """An :class:`~sessiontree.providers.OpenAIChatModel` (gpt-4.1) talking to ``server``."""
+    from sessiontree.providers import OpenAIChatModel
+
+    options.setdefault("backoff", 0.0)
+    return OpenAIChatModel("gpt-4.1", api_key=OPENAI_KEY, base_url=f"{server.url}/v1", **options)
+
+
+def responses_model(server: FakeLLM, **options: Any) -> Any:
+    """An :class:`~sessiontree.providers.OpenAIResponsesModel` (gpt-5) talking to ``server``."""
+    from sessiontree.providers import OpenAIResponsesModel
+
+    options.setdefault("backoff", 0.0)
+    return OpenAIResponsesModel("gpt-5", api_key=OPENAI_KEY, base_url=f"{server.url}/v1", **options)
+
+
+def anthropic_model(server: FakeLLM, **options: Any) -> Any:
+    """An :class:`~sessiontree.providers.AnthropicModel` (claude-sonnet-4-5) talking to ``server``."""
+    from sessiontree.providers import AnthropicModel
+
+    options.setdefault("backoff", 0.0)
+    return AnthropicModel("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, base_url=server.url, **options)

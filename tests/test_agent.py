@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,32 +31,14 @@ from sessiontree.agent import (
 )
 from sessiontree.cli import cli
 from sessiontree.events import ContextResult
-from sessiontree.providers import AnthropicModel, OpenAIChatModel, OpenAIResponsesModel, StreamDelta
+from sessiontree.providers import StreamDelta
 from sessiontree.summarize import CancelToken
 
-from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
+from .fake_llm import FakeLLM, Reply, anthropic_model, chat_model, responses_model
 from .test_pi_interop import assert_same, pi_read, pi_modules  # noqa: F401 - fixture
 
 
-@pytest.fixture
-def server() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-def claude(server: FakeLLM) -> AnthropicModel:
-    return AnthropicModel("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, base_url=server.url, backoff=0.0)
-
-
-def gpt_chat(server: FakeLLM) -> OpenAIChatModel:
-    return OpenAIChatModel("gpt-4.1", api_key=OPENAI_KEY, base_url=f"{server.url}/v1", backoff=0.0)
-
-
-def gpt_responses(server: FakeLLM) -> OpenAIResponsesModel:
-    return OpenAIResponsesModel("gpt-5", api_key=OPENAI_KEY, base_url=f"{server.url}/v1", backoff=0.0)
+claude, gpt_chat, gpt_responses = anthropic_model, chat_model, responses_model
 
 
 FILES = {"a.py": "print('a')\n", "b.py": ""}
@@ -363,3 +344,33 @@ def test_pi_reads_what_the_agent_wrote(server: FakeLLM, tmp_path: Path, pi_modul
     assert_same(Path(session.file), answer)  # type: ignore[arg-type]
 
 
+
+
+def test_messages_sent_during_a_run_wait_for_the_end_of_the_turn(server: FakeLLM) -> None:
+    server.then(Reply(text="", tool_calls=[("read", {"path": "a.py"})]),
+                Reply(text="Done, and I saw the warning."))
+
+    def extension(api: ExtensionAPI) -> None:
+        def warn(event: Any) -> None:
+            api.send_message(ExtensionMessage("lint", "a.py has no tests"), trigger_turn=True)
+
+        api.on("tool_result", warn)
+
+    session = Session.in_memory()
+    result = AgentSession(session, claude(server), tools=[read], extensions=[extension]).prompt("Check a.py")
+    kinds = [e.type if e.type != "message" else e.message.role for e in session.path()  # type: ignore[attr-defined]
+             if e.type in ("message", "custom_message")]
+    # written after the tool result (the end of the turn), not in the middle of it
+    assert kinds == ["user", "assistant", "toolResult", "custom_message", "assistant"]
+    assert "a.py has no tests" in json.dumps(server.requests[1].body["messages"])
+    assert result.text == "Done, and I saw the warning."
+
+
+def test_the_html_operations_panel_has_the_run(server: FakeLLM) -> None:
+    from sessiontree.export.html import operations_data
+
+    server.then(Reply(text="", tool_calls=[("read", {"path": "a.py"})]), Reply(text="ok"))
+    session = Session.in_memory()
+    result = AgentSession(session, claude(server), tools=[read]).prompt("go")
+    panel = operations_data(session)
+    assert panel is not None and result.run_id in json.dumps(panel)

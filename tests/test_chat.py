@@ -9,7 +9,6 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,15 +19,6 @@ from .chatterm import REPO, Terminal
 from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
 
 MODEL = ["-m", "anthropic:claude-sonnet-4-5"]
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def environment(server: FakeLLM, tmp_path: Path) -> dict[str, str]:

@@ -5,7 +5,6 @@ one compaction entry and still load in pi with the same context; nothing is writ
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,15 +34,6 @@ def generated(tmp_path: Path) -> Path:
     out = tmp_path / "gen.jsonl"
     generate_session(out, 800, branch_every=100, compact_every=300, seed=21)
     return out
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def pi_written(pi_modules: Path, folder: Path) -> Path:

@@ -8,14 +8,12 @@ Retry-After before the stream starts, a stream that breaks off, and cancellation
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
 
 from sessiontree import TextContent, ThinkingContent, ToolCall, ToolResultMessage, UserMessage
 from sessiontree.providers import (
-    AnthropicModel,
     ModelRequest,
     ModelRequestCancelled,
     ModelRequestFailed,
@@ -28,36 +26,13 @@ from sessiontree.providers import (
 )
 from sessiontree.summarize import CancelToken
 
-from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
+from .fake_llm import ANTHROPIC_KEY, FakeLLM, Reply, anthropic_model, chat_model, responses_model
 
 READ = ToolSpec(name="read", description="Read a file", parameters={
     "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
 
 
-@pytest.fixture
-def server() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
-
-
-def chat(server: FakeLLM, **options: Any) -> OpenAIChatModel:
-    options.setdefault("backoff", 0.0)
-    return OpenAIChatModel("gpt-4.1", api_key=OPENAI_KEY, base_url=f"{server.url}/v1", **options)
-
-
-def responses(server: FakeLLM, **options: Any) -> OpenAIResponsesModel:
-    options.setdefault("backoff", 0.0)
-    return OpenAIResponsesModel("gpt-5", api_key=OPENAI_KEY, base_url=f"{server.url}/v1", **options)
-
-
-def anthropic(server: FakeLLM, **options: Any) -> AnthropicModel:
-    options.setdefault("backoff", 0.0)
-    return AnthropicModel("claude-sonnet-4-5", api_key=ANTHROPIC_KEY, base_url=server.url, **options)
-
-
+chat, responses, anthropic = chat_model, responses_model, anthropic_model
 ADAPTERS = [chat, responses, anthropic]
 PATHS = {chat: "/v1/chat/completions", responses: "/v1/responses", anthropic: "/v1/messages"}
 

@@ -10,7 +10,6 @@ import asyncio
 import email.utils
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,15 +35,6 @@ from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
 GUARD_SECONDS = 60.0
 """A watchdog cancels any summary still running after this long, so a regression fails the
 test instead of hanging it (never a timing assertion)."""
-
-
-@pytest.fixture
-def server() -> Iterator[FakeLLM]:
-    fake = FakeLLM().start()
-    try:
-        yield fake
-    finally:
-        fake.stop()
 
 
 def openai(server: FakeLLM, **options: Any) -> OpenAISummarizer:

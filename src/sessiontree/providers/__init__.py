@@ -68,4 +68,4 @@ def model_from_spec(spec: str, **options: Any) -> Model:
     if adapter is None:
         raise ProviderNotConfigured(f"unknown model provider {provider!r} in {spec!r}; use one of "
                                     f"{', '.join(sorted(_SPECS))} as PROVIDER:MODEL")
-    return adapter(model, **options)  # type: ignore[no-any-return]
+    return adapter(model, **options)

@@ -36,7 +36,7 @@ from ..messages import (
 )
 from ._common import ToolSpec, as_tool_spec, prepare_messages, sanitize, sanitize_id
 from ._http import AnthropicEndpoint
-from .base import Assembly, HttpModel, ModelRequest
+from .base import Assembly, HttpModel
 
 __all__ = ["API", "DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages", "anthropic_request", "anthropic_tools"]
 
@@ -193,12 +193,7 @@ class AnthropicModel(HttpModel, AnthropicEndpoint):
     api = API
     path = "messages"
 
-    def body(self, request: ModelRequest) -> dict[str, Any]:
-        body = anthropic_request(request.messages, model=self.model, provider=self.provider,
-                                 system=request.system, tools=request.tools,
-                                 max_tokens=request.max_tokens)
-        body["stream"] = True
-        return body
+    build = staticmethod(anthropic_request)
 
     async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
         async for name, event in events:

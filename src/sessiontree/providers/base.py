@@ -210,22 +210,36 @@ def parse_arguments(text: str) -> dict[str, Any]:
 
 
 class HttpModel(HttpClient):
-    """The shared part of the HTTP model adapters: a subclass sets :attr:`api` and
-    :attr:`path` and implements :meth:`body` (the request, from :mod:`sessiontree.providers`'
-    conversions) and :meth:`read` (stream events into an :class:`Assembly`). Constructor
+    """The shared part of the HTTP model adapters: a subclass sets :attr:`api`, :attr:`path`
+    and :meth:`build` (the request, from :mod:`sessiontree.providers`' conversions) and
+    implements :meth:`read` (stream events into an :class:`Assembly`). Constructor
     arguments: :class:`~sessiontree.providers._http.HttpClient`, plus ``max_tokens`` (the
-    default output budget)."""
+    default output budget) and ``provider`` (the provider recorded on replies, for a
+    compatible server; the price table looks models up under it)."""
 
     api: ClassVar[str] = ""
     path: ClassVar[str] = ""
 
-    def __init__(self, model: str, *, max_tokens: int | None = None, **options: Any) -> None:
+    def __init__(self, model: str, *, max_tokens: int | None = None, provider: str | None = None,
+                 **options: Any) -> None:
         super().__init__(model, **options)
         self.max_tokens = max_tokens
+        if provider:
+            self.provider = provider  # type: ignore[misc]
+
+    build: Callable[..., dict[str, Any]]
+    """The API's request builder (``staticmethod(chat_request)``...)."""
+
+    stream_fields: ClassVar[dict[str, Any]] = {"stream": True}
+    """What makes the request a stream."""
 
     def body(self, request: ModelRequest) -> dict[str, Any]:
         """The streaming request body."""
-        raise NotImplementedError
+        body = self.build(request.messages, model=self.model, provider=self.provider,
+                          system=request.system, tools=request.tools,
+                          max_tokens=request.max_tokens)
+        body.update(self.stream_fields)
+        return body
 
     async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
         """Fold the stream's events into ``into``.

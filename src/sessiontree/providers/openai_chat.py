@@ -36,7 +36,7 @@ from ..messages import (
 )
 from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
 from ._http import OpenAIEndpoint
-from .base import Assembly, HttpModel, ModelRequest
+from .base import Assembly, HttpModel
 
 __all__ = ["API", "OpenAIChatModel", "chat_messages", "chat_request", "chat_tools"]
 
@@ -170,11 +170,9 @@ class OpenAIChatModel(HttpModel, OpenAIEndpoint):
 
     Args:
         model: the model name.
-        provider: the provider recorded on replies (default ``openai``; the price table
-            looks models up under it).
         **options: :class:`~sessiontree.providers.base.HttpModel` (``api_key``,
             ``base_url``, ``timeout``, ``max_retries``, ``backoff``, ``max_backoff``,
-            ``headers``, ``temperature``, ``max_tokens``); the key and URL default to
+            ``headers``, ``temperature``, ``max_tokens``, ``provider``); the key and URL default to
             ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``.
 
     Raises:
@@ -185,17 +183,8 @@ class OpenAIChatModel(HttpModel, OpenAIEndpoint):
     api = API
     path = "chat/completions"
 
-    def __init__(self, model: str, *, provider: str = "openai", **options: Any) -> None:
-        super().__init__(model, **options)
-        self.provider = provider  # type: ignore[misc]
-
-    def body(self, request: ModelRequest) -> dict[str, Any]:
-        body = chat_request(request.messages, model=self.model, provider=self.provider,
-                            system=request.system, tools=request.tools,
-                            max_tokens=request.max_tokens)
-        body["stream"] = True
-        body["stream_options"] = {"include_usage": True}
-        return body
+    build = staticmethod(chat_request)
+    stream_fields = {"stream": True, "stream_options": {"include_usage": True}}
 
     async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
         async for _name, chunk in events:

@@ -39,7 +39,7 @@ from ..messages import (
 )
 from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
 from ._http import OpenAIEndpoint
-from .base import Assembly, HttpModel, ModelRequest
+from .base import Assembly, HttpModel
 
 __all__ = [
     "API", "OpenAIResponsesModel", "responses_input", "responses_request", "responses_tools", "short_hash",
@@ -236,7 +236,6 @@ class OpenAIResponsesModel(HttpModel, OpenAIEndpoint):
 
     Args:
         model: the model name.
-        provider: the provider recorded on replies (default ``openai``).
         **options: :class:`~sessiontree.providers.base.HttpModel`; the key and URL default to
             ``OPENAI_API_KEY`` and ``OPENAI_BASE_URL``.
 
@@ -248,16 +247,7 @@ class OpenAIResponsesModel(HttpModel, OpenAIEndpoint):
     api = API
     path = "responses"
 
-    def __init__(self, model: str, *, provider: str = "openai", **options: Any) -> None:
-        super().__init__(model, **options)
-        self.provider = provider  # type: ignore[misc]
-
-    def body(self, request: ModelRequest) -> dict[str, Any]:
-        body = responses_request(request.messages, model=self.model, provider=self.provider,
-                                 system=request.system, tools=request.tools,
-                                 max_tokens=request.max_tokens)
-        body["stream"] = True
-        return body
+    build = staticmethod(responses_request)
 
     async def read(self, events: AsyncIterator[tuple[str | None, Any]], into: Assembly) -> None:
         async for name, event in events:
