@@ -96,17 +96,31 @@ def test_dry_run_writes_nothing(generated: Path) -> None:
     assert generated.read_bytes() == before
 
 
-def test_nothing_to_compact_is_an_error_and_writes_nothing(tmp_path: Path) -> None:
+def test_nothing_to_compact_exits_0_with_one_message_and_writes_nothing(tmp_path: Path) -> None:
     s = Session.create(tmp_path, cwd="/p")
     s.append_message({"role": "user", "content": [{"type": "text", "text": "hi"}]})
     s.close()
     file = Path(str(s.file))
     before = file.read_bytes()
-    code, _, err = run("compact", str(file))
-    assert code == 1 and "nothing to compact" in err
-    code, _, err = run("compact", str(file), "--dry-run")
-    assert code == 1 and "keeps the whole path" in err
+    expected = (f"{file}: nothing to compact: keep_recent_tokens=20000 keeps the whole path; "
+                "nothing was written\n")
+    assert run("compact", str(file)) == (0, expected, "")
+    assert run("compact", str(file), "--dry-run") == (0, expected, "")
+    code, out, _ = run("compact", str(file), "--json")
+    assert code == 0 and json.loads(out) == {
+        "compacted": False, "reason": "nothing to compact: keep_recent_tokens=20000 keeps the "
+                                      "whole path"}
     assert file.read_bytes() == before
+    # after a compaction, compacting again says so the same way
+    for _ in range(3):
+        with Session.open(file) as session:
+            session.append_message({"role": "assistant", "content": [
+                {"type": "text", "text": "long answer " * 400}]})
+            session.append_message({"role": "user", "content": "and more " * 400})
+    assert run("compact", str(file), "--keep-recent-tokens", "100")[0] == 0
+    again = f"{file}: nothing to compact: the path already ends in a compaction; nothing was written\n"
+    assert run("compact", str(file), "--keep-recent-tokens", "100") == (0, again, "")
+    assert run("compact", str(file), "--keep-recent-tokens", "100", "--dry-run") == (0, again, "")
 
 
 def test_compact_with_a_model_from_the_environment(generated: Path, server: FakeLLM) -> None:

@@ -261,3 +261,45 @@ def test_a_reader_that_stops_early_leaves_no_noise(tmp_path: Path) -> None:
         # a write that the kernel cut short ends the output silently (exit 0); a later write
         # raises EPIPE (exit 1): quiet either way
         assert err == b"" and child.returncode in (0, 1), args
+
+
+# -- honest output: the entry that became the leaf -----------------------------------------------
+
+
+def last_entry(path: Path) -> tuple[str, str]:
+    with Session.open(path) as session:
+        entry = session.entry(session.ids()[-1])
+        return entry.id, entry.type
+
+
+def test_pop_and_checkout_print_the_entry_that_became_the_leaf(tmp_path: Path) -> None:
+    with build_demo_session(tmp_path) as session:
+        file = Path(session.file or "")
+        first_user = next(i for i in session.path_ids()
+                          if getattr(session.entry(i), "type", "") == "message")
+    code, out, _ = run("pop", str(file))
+    summary_id, kind = last_entry(file)
+    assert code == 0 and kind == "branch_summary"
+    assert out.splitlines()[0].startswith(f"leaf: {summary_id} (was ")
+    assert f"the leaf is the branch summary {summary_id} of " in out
+    code, out, _ = run("checkout", str(file), "@python-rewrite")
+    marker_id, kind = last_entry(file)
+    assert code == 0 and kind == "custom" and out.startswith(f"leaf: {marker_id} (was {summary_id})")
+    assert "the leaf is a checkout marker under" in out
+    assert "Actually, let's use Python with Pillow." in out  # the text to edit and send again
+    code, out, _ = run("checkout", str(file), first_user[:6], "--summarize", "--set-label", "x")
+    label_id, kind = last_entry(file)
+    assert code == 0 and kind == "label" and out.startswith(f"leaf: {label_id} ")
+    assert "the leaf is the label entry of the branch summary" in out
+    code, out, _ = run("checkout", str(file), "leaf", "--json")
+    assert code == 0 and json.loads(out)["moved"] is False
+
+
+def test_navigation_result_has_one_field_for_the_new_leaf(tmp_path: Path) -> None:
+    with build_demo_session(tmp_path) as session:
+        target = session.path_ids()[3]
+        result = session.navigate_tree(target)
+        assert result.leaf_id == session.leaf_id == result.marker_id
+        assert result.position_id == target != result.leaf_id
+        with pytest.deprecated_call(match="position_id"):
+            assert result.new_leaf_id == result.position_id

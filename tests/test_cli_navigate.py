@@ -68,7 +68,7 @@ def test_checkout_a_user_message_with_a_summary_and_label(tmp_path: Path,
                        "--json")
     assert code == 0
     result = json.loads(out)
-    assert result["newLeafId"] == "b5419992" and result["editorText"] == "Run the tests"
+    assert result["positionId"] == "b5419992" and result["editorText"] == "Run the tests"
     assert result["summaryId"] and result["labelId"] == result["leafId"]
     with Session.open(path, strict=True) as session:
         summary = session.entry(result["summaryId"])

@@ -105,7 +105,7 @@ def test_non_message_target_becomes_the_leaf_and_the_move_survives_a_reload(
     ids = branched(session)
     before = session.build_context(ids["a3"]).to_builtins()
     result = session.navigate_tree(ids["a3"])
-    assert result.moved and result.new_leaf_id == ids["a3"] and result.editor_text is None
+    assert result.moved and result.position_id == ids["a3"] and result.editor_text is None
     assert result.old_leaf_id == ids["a2b"]
     marker = lines(session)[-1]
     assert marker["type"] == "custom" and marker["customType"] == "sessiontree.checkout"
@@ -118,7 +118,7 @@ def test_non_message_target_becomes_the_leaf_and_the_move_survives_a_reload(
 def test_user_target_moves_to_its_parent_and_returns_its_text(session: Session) -> None:
     ids = branched(session)
     result = session.navigate_tree(ids["q2"])
-    assert result.new_leaf_id == ids["a1"]
+    assert result.position_id == ids["a1"]
     assert result.editor_text == "q2: add a --verbose flag"
     assert session.build_context().to_builtins() == session.build_context(ids["a1"]).to_builtins()
 
@@ -128,14 +128,14 @@ def test_custom_message_target_moves_to_its_parent(session: Session) -> None:
     custom = session.append_custom_message("reminder", "remember the constraint")
     session.append_message(reply("a"))
     result = session.navigate_tree(custom)
-    assert result.new_leaf_id == q and result.editor_text == "remember the constraint"
+    assert result.position_id == q and result.editor_text == "remember the constraint"
 
 
 def test_root_user_target_goes_before_the_first_entry(session: Session) -> None:
     ids = branched(session)
     result = session.navigate_tree(ids["q1"], summarize=True, summarizer=ListSummarizer())
     summary = result.summary_entry
-    assert result.new_leaf_id is None and summary is not None
+    assert result.position_id is None and summary is not None
     assert summary.parent_id is None and summary.from_id == ids["a2b"]
     context = session.build_context().to_builtins()
     assert [m["role"] for m in context["messages"]] == ["branchSummary"]
@@ -203,14 +203,49 @@ def test_nothing_to_summarize_only_moves(session: Session) -> None:
     assert result.summary_entry is None and result.marker_id is not None
 
 
-def test_no_messages_to_summarize_writes_pis_placeholder(session: Session) -> None:
+def test_no_messages_to_summarize_writes_no_summary(session: Session) -> None:
     q = session.append_message(user("q"))
     a = session.append_message(reply("a"))
     session.append_model_change("openai", "gpt-5")
     session.append_thinking_level_change("high")
+    session.set_label(q, "start")
+    session.append_custom("ext-state", {"n": 1})
+    before = len(lines(session))
+    # the summarizer is never asked: there is nothing to give it
     result = session.navigate_tree(a, summarize=True, summarizer=FailingSummarizer())
-    assert result.summary_entry is not None
-    assert result.summary_entry.summary == NO_CONTENT_SUMMARY
+    assert result.summary_entry is None and result.nothing_to_summarize
+    assert result.marker_id == session.leaf_id and result.position_id == a
+    written = lines(session)[before:]
+    assert [e["type"] for e in written] == ["custom"]  # only the checkout marker
+    assert "branch_summary" not in {e["type"] for e in lines(session)}
+    assert reopened_context(session) == session.build_context(a).to_builtins()
+    # leaving a branch that holds only a marker and a label writes no summary either
+    session.set_label(q, "answer")
+    abandoned = session.path_ids()[-2:]
+    assert [e["type"] for e in lines(session)[-2:]] == ["custom", "label"]
+    result = session.navigate_tree(a, summarize=True, label="back")
+    assert result.summary_entry is None and result.nothing_to_summarize
+    assert result.label_id == session.leaf_id  # the label persists the move
+    assert session.path_ids()[-2] == a and not set(abandoned) & set(session.path_ids())
+    assert "branch_summary" not in {e["type"] for e in lines(session)}
+
+
+def test_pis_placeholder_summary_never_reaches_the_model(session: Session) -> None:
+    q = session.append_message(user("q"))
+    a = session.append_message(reply("a"))
+    placeholder = session.branch_with_summary(a, NO_CONTENT_SUMMARY)  # as pi 0.73.1 writes it
+    session.append_message(user("next"))
+    context = session.build_context()
+    roles = [m.role for m in context.messages]
+    assert roles == ["user", "assistant", "branchSummary", "user"]  # pi's buildSessionContext
+    sent = context.to_llm()
+    assert [m.role for m in sent] == ["user", "assistant", "user"]
+    assert all(NO_CONTENT_SUMMARY not in str(m) for m in sent)
+    # leaving a branch that holds only the placeholder and a marker: nothing to summarize
+    session.checkout(placeholder)
+    asked = ListSummarizer()
+    result = session.navigate_tree(a, summarize=True, summarizer=asked)
+    assert result.summary_entry is None and asked.requests == [] and result.nothing_to_summarize
     assert q in session.path_ids()
 
 
@@ -302,7 +337,7 @@ def test_in_memory_sessions_navigate_too() -> None:
     session = Session.in_memory()
     ids = branched(session)
     result = session.navigate_tree(ids["q3"], summarize=True, summarizer=ListSummarizer())
-    assert result.new_leaf_id == ids["r"] and result.summary_entry is not None
+    assert result.position_id == ids["r"] and result.summary_entry is not None
 
 
 def test_default_summarizer_is_the_offline_one(session: Session) -> None:
@@ -357,7 +392,7 @@ def test_navigating_gives_the_targets_context(tmp_path: Path, spec: list[tuple[i
         start = data.draw(st.sampled_from(ids))
         session.branch(start)
         result = session.navigate_tree(target, summarize=summarize, summarizer=ListSummarizer())
-        expected = session.build_context(result.new_leaf_id).to_builtins()
+        expected = session.build_context(result.position_id).to_builtins()
         got = session.build_context().to_builtins()
         if not result.moved:
             assert target == start and got == expected

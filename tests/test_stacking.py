@@ -164,7 +164,7 @@ def test_pop_of_a_root_user_message_starts_a_new_root(session: Session) -> None:
     q = session.append_message(user("only question"))
     session.append_message(reply("answer"))
     result = session.pop(summarizer=ListSummarizer())
-    assert result.new_leaf_id is None and result.summary_entry is not None
+    assert result.position_id is None and result.summary_entry is not None
     assert result.summary_entry.parent_id is None
     assert session.children_ids(q) != []
 

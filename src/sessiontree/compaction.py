@@ -72,6 +72,7 @@ __all__ = [
     "generate_compaction",
     "get_last_assistant_usage",
     "js_length",
+    "plan_compaction",
     "prepare_compaction",
     "serialize_conversation",
     "should_compact",
@@ -883,6 +884,36 @@ def _path_dicts(session: Session) -> list[dict[str, Any]]:
     return out
 
 
+def _compactable(session: Session, path: list[dict[str, Any]],
+                 settings: CompactionSettings) -> CompactionPreparation:
+    """The preparation for compacting ``path``, or the reason there is nothing to compact."""
+    if path and path[-1].get("type") == "compaction":
+        raise AlreadyCompacted("nothing to compact: the path already ends in a compaction",
+                               path=session.file, entry_id=session.leaf_id)
+    preparation = prepare_compaction(path, settings)
+    if preparation is None or preparation.is_empty:
+        kept = f"keep_recent_tokens={settings.keep_recent_tokens} keeps the whole path" \
+            if preparation is not None else "the path is empty"
+        raise NothingToCompact(f"nothing to compact: {kept}", path=session.file,
+                               entry_id=session.leaf_id)
+    return preparation
+
+
+def plan_compaction(session: Session, settings: CompactionSettings | None = None
+                    ) -> CompactionPreparation:
+    """What :func:`compact` would do at the current leaf, without doing it.
+
+    Returns:
+        The preparation (what would be summarized, where the kept part starts).
+
+    Raises:
+        AlreadyCompacted: the path already ends in a compaction.
+        NothingToCompact: the path is empty, or ``keep_recent_tokens`` keeps all of it; the
+            message says which (the same message :func:`compact` gives).
+    """
+    return _compactable(session, _path_dicts(session), settings or DEFAULT_COMPACTION_SETTINGS)
+
+
 class _Compacting(msgspec.Struct):
     """One compaction under way: what was prepared, and what the hooks get."""
 
@@ -907,14 +938,7 @@ def _begin(session: Session, keep_recent_tokens: int | None, reserve_tokens: int
         settings = msgspec.structs.replace(settings, **changes)
     leaf = session.leaf_id
     path = _path_dicts(session)
-    if path and path[-1].get("type") == "compaction":
-        raise AlreadyCompacted("the path already ends in a compaction", path=session.file,
-                               entry_id=leaf)
-    preparation = prepare_compaction(path, settings)
-    if preparation is None or preparation.is_empty:
-        kept = f"keep_recent_tokens={settings.keep_recent_tokens} keeps the whole path" \
-            if preparation is not None else "the path is empty"
-        raise NothingToCompact(f"nothing to compact: {kept}", path=session.file, entry_id=leaf)
+    preparation = _compactable(session, path, settings)
     token = cancel if cancel is not None else CancelToken()
     previous = [c for c in (entry_from_builtins(dict(e)) for e in reversed(path)
                             if e.get("type") == "compaction") if isinstance(c, Compaction)]

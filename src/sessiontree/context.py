@@ -26,6 +26,7 @@ from ._time import iso_to_ms
 from ._tree import path_to_root
 from .messages import (
     AgentMessage,
+    BranchSummaryMessage,
     TextContent,
     UnknownMessage,
     UserMessage,
@@ -33,13 +34,21 @@ from .messages import (
 )
 
 __all__ = [
+    "NO_CONTENT_SUMMARY",
     "ModelRef",
     "SessionContext",
     "build_context",
     "context_from_path",
     "convert_to_llm",
     "entry_message",
+    "is_placeholder_summary",
 ]
+
+
+NO_CONTENT_SUMMARY = "No content to summarize"
+"""The placeholder pi 0.73.1 stores as a branch summary when the abandoned entries hold no
+message (only markers, labels or custom entries). It says nothing, so :func:`convert_to_llm`
+never sends it to a model, and sessiontree never writes it."""
 
 
 class ModelRef(msgspec.Struct, rename="camel", omit_defaults=True):
@@ -369,12 +378,25 @@ def _bash_text(data: Mapping[str, Any]) -> str:
     return text
 
 
+def is_placeholder_summary(message: Any) -> bool:
+    """Whether a message (typed, or its on-disk dict) is a branch summary holding only pi's
+    :data:`NO_CONTENT_SUMMARY` placeholder."""
+    if isinstance(message, BranchSummaryMessage):
+        return message.summary.strip() == NO_CONTENT_SUMMARY
+    return isinstance(message, Mapping) and message.get("role") == "branchSummary" and \
+        str(message.get("summary", "")).strip() == NO_CONTENT_SUMMARY
+
+
 def convert_to_llm(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
     """pi's ``convertToLlm``: turn session-only roles into user messages a model accepts.
 
     ``bashExecution`` becomes a user text (dropped when ``exclude_from_context``), ``custom`` a
     user message, branch and compaction summaries user texts with pi's exact wording; user,
     assistant and tool result messages pass unchanged.
+
+    One difference from pi: a branch summary that is only pi's placeholder
+    (:data:`NO_CONTENT_SUMMARY`, written by pi when the abandoned branch held no message) is
+    left out; a model would read it as a user turn that says nothing.
     """
     out: list[AgentMessage] = []
     for message in messages:
@@ -393,6 +415,8 @@ def convert_to_llm(messages: Sequence[AgentMessage]) -> list[AgentMessage]:
                 typed = UserMessage(content=[TextContent(text=content)], timestamp=stamp)
             out.append(typed)  # type: ignore[arg-type]
         elif role == "branchSummary":
+            if is_placeholder_summary(data):
+                continue
             text = _BRANCH_PREFIX + str(data.get("summary", "")) + "</summary>"
             out.append(UserMessage(content=[TextContent(text=text)], timestamp=stamp))
         elif role == "compactionSummary":

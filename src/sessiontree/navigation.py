@@ -9,6 +9,9 @@ Invariants:
   FORMAT.md 17 h).
 * A leaf move without a summary is persisted with a checkout marker (FORMAT.md 17 g), or by the
   label entry the caller asked for, so that pi and sessiontree agree on the leaf after a reload.
+* No empty summary is written: when the abandoned entries hold no message to summarize (only
+  markers, labels, custom or settings entries, or pi's "No content to summarize" placeholder),
+  the move is made without a summary (pi 0.73.1 would store the placeholder).
 * The helpers :func:`collect_entries_for_branch_summary` and :func:`prepare_branch_entries`
   are pi's (FORMAT.md section 12) and do no I/O beyond reading the session.
 """
@@ -21,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from . import _json
+from .context import NO_CONTENT_SUMMARY, is_placeholder_summary
 from .entries import AnyEntry, BranchSummary, FileDetails, as_json_object
 from .errors import EntryNotFound, InvalidEntry, SessionTreeError
 from .events import OperationCancelled, TreeEvent, TreePreparation
@@ -58,8 +62,6 @@ __all__ = [
     "prepare_branch_entries",
 ]
 
-NO_CONTENT_SUMMARY = "No content to summarize"
-"""pi's summary when the abandoned entries hold no message to summarize."""
 
 DEFAULT_BRANCH_TOKEN_BUDGET = 128_000 - 16_384
 """pi's budget for the messages given to the branch summarizer: a 128k context window minus
@@ -106,10 +108,11 @@ class NavigationResult(msgspec.Struct, frozen=True):
     Attributes:
         moved: ``False`` when the target was the current leaf (nothing happened).
         old_leaf_id: the leaf before.
-        new_leaf_id: the position chosen (the target, or its parent for a user message or
-            ``custom_message`` target). The session's leaf is this, or an entry written under
-            it: the summary, the label or the checkout marker (see ``leaf_id``).
-        leaf_id: the session's leaf afterwards.
+        leaf_id: the new leaf: the entry the next append goes under. It is the summary, the
+            label or the checkout marker when one was written, else ``position_id``.
+        position_id: where the conversation continues from: the target, or its parent for a
+            user message or ``custom_message`` target (``None``: before the first entry).
+            Anything written by the move (summary, label, marker) is its child.
         target_id: the entry the caller chose.
         editor_text: the text of a chosen user or custom message (for an editor), if any.
         summary_entry: the ``branch_summary`` written, if any.
@@ -117,12 +120,14 @@ class NavigationResult(msgspec.Struct, frozen=True):
         summarized_ids: the ids of the abandoned entries that were given to the summary.
         marker_id: the checkout marker written, if any.
         label_id: the label entry written, if any.
+        nothing_to_summarize: a summary was asked for, but the abandoned entries held no
+            message to summarize, so none was written (the move was made without one).
     """
 
     moved: bool
     old_leaf_id: str | None
-    new_leaf_id: str | None
     leaf_id: str | None
+    position_id: str | None
     target_id: str | None
     editor_text: str | None = None
     summary_entry: BranchSummary | None = None
@@ -130,6 +135,18 @@ class NavigationResult(msgspec.Struct, frozen=True):
     summarized_ids: list[str] = []
     marker_id: str | None = None
     label_id: str | None = None
+    nothing_to_summarize: bool = False
+
+    @property
+    def new_leaf_id(self) -> str | None:
+        """Deprecated: it named the position, not the new leaf; use ``position_id`` (or
+        ``leaf_id`` for the leaf)."""
+        import warnings
+
+        warnings.warn("NavigationResult.new_leaf_id is deprecated: it is the position the move "
+                      "continues from (position_id); the new leaf is leaf_id",
+                      DeprecationWarning, stacklevel=2)
+        return self.position_id
 
 
 def default_summarizer() -> Summarizer:
@@ -214,7 +231,7 @@ class _Plan:
 
     __slots__ = ("session", "target_id", "old_leaf", "new_leaf", "editor_text", "prep",
                  "summarize", "instructions", "label", "token", "persist", "summarizer",
-                 "token_budget")
+                 "token_budget", "nothing_to_summarize")
 
     def __init__(self, session: Session, target_id: str | None, new_leaf: str | None,
                  collect_to: str | None, *, editor_text: str | None, summarize: bool,
@@ -232,6 +249,7 @@ class _Plan:
         self.persist = persist
         self.summarizer = summarizer
         self.token_budget = token_budget
+        self.nothing_to_summarize = False
         collected = collect_entries_for_branch_summary(session, self.old_leaf, collect_to)
         self.prep = TreePreparation(
             session=session, target_id=target_id, old_leaf_id=self.old_leaf, new_leaf_id=new_leaf,
@@ -271,8 +289,9 @@ class _Plan:
             return None
         prepared = prepare_branch_entries(entries, self.token_budget)
         details = prepared.file_details
+        messages = [m for m in prepared.messages if not is_placeholder_summary(m)]
         request = SummaryRequest(
-            messages=prepared.messages, purpose="branch", instructions=self.instructions,
+            messages=messages, purpose="branch", instructions=self.instructions,
             max_tokens=_SUMMARY_MAX_TOKENS, read_files=list(details.read_files),
             modified_files=list(details.modified_files))
         return request, details
@@ -320,12 +339,13 @@ class _Plan:
             _move_in_memory(session, self.old_leaf)
             raise
         return NavigationResult(
-            moved=True, old_leaf_id=self.old_leaf, new_leaf_id=self.new_leaf,
-            leaf_id=session.leaf_id, target_id=self.target_id, editor_text=self.editor_text,
+            moved=True, old_leaf_id=self.old_leaf, leaf_id=session.leaf_id,
+            position_id=self.new_leaf, target_id=self.target_id, editor_text=self.editor_text,
             summary_entry=summary_entry, from_hook=from_hook and summary is not None,
             summarized_ids=[e.id for e in self.prep.entries_to_summarize]
             if summary is not None else [],
-            marker_id=marker_id, label_id=label_id)
+            marker_id=marker_id, label_id=label_id,
+            nothing_to_summarize=self.nothing_to_summarize)
 
     def event(self, result: NavigationResult) -> TreeEvent:
         return TreeEvent(session=self.session, new_leaf_id=result.leaf_id,
@@ -362,11 +382,6 @@ async def _acall_summarizer(summarizer: AsyncSummarizer, request: SummaryRequest
                             "nothing was written") from exc
 
 
-def _no_content(details: FileDetails) -> tuple[str, Any]:
-    return NO_CONTENT_SUMMARY, {"readFiles": list(details.read_files),
-                                "modifiedFiles": list(details.modified_files)}
-
-
 def _parent_on_path(session: Session, entry_id: str) -> str | None:
     """The entry's effective parent (``None`` for a root, an orphan or a broken cycle)."""
     path = session.path_ids(entry_id)
@@ -379,8 +394,8 @@ def _navigation_plan(session: Session, target_id: str, summarize: bool, instruct
     target = session.entry(target_id)  # EntryNotFound for an unknown id
     old_leaf = session.leaf_id
     if target_id == old_leaf:
-        return NavigationResult(moved=False, old_leaf_id=old_leaf, new_leaf_id=old_leaf,
-                                leaf_id=old_leaf, target_id=target_id)
+        return NavigationResult(moved=False, old_leaf_id=old_leaf, leaf_id=old_leaf,
+                                position_id=old_leaf, target_id=target_id)
     editor_text: str | None = None
     new_leaf: str | None = target_id
     kind = target.type
@@ -451,15 +466,16 @@ async def anavigate_tree(session: Session, target_id: str, summarize: bool = Fal
 
 def _decide(plan: _Plan, result: BeforeTreeResult | None, decider: str | None
             ) -> tuple[tuple[str, Any] | None, bool, tuple[SummaryRequest, FileDetails] | None]:
-    """After the ``session_before_tree`` hooks: the summary if it is already known (a hook's,
-    or pi's "no content" text), whether a hook supplied it, and otherwise the request the
-    summarizer still has to answer (``None`` when no summary is wanted)."""
+    """After the ``session_before_tree`` hooks: the summary if a hook supplied it, whether one
+    did, and otherwise the request the summarizer still has to answer (``None`` when no summary
+    is wanted, or when the abandoned entries hold nothing to summarize)."""
     supplied = plan.apply_hook(result, decider)
     if supplied is not None:
         return supplied, True, None
     request = plan.request()
     if request is not None and not request[0].messages:
-        return _no_content(request[1]), False, None
+        plan.nothing_to_summarize = True  # no empty summary: the move is made without one
+        return None, False, None
     return None, False, request
 
 

@@ -50,20 +50,30 @@ def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_
     """Compact the session at its leaf: summarize the history before the cut point into one
     compaction entry (pi's format; the file stays loadable by pi).
 
-    Nothing is written when there is nothing to compact or the summarizer fails.
+    When there is nothing to compact (the path is empty, already ends in a compaction, or
+    --keep-recent-tokens keeps all of it) it says so and exits 0; nothing is written then, nor
+    when the summarizer fails (exit 1).
     """
-    from ..compaction import CompactionSettings
+    from ..compaction import CompactionSettings, NothingToCompact, plan_compaction
     from ..summarize import summarizer_from_spec
 
     settings = CompactionSettings(keep_recent_tokens=keep_recent_tokens,
                                   reserve_tokens=reserve_tokens)
     with open_session(file) as session:
+        try:
+            if dry_run:
+                prep = plan_compaction(session, settings)
+            else:
+                entry = session.compact(summarizer_from_spec(summarizer_spec), settings=settings,
+                                        instructions=instructions)
+        except NothingToCompact as nothing:
+            # not a failure: the session is as compact as these settings make it
+            if as_json:
+                echo_json(_json.dumps({"compacted": False, "reason": nothing.reason}))
+            else:
+                click.echo(f"{file}: {nothing.reason}; nothing was written")
+            return
         if dry_run:
-            prep = session.prepare_compaction(settings)
-            if prep is None or prep.is_empty:
-                why = ("the path is empty or already ends in a compaction" if prep is None else
-                       f"--keep-recent-tokens {keep_recent_tokens} keeps the whole path")
-                raise click.ClickException(f"{file}: nothing to compact ({why})")
             if as_json:
                 echo_json(_json.dumps(_preparation_json(prep)))
                 return
@@ -73,8 +83,6 @@ def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_
                        + f"; keep from {prep.first_kept_entry_id}; ~{prep.tokens_before} tokens "
                        "before")
             return
-        summarizer = summarizer_from_spec(summarizer_spec)
-        entry = session.compact(summarizer, settings=settings, instructions=instructions)
         if as_json:
             echo_json(session.raw_line(entry.id))
             return

@@ -40,31 +40,45 @@ def _summarizer(spec: str | None) -> Summarizer | None:
 
 def _result_json(result: NavigationResult) -> dict[str, Any]:
     return {
-        "moved": result.moved, "oldLeafId": result.old_leaf_id, "newLeafId": result.new_leaf_id,
-        "leafId": result.leaf_id, "targetId": result.target_id, "editorText": result.editor_text,
+        "moved": result.moved, "oldLeafId": result.old_leaf_id, "leafId": result.leaf_id,
+        "positionId": result.position_id, "targetId": result.target_id,
+        "editorText": result.editor_text,
         "summaryId": result.summary_entry.id if result.summary_entry is not None else None,
         "fromHook": result.from_hook, "summarizedIds": list(result.summarized_ids),
         "markerId": result.marker_id, "labelId": result.label_id,
+        "nothingToSummarize": result.nothing_to_summarize,
     }
 
 
 def _report(result: NavigationResult, as_json: bool) -> None:
+    """The new leaf first (the summary, label or marker entry when one was written), then
+    what was written under which entry."""
     if as_json:
         echo_json(_json.dumps(_result_json(result)))
         return
     if not result.moved:
         click.echo(f"{result.leaf_id} is already the leaf; nothing to do")
         return
-    where = result.new_leaf_id or "(before the first entry)"
-    click.echo(f"leaf: {where} (was {result.old_leaf_id or 'none'})")
-    if result.summary_entry is not None:
-        click.echo(f"summary {result.summary_entry.id} of {len(result.summarized_ids)} "
-                   f"abandoned entr{'y' if len(result.summarized_ids) == 1 else 'ies'}"
-                   f"{' (from a hook)' if result.from_hook else ''}")
+    position = result.position_id or "the root (before the first entry)"
+    click.echo(f"leaf: {result.leaf_id or '(before the first entry)'} "
+               f"(was {result.old_leaf_id or 'none'})")
+    summary = result.summary_entry
+    if summary is not None:
+        count = len(result.summarized_ids)
+        what = (f"the branch summary {summary.id} of {count} abandoned "
+                f"entr{'y' if count == 1 else 'ies'}{' (from a hook)' if result.from_hook else ''}")
+        if result.leaf_id == summary.id:
+            click.echo(f"  the leaf is {what}, written under {position}")
+        else:
+            click.echo(f"  the leaf is the label entry of {what}, written under {position}")
     elif result.marker_id is not None:
-        click.echo(f"checkout marker {result.marker_id} written (the move survives a reload)")
-    if result.label_id is not None:
-        click.echo(f"label entry {result.label_id} written")
+        click.echo(f"  the leaf is a checkout marker under {position} (the move survives a "
+                   "reload, in pi too)")
+    elif result.label_id is not None:
+        click.echo(f"  the leaf is the label entry (labelling {result.target_id}), written "
+                   f"under {position}")
+    if result.nothing_to_summarize:
+        click.echo("  no summary: the branch you left holds no message to summarize")
     if result.editor_text:
         click.echo("text of the chosen message (to edit and send again):")
         click.echo(result.editor_text)
