@@ -23,6 +23,7 @@ from sessiontree import (
     MessageEntry,
     Session,
     SessionLocked,
+    SessionLockedError,
     SessionNotFound,
     UnknownEntry,
     UnsupportedVersion,
@@ -232,11 +233,13 @@ def test_a_second_writer_sees_the_first_writers_entries(tmp_path: Path) -> None:
     a = first.append_message(UserMessage.of("from first"))
     second = Session.open(first.file or "")
     b = first.append_message(AssistantMessage.of("first again"))
+    with pytest.raises(SessionLockedError, match="another process is writing"):
+        second.append_message(AssistantMessage.of("too early"))  # first holds the lock
+    first.close()  # ... until it closes
     c = second.append_message(AssistantMessage.of("from second"))
     assert b in second and c not in (a, b)
     assert second.entry(c).parent_id == a  # the second writer's own leaf did not move
     assert set(second.ids()) == {a, b, c}
-    first.close()
     second.close()
     with Session.open(first.file or "") as merged:
         assert merged.children_ids(a) == [b, c]
@@ -267,6 +270,7 @@ def test_a_held_lock_times_out_with_a_clear_error(tmp_path: Path) -> None:
     session = Session.create(tmp_path)
     session.append_message(UserMessage.of("q1"))
     path = session.file or ""
+    session.close()  # a writer keeps the lock until it closes
     size = os.path.getsize(path)
     other = Session.open(path, lock_timeout=0.05)
     fd = os.open(path, os.O_RDONLY)
@@ -280,7 +284,6 @@ def test_a_held_lock_times_out_with_a_clear_error(tmp_path: Path) -> None:
     assert os.path.getsize(path) == size
     other.append_message(UserMessage.of("now"))  # the lock is free again
     other.close()
-    session.close()
 
 
 def test_durable_appends_are_written(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ import os
 import re
 import time
 
-from .errors import SessionLocked
+from .errors import SessionLockedError
 
 __all__ = [
     "atomic_write", "fsync_dir", "lock", "make_private_dirs", "remove_stale_temps", "unlock",
@@ -138,7 +138,7 @@ def lock(fd: int, path: str, timeout: float) -> None:
     """Take the exclusive advisory lock on ``fd``, waiting up to ``timeout`` seconds.
 
     Raises:
-        SessionLocked: another writer kept the lock past the timeout.
+        SessionLockedError: another writer kept the lock past the timeout.
     """
     deadline = time.monotonic() + timeout
     delay = 0.001
@@ -150,9 +150,10 @@ def lock(fd: int, path: str, timeout: float) -> None:
             if exc.errno not in (errno.EAGAIN, errno.EACCES):
                 raise
         if time.monotonic() >= deadline:
-            raise SessionLocked(
-                f"another writer held the lock for more than {timeout:g} s; try again or raise "
-                "lock_timeout", path=path,
+            waited = f" for {timeout:g} s" if timeout > 0 else ""
+            raise SessionLockedError(
+                f"another process is writing this session (it holds the writer's lock{waited}); "
+                "close it first, or pass lock_timeout to wait", path=path,
             )
         time.sleep(delay)
         delay = min(delay * 2, 0.05)

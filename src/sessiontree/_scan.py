@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import gc
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import IO, Any, Literal
 
@@ -37,6 +37,7 @@ __all__ = [
     "iter_blocks",
     "iter_lines",
     "read_at",
+    "read_ranges",
 ]
 
 ProblemKind = Literal["corrupt", "torn", "cycle", "duplicate_id", "orphan", "bad_header"]
@@ -66,7 +67,7 @@ class _Role(msgspec.Struct, gc=False):
 
 
 _ENVELOPE_KEYS = {"parent_id": "parentId", "custom_type": "customType", "target_id": "targetId",
-                  "line": "~sessiontree.line"}
+                  "line": "~sessiontree.line", "cached": "~sessiontree.cached"}
 
 
 class Record(msgspec.Struct, gc=False, rename=_ENVELOPE_KEYS):
@@ -76,6 +77,8 @@ class Record(msgspec.Struct, gc=False, rename=_ENVELOPE_KEYS):
     number in the session's JSONL form (the header is line 1); it is set by whoever reads the
     log and never read from JSON. A database log's records are plain :class:`Record` objects
     (their ``line`` is the append order); file logs add byte positions (:class:`FileRecord`).
+    ``cached`` holds the entry's decoded forms while a session's bounded cache keeps them
+    (:mod:`sessiontree._cache`).
     """
 
     type: str
@@ -88,6 +91,7 @@ class Record(msgspec.Struct, gc=False, rename=_ENVELOPE_KEYS):
     label: str | None = None
     name: str | None = None
     line: int = 0
+    cached: Any = None
 
     @property
     def role(self) -> str | None:
@@ -400,6 +404,34 @@ def envelope(line: bytes) -> Record | None:
 def _preview(line: memoryview, limit: int = 60) -> str:
     text = bytes(line[:limit]).decode("utf-8", "replace")
     return text + ("..." if len(line) > limit else "")
+
+
+GAP = 64 << 10
+SPAN = 4 << 20
+
+
+def read_ranges(fd: int, ranges: Sequence[tuple[int, int]]) -> list[bytes]:
+    """The bytes of many ``(offset, length)`` ranges, in the order given. Ranges less than
+    ``GAP`` bytes apart are read with one ``pread`` of at most ``SPAN`` bytes (or one line)."""
+    out = [b""] * len(ranges)
+    order = sorted(range(len(ranges)), key=ranges.__getitem__)
+    i, count = 0, len(order)
+    while i < count:
+        start, length = ranges[order[i]]
+        end = start + length
+        j = i + 1
+        while j < count:
+            offset, length = ranges[order[j]]
+            if offset - end > GAP or offset + length - start > SPAN:
+                break
+            end = max(end, offset + length)
+            j += 1
+        block = read_at(fd, start, end - start)
+        for k in order[i:j]:
+            offset, length = ranges[k]
+            out[k] = block[offset - start:offset - start + length]
+        i = j
+    return out
 
 
 def read_at(fd: int, offset: int, length: int) -> bytes:

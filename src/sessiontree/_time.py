@@ -15,11 +15,18 @@ _ISO = re.compile(
 )
 
 
+_second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+
+
 def iso_now() -> str:
     """Now, as ``new Date().toISOString()``: ``YYYY-MM-DDTHH:mm:ss.sssZ``."""
+    global _second
     ns = time.time_ns()
-    whole = _dt.datetime.fromtimestamp(ns // 1_000_000_000, tz=_dt.timezone.utc)
-    return whole.strftime("%Y-%m-%dT%H:%M:%S.") + f"{(ns // 1_000_000) % 1000:03d}Z"
+    second = ns // 1_000_000_000
+    if _second[0] != second:
+        whole = _dt.datetime.fromtimestamp(second, tz=_dt.timezone.utc)
+        _second = (second, whole.strftime("%Y-%m-%dT%H:%M:%S."))
+    return f"{_second[1]}{(ns // 1_000_000) % 1000:03d}Z"
 
 
 def iso_to_ms(text: object) -> int | None:

@@ -130,14 +130,14 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
         return f"TreeNode(id={self.id!r}, type={self.type!r}, children={len(self.children)})"
 
 
-def _sibling_key(records: list[Record]) -> Callable[[Record], Any]:
+def _sibling_key(records: list[Record]) -> Callable[[TreeNode], Any]:
     stamps = [r.timestamp for r in records]
     if all(s is not None and len(s) == 24 and s.endswith("Z") for s in stamps):
-        return lambda r: r.timestamp  # one fixed-width UTC form: string order is instant order
+        return lambda n: n._record.timestamp  # one fixed-width UTC form: string order is instants
     inf = float("inf")
 
-    def instant(r: Record) -> float:
-        ms = iso_to_ms(r.timestamp)
+    def instant(n: TreeNode) -> float:
+        ms = iso_to_ms(n._record.timestamp)
         return inf if ms is None else ms
 
     return instant
@@ -294,7 +294,24 @@ class TreeIndex:
         return self.by_id.get(rec.parent_id)
 
     def path(self, leaf_id: str) -> list[Record]:
-        return path_to_root(self.by_id, leaf_id, self.cycle_roots)
+        """Root first; ``[]`` for an unknown id. Cycles are broken, so no visited set is needed."""
+        by_id, forced = self.by_id, self.cycle_roots
+        node = by_id.get(leaf_id)
+        path: list[Record] = []
+        append = path.append
+        if forced:
+            while node is not None:
+                append(node)
+                if node.parent_id is None or node.id in forced:
+                    break
+                node = by_id.get(node.parent_id)
+        else:
+            while node is not None:
+                append(node)
+                parent = node.parent_id
+                node = by_id.get(parent) if parent is not None else None
+        path.reverse()
+        return path
 
     def _index_children(self) -> tuple[dict[str, list[Record]], list[Record]]:
         if self._children is None or self._roots is None:
@@ -329,13 +346,53 @@ class TreeIndex:
         return [rec for rec in self.by_id.values() if len(children.get(rec.id, ())) > 1]
 
     def tree(self, load: Callable[[Record], AnyEntry]) -> list[TreeNode]:
-        """Every indexed entry as nodes: roots in file order, children by timestamp (stable)."""
-        children, roots = self._index_children()
-        labels = self.labels
+        """Every indexed entry as nodes: roots in file order, children by timestamp (stable).
+
+        One pass in file order, where parents come before their children; the few entries
+        whose parent comes later in the file (or is missing) are placed afterwards.
+        """
+        label_of, forced = self.labels.get, self.cycle_roots
+        nodes: dict[str, TreeNode] = {}
+        node_of = nodes.get
+        roots: list[TreeNode] = []
+        crowded: list[list[TreeNode]] = []  # children lists with more than one node
+        later: list[TreeNode] = []
         with no_gc():
-            nodes = {rec.id: TreeNode(rec, labels.get(rec.id), load) for rec in self.by_id.values()}
-            for parent_id, kids in children.items():
-                if len(kids) > 1:
-                    kids = sorted(kids, key=_sibling_key(kids))
-                nodes[parent_id].children = [nodes[k.id] for k in kids]
-        return [nodes[r.id] for r in roots]
+            for rec in self.by_id.values():
+                entry_id = rec.id
+                node = nodes[entry_id] = TreeNode(rec, label_of(entry_id), load, [])
+                parent_id = rec.parent_id
+                if parent_id is None or entry_id in forced:
+                    roots.append(node)
+                    continue
+                parent = node_of(parent_id)
+                if parent is None:
+                    later.append(node)
+                    continue
+                kids = parent.children
+                kids.append(node)
+                if len(kids) == 2:
+                    crowded.append(kids)
+            if later:
+                self._place_later(later, nodes, roots, crowded)
+            for kids in crowded:
+                kids.sort(key=_sibling_key([k._record for k in kids]))
+        return roots
+
+    @staticmethod
+    def _place_later(later: list[TreeNode], nodes: dict[str, TreeNode], roots: list[TreeNode],
+                     crowded: list[list[TreeNode]]) -> None:
+        """Orphans become roots and children of later lines join their parent, in file order."""
+        def line(node: TreeNode) -> int:
+            return node._record.line
+
+        changed: dict[int, list[TreeNode]] = {id(roots): roots}
+        for node in later:
+            parent = nodes.get(node._record.parent_id or "")
+            kids = roots if parent is None else parent.children
+            kids.append(node)
+            changed[id(kids)] = kids
+            if len(kids) == 2:
+                crowded.append(kids)
+        for kids in changed.values():
+            kids.sort(key=line)

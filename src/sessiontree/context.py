@@ -9,7 +9,9 @@ emit their stored message unchanged; ``custom_message`` and non-empty ``branch_s
 emit synthesized messages; everything else emits nothing.
 
 Only the entries the result needs are decoded, so building costs O(depth) envelope steps plus
-the payloads of the emitted messages.
+the payloads of the emitted messages. A session remembers the contexts of its last few leaves
+(:class:`ContextMemo`): building again at the same leaf costs a lookup, and at a child of a
+remembered leaf one step (:func:`extend_context`), which is what an agent loop does.
 """
 
 from __future__ import annotations
@@ -34,14 +36,18 @@ from .messages import (
 )
 
 __all__ = [
+    "EMPTY_CONTEXT",
     "NO_CONTENT_SUMMARY",
+    "ContextMemo",
     "ModelRef",
     "SessionContext",
     "build_context",
     "context_from_path",
     "convert_to_llm",
     "entry_message",
+    "extend_context",
     "is_placeholder_summary",
+    "typed_messages",
 ]
 
 
@@ -76,16 +82,28 @@ class SessionContext:
 
     ``messages`` are typed; :meth:`to_builtins` and :meth:`to_json` give pi's exact JSON shape
     (FORMAT.md section 11), stored messages unchanged, unknown fields included.
+
+    A session keeps the contexts it built for its last few leaves; the typed messages of a
+    context are shared with the session's copy (as pi shares its message objects), so treat them
+    as read-only: copy a message before changing it. The lists themselves are the caller's own.
     """
 
-    __slots__ = ("_data", "_typed", "_thinking_level", "model")
+    __slots__ = ("_data", "_typed", "_thinking_level", "model", "_shared")
 
     def __init__(self, data: list[dict[str, Any] | msgspec.Raw], thinking_level: Any,
-                 model: ModelRef | None) -> None:
+                 model: ModelRef | None, typed: list[AgentMessage] | None = None) -> None:
         self._data = data  # stored messages stay raw JSON until someone looks at them
-        self._typed: list[AgentMessage] | None = None
+        self._typed = typed
         self._thinking_level = thinking_level
         self.model = model
+        self._shared: SessionContext | None = None
+
+    def share(self) -> SessionContext:
+        """A context for a caller: its own lists, typed messages decoded once through this one."""
+        copy = SessionContext(list(self._data), self._thinking_level, self.model,
+                              list(self._typed) if self._typed is not None else None)
+        copy._shared = self
+        return copy
 
     @property
     def thinking_level(self) -> str:
@@ -96,8 +114,14 @@ class SessionContext:
     def messages(self) -> list[AgentMessage]:
         """Typed messages; one that does not fit its type is an :class:`UnknownMessage`."""
         if self._typed is None:
-            self._typed = [_typed_message(m) for m in self._data]
+            shared = self._shared
+            self._typed = list(shared.messages) if shared is not None else \
+                typed_messages(self._data)
         return self._typed
+
+    def copy_messages(self) -> list[AgentMessage]:
+        """Typed messages decoded anew: the caller's own to change (hooks get these)."""
+        return typed_messages(self._data)
 
     def __len__(self) -> int:
         return len(self._data)
@@ -180,6 +204,21 @@ class SessionContext:
     def __repr__(self) -> str:
         return (f"SessionContext({len(self._data)} messages, thinking_level={self.thinking_level!r}, "
                 f"model={self.model!r})")
+
+
+def typed_messages(data: Sequence[dict[str, Any] | msgspec.Raw]) -> list[AgentMessage]:
+    """Typed messages of stored payloads: raw JSON ones in one decoder call when they all fit."""
+    if data and all(isinstance(m, msgspec.Raw) for m in data):
+        try:
+            return _messages_decoder().decode(b"[" + b",".join(data) + b"]")  # type: ignore[arg-type]
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass  # one of them is unusual: each on its own below
+    return [_typed_message(m) for m in data]
+
+
+@functools.cache
+def _messages_decoder() -> msgspec.json.Decoder[list[AgentMessage]]:
+    return msgspec.json.Decoder(list[AgentMessage])
 
 
 def _typed_message(data: dict[str, Any] | msgspec.Raw) -> AgentMessage:
@@ -277,11 +316,42 @@ class PositionedPath(Protocol):
 
     def last_positions(self) -> tuple[int, int, int]:
         """The last thinking level change, model source and compaction (-1: none)."""
+def _emits(item: PathItem) -> bool:
+    """Whether an entry may emit a message (its payload decides for branch summaries)."""
+    return item.type in ("message", "custom_message", "branch_summary")
+
+
+class _ModelFields(msgspec.Struct):
+    provider: Any = UNSET
+    model: Any = UNSET
+
+
+_model_fields_decoder = msgspec.json.Decoder(_ModelFields)
+
+
+def _assistant_model(item: PathItem, load: Callable[[Any], dict[str, Any]],
+                     load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None]
+                     ) -> ModelRef:
+    """The model an assistant message entry sets: its ``provider`` and ``model``."""
+    message = load_message(item)
+    if isinstance(message, msgspec.Raw):
+        try:
+            fields = _model_fields_decoder.decode(message)
+            return ModelRef(provider=fields.provider, model_id=fields.model)
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            pass
+    data = load(item).get("message", {})
+    return ModelRef(provider=data.get("provider", UNSET), model_id=data.get("model", UNSET))
+
+
+def _change_model(data: Mapping[str, Any]) -> ModelRef:
+    return ModelRef(provider=data.get("provider", UNSET), model_id=data.get("modelId", UNSET))
 
 
 def context_from_path(
     path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
     load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None] | None = None,
+    prefetch: Callable[[Sequence[Any]], None] | None = None,
 ) -> SessionContext:
     """Build the context of a root-to-leaf ``path``.
 
@@ -292,37 +362,86 @@ def context_from_path(
             the entries the context needs.
         load_message: returns a ``message`` entry's ``message`` (raw JSON or decoded), ``None``
             when it has none; default: taken from ``load``.
+        prefetch: told, before any payload is loaded, which entries may emit a message, so
+            that it can read them together.
     """
     if load_message is None:
         load_message = lambda item: load(item).get("message")  # noqa: E731
     thinking_at, model_at, compaction_at = _last_positions(path)
     thinking: Any = load(path[thinking_at]).get("thinkingLevel", UNSET) if thinking_at >= 0 \
         else "off"
-    model: ModelRef | None = None
-    if model_at >= 0:
-        data = load(path[model_at])
-        if data.get("type") == "model_change":
-            model = ModelRef(provider=data.get("provider", UNSET), model_id=data.get("modelId", UNSET))
-        else:
-            message = data.get("message", {})
-            model = ModelRef(provider=message.get("provider", UNSET),
-                             model_id=message.get("model", UNSET))
-
     messages: list[dict[str, Any] | msgspec.Raw] = []
-    if compaction_at < 0:
-        for item in path:
-            _emit(item, load, load_message, messages)
-    else:
+    emitted: Sequence[Any] = path
+    if compaction_at >= 0:
         compaction = load(path[compaction_at])
         messages.append(entry_message(compaction))  # type: ignore[arg-type]
         first_kept = compaction.get("firstKeptEntryId")
         start = next((i for i in range(compaction_at - 1, -1, -1) if path[i].id == first_kept),
                      compaction_at)  # ids on a path are unique: searching back finds the same one
-        for item in path[start:compaction_at]:
-            _emit(item, load, load_message, messages)
-        for item in path[compaction_at + 1:]:
-            _emit(item, load, load_message, messages)
+        emitted = [*path[start:compaction_at], *path[compaction_at + 1:]]
+    if prefetch is not None:
+        prefetch([item for item in emitted if _emits(item)])
+    model: ModelRef | None = None
+    if model_at >= 0:
+        source = path[model_at]
+        model = _change_model(load(source)) if source.type == "model_change" else \
+            _assistant_model(source, load, load_message)
+    for item in emitted:
+        _emit(item, load, load_message, messages)
     return SessionContext(messages, thinking, model)
+
+
+EMPTY_CONTEXT = SessionContext([], "off", None, [])
+"""The context before the first entry (share it: :meth:`SessionContext.share`)."""
+
+
+def extend_context(context: SessionContext, item: PathItem, load: Callable[[Any], dict[str, Any]],
+                   load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None]
+                   ) -> SessionContext | None:
+    """The context of ``item`` from the context of its parent (``EMPTY_CONTEXT`` for a root).
+
+    The same rules as :func:`context_from_path`, applied one entry forward: a message entry adds
+    its message, settings entries replace the thinking level or model, an assistant message sets
+    the model. ``None`` for a compaction, whose context is rebuilt from its path.
+    """
+    kind = item.type
+    if kind == "compaction":
+        return None
+    added: list[dict[str, Any] | msgspec.Raw] = []
+    _emit(item, load, load_message, added)
+    thinking, model = context._thinking_level, context.model
+    if kind == "thinking_level_change":
+        thinking = load(item).get("thinkingLevel", UNSET)
+    elif kind == "model_change":
+        model = _change_model(load(item))
+    elif kind == "message" and item.role == "assistant":
+        model = _assistant_model(item, load, load_message)
+    elif not added:
+        return context  # labels, custom entries, names: the parent's context
+    typed = context._typed
+    return SessionContext(context._data + added, thinking, model,
+                          typed + typed_messages(added) if typed is not None else None)
+
+
+class ContextMemo:
+    """The contexts a session built for its last few leaves (cleared when its index changes)."""
+
+    def __init__(self, size: int = 8) -> None:
+        self.size = size
+        self._by_leaf: dict[str, SessionContext] = {}
+
+    def get(self, leaf_id: str) -> SessionContext | None:
+        return self._by_leaf.get(leaf_id)
+
+    def put(self, leaf_id: str, context: SessionContext) -> None:
+        by_leaf = self._by_leaf
+        by_leaf.pop(leaf_id, None)
+        by_leaf[leaf_id] = context
+        if len(by_leaf) > self.size:
+            del by_leaf[next(iter(by_leaf))]
+
+    def clear(self) -> None:
+        self._by_leaf.clear()
 
 
 class _DictItem:

@@ -7,7 +7,7 @@
     ├── EntryNotFound          an id that is not in the session
     │   └── AmbiguousEntry     an id prefix or label that names several entries
     ├── SessionNotFound        a session file or stored session that does not exist
-    ├── SessionLocked          another writer held the file lock past the timeout
+    ├── SessionLockedError     another process is writing the session (alias SessionLocked)
     ├── ConcurrentModification the file shrank or was replaced under a writer, or the stored
     │                          session changed so that an append cannot land where asked
     ├── InvalidEntry           an entry or argument that cannot be written
@@ -43,6 +43,7 @@ __all__ = [
     "MissingExtra",
     "ReadOnlyStore",
     "SessionLocked",
+    "SessionLockedError",
     "SessionNotFound",
     "SessionTreeError",
     "StoreUnavailable",
@@ -139,8 +140,13 @@ class SessionNotFound(SessionTreeError):
     """A session file or stored session that does not exist."""
 
 
-class SessionLocked(SessionTreeError):
-    """Another sessiontree writer held the session's lock longer than the timeout."""
+class SessionLockedError(SessionTreeError):
+    """Another process is writing this session (it holds the writer's lock) and did not let
+    go within the timeout."""
+
+
+SessionLocked = SessionLockedError
+"""The earlier name of :class:`SessionLockedError`."""
 
 
 class ConcurrentModification(SessionTreeError):

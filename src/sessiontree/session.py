@@ -25,10 +25,17 @@ from msgspec import UNSET, UnsetType
 from . import _json
 from ._index import EntryIndex, LazyIndex
 from ._listing import ListingStats
+from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
 from ._scan import Problem, Record
 from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
 from ._tree import TreeIndex, TreeNode, js_trim
-from .context import SessionContext, context_from_path
+from .context import (
+    EMPTY_CONTEXT,
+    ContextMemo,
+    SessionContext,
+    context_from_path,
+    extend_context,
+)
 from .entries import (
     CURRENT_VERSION,
     AnyEntry,
@@ -134,10 +141,13 @@ class Session:
     """
 
     def __init__(self, log: SessionLog, *, header: SessionHeader | None = None,
-                 strict: bool = False, warn: bool = True) -> None:
+                 strict: bool = False, warn: bool = True,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         """Wrap an already-migrated log. Prefer :meth:`open`, :meth:`create`, :meth:`in_memory`."""
         self._log = log
         self._owned_store: Store | None = None  # opened for this session: closed with it
+        self._cache = DecodedCache(cache_bytes)
+        self._contexts = ContextMemo()
         self.events = EventBus()
         """Hooks around navigation, forks, compaction and model context (:mod:`sessiontree.events`)."""
         self._index: EntryIndex
@@ -173,7 +183,8 @@ class Session:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, strict: bool = False, durable: bool = False,
-             lock_timeout: float = 10.0, migrate: bool = True, warn: bool = True) -> Session:
+             lock_timeout: float = 0.0, migrate: bool = True, warn: bool = True,
+             cache_bytes: int = DEFAULT_CACHE_BYTES) -> Session:
         """Open a session file.
 
         Args:
@@ -183,9 +194,13 @@ class Session:
             strict: raise :class:`~sessiontree.errors.CorruptLine` on the first bad line instead
                 of reporting it in :attr:`problems`.
             durable: fsync after every append.
-            lock_timeout: seconds to wait for another sessiontree writer's lock.
+            lock_timeout: the first append takes the writer's lock and keeps it until
+                :meth:`close`; if another process holds it, wait this many seconds for it
+                before raising :class:`~sessiontree.errors.SessionLockedError`.
             migrate: set False to refuse (raise) instead of migrating an old file.
             warn: emit one :class:`LoadWarning` when the file has problems.
+            cache_bytes: keep decoded lines up to this many bytes of the file (0: none), so
+                that repeated reads of the same entries are not decoded again.
 
         Raises:
             SessionNotFound: the file does not exist.
@@ -219,7 +234,7 @@ class Session:
                         f"not parse (lines {', '.join(map(str, result.skipped[:5]))}); the original "
                         f"is kept in {result.backup}"), stacklevel=2)
                 log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout)
-        return cls(log, strict=strict, warn=warn)
+        return cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes)
 
     @classmethod
     def _open_stored(cls, url: str, *, strict: bool, durable: bool, warn: bool) -> Session:
@@ -309,6 +324,8 @@ class Session:
     def close(self) -> None:
         """Release the file (or the store opened for it). The session cannot be read or appended
         to afterwards."""
+        self._cache.clear()
+        self._contexts.clear()
         try:
             self._log.close()
         finally:
@@ -390,8 +407,38 @@ class Session:
     def _raw(self, record: Record) -> bytes:
         return self._log.read(record)
 
+    def _read_many(self, records: Sequence[Record]) -> list[bytes]:
+        read_many = getattr(self._log, "read_many", None)
+        if read_many is not None:
+            return read_many(records)  # type: ignore[no-any-return]
+        return [self._log.read(r) for r in records]
+
+    def _loaded(self, record: Record, field: str) -> Decoded:
+        """The record's cache slot with ``field`` filled (its line read and decoded if not)."""
+        slot: Decoded | None = record.cached
+        if slot is None or getattr(slot, field) is None:
+            raw = self._log.read(record)
+            if slot is None:
+                slot = self._cache.admit(record, len(raw))
+            _FILL[field](slot, raw)
+        return slot
+
+    def _load_many(self, records: Sequence[Record], field: str) -> None:
+        """Fill ``field`` for many records, the lines not cached yet read together."""
+        missing = [r for r in records if r.cached is None or getattr(r.cached, field) is None]
+        if len(missing) > 1:
+            fill, admit = _FILL[field], self._cache.admit
+            for record, raw in zip(missing, self._read_many(missing)):
+                slot = record.cached if record.cached is not None else admit(record, len(raw))
+                fill(slot, raw)
+
     def _decode(self, record: Record) -> AnyEntry:
-        return _decode_line(self._log.read(record))
+        return self._loaded(record, "entry").entry  # type: ignore[no-any-return]
+
+    def _decode_all(self, records: Sequence[Record]) -> list[AnyEntry]:
+        """Typed entries of many records, the uncached lines read together."""
+        self._load_many(records, "entry")
+        return [self._decode(r) for r in records]
 
     def follow_lines(self, *, idle_timeout: float | None = None,
                      poll: float = 0.2) -> Iterator[bytes]:
@@ -420,18 +467,15 @@ class Session:
 
     def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
         """A message entry's ``message`` as its stored bytes, without decoding it."""
-        raw = self._log.read(record)
-        try:
-            message = _message_only_decoder.decode(raw).message
-            return message if message else None
-        except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
-            decoded = _json.loads(raw).get("message")
-            return decoded if isinstance(decoded, dict) else None
+        message = self._loaded(record, "message").message
+        return message if message is not False else None
+
+    def _prefetch_messages(self, records: Sequence[Record]) -> None:
+        """Read the uncached messages of these records together (a context built from cold)."""
+        self._load_many([r for r in records if r.type == "message"], "message")
 
     def _data(self, record: Record) -> dict[str, Any]:
-        value = _json.loads(self._log.read(record))
-        assert isinstance(value, dict)
-        return value
+        return self._loaded(record, "data").data  # type: ignore[return-value]
 
     def entry(self, entry_id: str) -> AnyEntry:
         """The typed entry with this id.
@@ -451,8 +495,9 @@ class Session:
 
     def entries(self) -> Iterator[AnyEntry]:
         """Every indexed entry in file order, decoded one at a time."""
-        for record in self._index.records():
-            yield self._decode(record)
+        records = self._index.records()
+        for start in range(0, len(records), 256):
+            yield from self._decode_all(records[start:start + 256])
 
     def custom_entries(self, prefix: str = "") -> Iterator[Custom]:
         """The ``custom`` entries whose ``customType`` starts with ``prefix``, in file order.
@@ -493,7 +538,7 @@ class Session:
             EntryNotFound: no such entry.
         """
         self._record(entry_id)
-        return [self._decode(r) for r in self._index.children(entry_id)]
+        return self._decode_all(self._index.children(entry_id))
 
     def children_ids(self, entry_id: str) -> list[str]:
         """Ids of the direct children, in file order (no payload decoded)."""
@@ -534,7 +579,7 @@ class Session:
         if target is None:
             return []
         self._record(target)
-        return [self._decode(r) for r in self._index.path(target)]
+        return self._decode_all(self._index.path(target))
 
     def tree(self) -> list[TreeNode]:
         """Every entry as a tree: roots in file order, children oldest first (stable).
@@ -577,14 +622,33 @@ class Session:
         """
         target = self._leaf if leaf_id is UNSET else leaf_id
         if target is None:
-            context = SessionContext([], "off", None)
+            context = EMPTY_CONTEXT.share()
         else:
-            self._record(target)
-            context = context_from_path(self._index.path(target), self._data, self._message_json)
+            context = self._context(target).share()
         if for_model and self.events.has("context"):
             messages = self.events.emit("context", ContextEvent(
-                session=self, leaf_id=target, messages=context.messages))
+                session=self, leaf_id=target, messages=context.copy_messages()))
             context = context_with_messages(context, messages)
+        return context
+
+    def _context(self, target: str) -> SessionContext:
+        """The remembered context of ``target``, else one step from its parent's, else built."""
+        memo = self._contexts
+        context = memo.get(target)
+        if context is not None:
+            return context
+        record = self._record(target)
+        index, parent_id = self._index, record.parent_id
+        base: SessionContext | None = None
+        if isinstance(index, TreeIndex):  # (a database answers paths itself: built from those)
+            base = EMPTY_CONTEXT if parent_id is None or target in index.cycle_roots \
+                else memo.get(parent_id)  # None for an orphan: it is built from its path
+        if base is not None:
+            context = extend_context(base, record, self._data, self._message_json)
+        if context is None:
+            context = context_from_path(self._index.path(target), self._data, self._message_json,
+                                        self._prefetch_messages)
+        memo.put(target, context)
         return context
 
     def listing(self, path: str | None = None) -> SessionListing:
@@ -621,6 +685,8 @@ class Session:
             self._header = _typed_header(fresh.header)
         problems = list(fresh.problems)
         known = {(p.line, p.kind) for p in self._problems}
+        if fresh.records:
+            self._contexts.clear()  # a duplicate id or a cycle may change existing paths
         self._index.extend(fresh.records, problems)
         self._problems.extend(p for p in problems if (p.line, p.kind) not in known)
         self._problems.sort(key=lambda p: (p.line, p.kind))
@@ -945,7 +1011,7 @@ class Session:
             return context
         target = self._leaf if leaf_id is UNSET else leaf_id
         messages = await self.events.aemit("context", ContextEvent(
-            session=self, leaf_id=target, messages=context.messages))
+            session=self, leaf_id=target, messages=context.copy_messages()))
         return context_with_messages(context, messages)
 
     # -- compaction (compaction.py) --
@@ -1025,6 +1091,34 @@ def _now_ms() -> int:
     from .messages import now_ms
 
     return now_ms()
+
+
+def _fill_entry(slot: Decoded, raw: bytes) -> None:
+    slot.entry = _decode_line(raw)
+
+
+def _fill_message(slot: Decoded, raw: bytes) -> None:
+    slot.message = _message_of(raw)
+
+
+def _fill_data(slot: Decoded, raw: bytes) -> None:
+    data = _json.loads(raw)
+    assert isinstance(data, dict)
+    slot.data = data
+
+
+_FILL: dict[str, Callable[[Decoded, bytes], None]] = {
+    "entry": _fill_entry, "message": _fill_message, "data": _fill_data}
+
+
+def _message_of(raw: bytes) -> dict[str, Any] | msgspec.Raw | bool:
+    """A message entry's ``message``: raw JSON, a dict for unusual lines, ``False`` for none."""
+    try:
+        message = _message_only_decoder.decode(raw).message
+        return message if message else False
+    except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
+        decoded = _json.loads(raw).get("message")
+        return decoded if isinstance(decoded, dict) else False
 
 
 def _entry_builtins(entry: AnyEntry) -> dict[str, Any]:

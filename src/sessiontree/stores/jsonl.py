@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import _fs, _json
-from .._scan import FileRecord, Problem, Record, Scanner, read_at
+from .._scan import FileRecord, Problem, Record, Scanner, read_at, read_ranges
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
@@ -65,10 +65,17 @@ def session_file_name(header: SessionHeader) -> str:
 
 
 class JsonlFile:
-    """One session file, read by byte offsets and appended to under a lock."""
+    """One session file, read by byte offsets and appended to under a lock.
+
+    The first append takes an exclusive advisory lock on the file and keeps it until
+    :meth:`close`: one writing process per session. Another sessiontree writer gets
+    :class:`~sessiontree.errors.SessionLockedError` (after waiting up to ``lock_timeout``
+    seconds, 0 by default). Programs that take no lock (pi) may still append: each append
+    compares the file's size with what was read and reads their lines in first.
+    """
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = False,
-                 lock_timeout: float = 10.0, read_only: bool = False) -> None:
+                 lock_timeout: float = 0.0, read_only: bool = False) -> None:
         self.path = os.fspath(path)
         self.durable = durable
         self.read_only = read_only
@@ -123,31 +130,44 @@ class JsonlFile:
         located = cast(FileRecord, record)  # this log hands out FileRecords only
         return read_at(self._read_fd, located.offset, located.length)
 
+    def read_many(self, records: Sequence[Record]) -> list[bytes]:
+        """The stored bytes of many lines, in the order given; lines near each other in the
+        file are read with one system call."""
+        if self._read_fd is None:
+            raise ValueError("the session file is closed")
+        located = cast("Sequence[FileRecord]", records)  # this log hands out FileRecords only
+        return read_ranges(self._read_fd, [(r.offset, r.length) for r in located])
+
     # -- appending -----------------------------------------------------------------------------
 
     def begin_append(self) -> LoadResult | None:
+        fd = self._write_fd
+        if fd is not None and self._locked:
+            st = os.fstat(fd)
+            if st.st_size == self._size and st.st_nlink:  # nothing new, still linked: go
+                return None
+            return self._catch_up(st)
         if self.read_only:
             raise ReadOnlyStore("the session was opened read-only; nothing was written",
                                 path=self.path)
-        if self._write_fd is None:
+        if fd is None:
             if not self.exists():
                 if self._identity is not None:
                     raise ConcurrentModification("the session file was removed", path=self.path)
                 _fs.make_private_dirs(os.path.dirname(os.path.abspath(self.path)))
-            self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                                     _fs.FILE_MODE)
-        _fs.lock(self._write_fd, self.path, self.lock_timeout)
+            fd = self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
+                                          _fs.FILE_MODE)
+        _fs.lock(fd, self.path, self.lock_timeout)
         self._locked = True
         try:
-            return self._catch_up()
+            return self._catch_up(os.fstat(fd))
         except BaseException:
-            self.end_append()
+            self.release()
             raise
 
-    def _catch_up(self) -> LoadResult | None:
+    def _catch_up(self, st: os.stat_result) -> LoadResult | None:
         """Under the lock: check the file is still ours, read what others appended, fix the tail."""
         assert self._write_fd is not None
-        st = os.fstat(self._write_fd)
         try:
             on_disk = os.stat(self.path)
         except FileNotFoundError:
@@ -160,16 +180,22 @@ class JsonlFile:
         if self._identity is None:  # a new file: adopt it
             self._read_fd = os.open(self.path, os.O_RDONLY)
             self._identity = (st.st_dev, st.st_ino)
-        if st.st_size < self._size:
-            raise ConcurrentModification(
-                f"the session file shrank from {self._size} to {st.st_size} bytes since it was read",
-                path=self.path,
-            )
         fresh: LoadResult | None = None
-        if st.st_size > self._size:
-            fresh = self._scan_appended(st.st_size)
-        self._repair_tail()
-        return fresh
+        while True:
+            if st.st_size < self._size:
+                raise ConcurrentModification(
+                    f"the session file shrank from {self._size} to {st.st_size} bytes since it "
+                    "was read", path=self.path)
+            if st.st_size > self._size:
+                fresh = _merged(fresh, self._scan_appended(st.st_size))
+            # a torn tail may be another program's line still being written: repair it only
+            # once the size has stopped moving
+            if self._scanner is None or self._scanner.tail != "torn":
+                return fresh
+            st = os.fstat(self._write_fd)
+            if st.st_size == self._size:
+                self._repair_tail()
+                return fresh
 
     def _scan_appended(self, new_size: int) -> LoadResult:
         if self._scanner is None:
@@ -254,15 +280,33 @@ class JsonlFile:
         return follow_file(self.path, start, poll=poll, stop=stop)
 
     def end_append(self) -> None:
+        """Nothing: the writer's lock is kept until :meth:`close` (or :meth:`release`)."""
+
+    def release(self) -> None:
+        """Give up the writer's lock (the next append takes it again)."""
         if self._locked and self._write_fd is not None:
             _fs.unlock(self._write_fd)
         self._locked = False
 
     def close(self) -> None:
-        for fd in (self._read_fd, self._write_fd):
-            if fd is not None:
-                os.close(fd)
+        """Release the lock and the file descriptors."""
+        read_fd, write_fd = self._read_fd, self._write_fd
         self._read_fd = self._write_fd = None
+        self._locked = False
+        for fd in (read_fd, write_fd):
+            if fd is not None:
+                os.close(fd)  # closing the descriptor drops its lock
+
+    def __del__(self) -> None:
+        if self._read_fd is not None or self._write_fd is not None:
+            self.close()
+
+
+def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
+    if first is None:
+        return second
+    return LoadResult(second.header, second.header_line, first.records + second.records,
+                      first.problems + second.problems)
 
 
 # -- listing -----------------------------------------------------------------------------------

@@ -42,6 +42,9 @@ class MemoryLog:
     def read(self, record: Record) -> bytes:
         return self.lines[record.line - 1].removesuffix(b"\r")
 
+    def read_many(self, records: Sequence[Record]) -> list[bytes]:
+        return [self.read(r) for r in records]
+
     def begin_append(self) -> None:
         return None
 

@@ -1,0 +1,72 @@
+"""A session's cache of decoded entry lines, bounded by the bytes of the lines it holds.
+
+Invariants:
+* A line is never re-read or re-decoded while its decoded forms are cached; what is cached is
+  derived from the line's bytes only, and lines never change once written, so a cached form is
+  never stale. (Lines another writer appends are new records; a record never changes.)
+* The cache holds at most ``budget`` bytes of source lines (the oldest admitted line is dropped
+  first); one line larger than the budget is still held until the next line is admitted.
+* The decoded forms hang on the record itself (``Record.cached``), so a hit costs one attribute
+  read; dropping a line sets that attribute back to ``None``. A slot is admitted only once its
+  line was read (its size is then known, whatever the log).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any
+
+from ._scan import Record
+
+__all__ = ["DEFAULT_CACHE_BYTES", "Decoded", "DecodedCache"]
+
+DEFAULT_CACHE_BYTES = 64 << 20
+"""Default budget: 64 MiB of source lines (their decoded forms take about as much again)."""
+
+
+class Decoded:
+    """The decoded forms of one line, each filled on first use."""
+
+    __slots__ = ("data", "entry", "message", "typed")
+
+    def __init__(self) -> None:
+        self.data: dict[str, Any] | None = None
+        """The whole line as JSON values (on-disk key names)."""
+        self.entry: Any = None
+        """The typed entry."""
+        self.message: Any = None
+        """A message entry's ``message`` as raw JSON (or a dict), ``False`` when it has none."""
+        self.typed: Any = None
+        """A message entry's typed message."""
+
+
+class DecodedCache:
+    """Decoded lines of one session, the oldest dropped first past ``budget`` bytes."""
+
+    def __init__(self, budget: int = DEFAULT_CACHE_BYTES) -> None:
+        self.budget = budget
+        self.used = 0
+        self._held: deque[tuple[Record, int]] = deque()
+
+    def admit(self, record: Record, size: int) -> Decoded:
+        """A new slot for a record whose line (``size`` bytes) was just read; the oldest lines
+        are dropped past the budget. With a budget of 0 the slot is the caller's only."""
+        slot = Decoded()
+        if self.budget <= 0:
+            return slot
+        record.cached = slot
+        held = self._held
+        held.append((record, size))
+        self.used += size
+        while self.used > self.budget and len(held) > 1:
+            old, old_size = held.popleft()
+            old.cached = None
+            self.used -= old_size
+        return slot
+
+    def clear(self) -> None:
+        """Drop every cached line."""
+        for record, _ in self._held:
+            record.cached = None
+        self._held.clear()
+        self.used = 0
