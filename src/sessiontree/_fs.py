@@ -116,14 +116,23 @@ def remove_stale_temps(directory: str) -> list[str]:
 def atomic_write(path: str, data: bytes) -> None:
     """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
     (after removing stale temporary files of dead processes from the folder)."""
+def atomic_write(path: str, data: bytes, *, mode: int = FILE_MODE, durable: bool = True) -> None:
+    """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
+    (after removing stale temporary files of dead processes from the folder).
+
+    Args:
+        mode: the new file's permissions (before the umask).
+        durable: False skips both fsyncs (for caches: still atomic, not crash-durable).
+    """
     directory = os.path.dirname(os.path.abspath(path))
     remove_stale_temps(directory)
     tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
             _write_all(fd, data)
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         os.replace(tmp, path)
@@ -131,7 +140,8 @@ def atomic_write(path: str, data: bytes) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-    fsync_dir(directory)
+    if durable:
+        fsync_dir(directory)
 
 
 def lock(fd: int, path: str, timeout: float) -> None:

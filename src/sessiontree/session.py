@@ -313,6 +313,35 @@ class Session:
         return session
 
     @classmethod
+    def continue_recent(cls, cwd: str | None = None, *,
+                        directory: str | os.PathLike[str] | None = None,
+                        root: str | os.PathLike[str] | None = None, durable: bool = False,
+                        lock_timeout: float = 0.0) -> Session:
+        """Resume the most recent session of a working directory, or start a new one there
+        (pi's ``continueRecent``, what ``pi -c`` does).
+
+        The most recent session is pi's choice exactly: among the folder's ``*.jsonl`` files
+        whose first line, read from the first 512 bytes, is a session header, the one modified
+        last. Nothing is written until the first append.
+
+        Args:
+            cwd: the working directory (default: the current one).
+            directory: the session folder (default: pi's folder for ``cwd`` under ``root``,
+                root default ``~/.pi/agent/sessions``).
+            root: the sessions root, when ``directory`` is not given.
+            durable: fsync after every append.
+            lock_timeout: as for :meth:`open`.
+        """
+        from .stores.jsonl import most_recent_session
+
+        cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+        folder = Path(directory) if directory is not None else default_session_dir(cwd, root)
+        found = most_recent_session(folder)
+        if found is not None:
+            return cls.open(found, durable=durable, lock_timeout=lock_timeout)
+        return cls.create(folder, cwd, durable=durable)
+
+    @classmethod
     def in_memory(cls, cwd: str | None = None, *, session_id: str | None = None) -> Session:
         """A session that lives only in memory (nothing is ever written to disk)."""
         header = SessionHeader(id=session_id or uuid7(), timestamp=iso_now(),

@@ -193,26 +193,31 @@ _TIME_LEGEND = {"created": "* no user or assistant message yet: the time the ses
 
 @cli.command()
 @click.argument("directory", required=False, type=click.Path(file_okay=False))
+@click.option("--cwd", "cwd", metavar="PATH",
+              help="Only the sessions of this working directory (without DIRECTORY: pi's "
+                   "folder for it).")
 @json_option
 @reports_errors
-def ls(directory: str | None, as_json: bool) -> None:
+def ls(directory: str | None, cwd: str | None, as_json: bool) -> None:
     """List the sessions in DIRECTORY, newest first (default: pi's folder for the current
     working directory): the time of the last message, the entry count, the name (or the first
     user message) and the file. DIRECTORY may be a store URL (sqlite:///x.db,
     postgresql://...): its sessions table is read, no entry is scanned.
 
     An empty or (for the default folder) missing folder prints "no sessions in DIR" and exits 0.
+    A listing index in the folder makes the next listing fast.
     """
     from ..describe import one_line
     from ..stores.jsonl import default_session_dir, list_sessions
     from ..stores.url import is_url, open_store
 
-    folder = directory or str(default_session_dir(os.getcwd()))
+    wanted = os.path.abspath(cwd) if cwd is not None else None
+    folder = directory or str(default_session_dir(wanted or os.getcwd()))
     if is_url(folder):
         with open_store(folder, read_only=True) as store:
-            listings = store.list_sessions()
+            listings = [row for row in store.list_sessions() if wanted in (None, row.cwd)]
     else:
-        listings = list_sessions(folder) if directory or os.path.isdir(folder) else []
+        listings = list_sessions(folder, cwd=wanted) if directory or os.path.isdir(folder) else []
     if as_json:
         echo_json(_json.dumps(msgspec.to_builtins(listings)))
         return

@@ -32,6 +32,7 @@ from ..errors import (
     SessionTreeError,
 )
 from ._follow import follow_file
+from ._jsonl_listing import list_folder, most_recent_session, read_listing
 from ._sql_common import check_session_id
 from .base import LoadResult, SessionListing
 
@@ -41,6 +42,8 @@ __all__ = [
     "default_session_dir",
     "default_sessions_root",
     "list_sessions",
+    "most_recent_session",
+    "read_listing",
     "session_file_name",
 ]
 
@@ -312,25 +315,24 @@ def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
 # -- listing -----------------------------------------------------------------------------------
 
 
-def read_listing(path: str | os.PathLike[str]) -> SessionListing | None:
-    """Summarize one session file as pi's ``buildSessionInfo`` does; ``None`` if it has no header."""
-    from ..session import Session  # sessions do not import listings, so this cannot cycle
+def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
+                  index: bool = True) -> list[SessionListing]:
+    """Every ``*.jsonl`` session in ``directory``, newest first, as pi's ``SessionManager.list``
+    lists them (files without a session header skipped).
 
-    try:
-        with Session.open(path, migrate=False, warn=False) as session:
-            return session.listing()
-    except (SessionTreeError, OSError):
-        return None
+    Args:
+        directory: the folder (not searched recursively).
+        cwd: only the sessions whose header names this working directory.
+        index: keep the folder's listing index (``.sessiontree-index``) to skip unchanged files
+            next time; it is checked against every file's size, mtime and inode, and rebuilt
+            silently when stale or unreadable.
 
-
-def list_sessions(directory: str | os.PathLike[str]) -> list[SessionListing]:
-    """Every ``*.jsonl`` session in ``directory``, newest first (files without a header skipped)."""
-    folder = Path(directory)
-    if not folder.is_dir():
-        raise SessionNotFound("no such session folder", path=folder)
-    listings = [item for f in sorted(folder.glob("*.jsonl")) if (item := read_listing(f)) is not None]
-    listings.sort(key=lambda item: item.modified_ms, reverse=True)
-    return listings
+    Raises:
+        SessionNotFound: ``directory`` is not a folder.
+    """
+    if not os.path.isdir(directory):
+        raise SessionNotFound("no such session folder", path=directory)
+    return list_folder(directory, cwd=cwd, index=index)
 
 
 class JsonlStore:
@@ -341,15 +343,18 @@ class JsonlStore:
     """
 
     def __init__(self, directory: str | os.PathLike[str], *, read_only: bool = False,
-                 durable: bool = False) -> None:
+                 durable: bool = False, lock_timeout: float = 10.0) -> None:
         """Args:
             directory: the folder (created on the first write).
             read_only: refuse every write with :class:`~sessiontree.errors.ReadOnlyStore`.
             durable: fsync every append.
+            lock_timeout: each :meth:`append` writes under the session's lock and lets go at
+                once; while another process writes the session, wait this long for it.
         """
         self.directory = Path(directory)
         self.read_only = read_only
         self.durable = durable
+        self.lock_timeout = lock_timeout
 
     @property
     def url(self) -> str:
@@ -403,12 +408,14 @@ class JsonlStore:
 
     def open_log(self, session_id: str) -> JsonlFile:
         """The file of a stored session (read-only stores hand out read-only logs)."""
-        return JsonlFile(self._path(session_id), durable=self.durable, read_only=self.read_only)
+        return JsonlFile(self._path(session_id), durable=self.durable, read_only=self.read_only,
+                         lock_timeout=self.lock_timeout)
 
     def new_log(self, header: SessionHeader) -> JsonlFile:
         """The file for a new session, written at its first append."""
         self._writable()
-        return JsonlFile(self._new_path(header), durable=self.durable)
+        return JsonlFile(self._new_path(header), durable=self.durable,
+                         lock_timeout=self.lock_timeout)
 
     def session_ids(self) -> list[str]:
         """The ids of the session files in the folder (from their names), sorted."""

@@ -1,0 +1,193 @@
+"""Listing folders of sessions as pi's ``SessionManager.list`` does, its index, and
+``Session.continue_recent`` beside pi's ``continueRecent``; all checked against pi itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+import msgspec
+from click.testing import CliRunner
+
+from sessiontree import AssistantMessage, Session, UserMessage, list_sessions
+from sessiontree.cli import cli
+from sessiontree.stores._jsonl_listing import INDEX_NAME
+from sessiontree.testing.generate import generate_folder
+from sessiontree.testing.pi import run_node_script
+
+from .test_pi_interop import Pi, pi  # noqa: F401 - the fixture
+
+PROBE = Path(__file__).parent / "pi" / "pi_listing.mjs"
+CWDS = ("/home/dev/projects/acme-api", "/home/dev/projects/web")
+
+
+def pi_list(pi: Pi, folder: Path, cwd: str = "/") -> list[dict[str, Any]]:
+    return run_node_script(PROBE, str(pi.modules), "list", str(folder), cwd)  # type: ignore[no-any-return]
+
+
+def ours(folder: Path, **options: Any) -> list[dict[str, Any]]:
+    return [{"path": row.path, "id": row.id, "cwd": row.cwd, "name": row.name,
+             "parentSessionPath": row.parent_session, "created": row.created,
+             "modified": row.modified_ms, "messageCount": row.message_count,
+             "firstMessage": row.first_message}
+            for row in list_sessions(folder, **options)]
+
+
+def as_pi(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Our rows with ``created`` as epoch ms, as the probe prints pi's."""
+    from sessiontree._time import iso_to_ms
+
+    return [{**row, "created": iso_to_ms(row["created"])} for row in rows]
+
+
+def odd_files(folder: Path) -> None:
+    """Files a real session folder collects, each with its own rule in pi's listing."""
+    header = {"type": "session", "version": 3, "timestamp": "2026-01-02T03:04:05.678Z", "cwd": CWDS[0]}
+
+    def write(name: str, *lines: Any, raw: bytes = b"") -> None:
+        body = b"".join(json.dumps(line, ensure_ascii=False).encode() + b"\n" for line in lines)
+        (folder / name).write_bytes(body + raw)
+
+    def msg(i: str, role: str, content: Any, stamp: Any = 1767323045000, **extra: Any) -> dict[str, Any]:
+        message = {"role": role, "content": content, "timestamp": stamp, **extra}
+        return {"type": "message", "id": i, "parentId": None, "timestamp": "2026-01-02T03:04:06.000Z",
+                "message": message}
+
+    write("garbage.jsonl", raw=b"not json at all\n{\"type\":\"message\"}\n")
+    write("empty.jsonl")
+    write("header-only.jsonl", {**header, "id": "header-only"})
+    write("named-and-broken.jsonl", {**header, "id": "named", "parentSession": "/x/parent.jsonl"},
+          msg("a", "user", [{"type": "image", "data": "x", "mimeType": "image/png"}]),
+          msg("b", "user", "  "), msg("c", "user", [{"type": "text", "text": "first"},
+                                                     {"type": "text", "text": "words"}]),
+          {"type": "session_info", "id": "d", "parentId": "c", "timestamp": "2026-01-02T03:04:07.000Z",
+           "name": "  Named \u3000"},
+          msg("e", "assistant", [{"type": "text", "text": "later"}], stamp=1767400000000),
+          msg("f", "toolResult", [{"type": "text", "text": "not counted for time"}], stamp=1799999999999),
+          raw=b'{"type":"message","id":"g", "broken\n' + json.dumps(
+              msg("h", "user", "lone \ud800 surrogate")).encode() + b"\n")
+    write("cleared-name.jsonl", {**header, "id": "cleared"},
+          {"type": "session_info", "id": "a", "parentId": None, "timestamp": header["timestamp"], "name": "x"},
+          {"type": "session_info", "id": "b", "parentId": "a", "timestamp": header["timestamp"], "name": ""},
+          msg("c", "custom", "no content time", stamp=1800000000000),
+          {"type": "message", "id": "d", "parentId": "c", "timestamp": "2026-05-02T03:04:06.000Z",
+           "message": {"role": "user", "content": "entry time only"}})
+    write("garbage-first-line.jsonl", raw=b"{oops\n" + json.dumps({**header, "id": "second-line"}).encode()
+          + b"\r\n" + json.dumps(msg("a", "user", "crlf")).encode() + b"\r\n")
+    write("no-times.jsonl", {**header, "id": "no-times", "timestamp": "not a time"},
+          msg("a", "user", "hi", stamp="soon"))
+    os.utime(folder / "no-times.jsonl", ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
+
+
+def test_listing_equals_pis_on_a_generated_folder_with_odd_files(tmp_path: Path, pi: Pi) -> None:
+    generate_folder(tmp_path, 25, seed=7, min_entries=0, max_entries=400, cwds=CWDS)
+    odd_files(tmp_path)
+    expected = pi_list(pi, tmp_path)
+    assert len(expected) == 25 + 5
+    assert as_pi(ours(tmp_path, index=False)) == expected
+    assert as_pi(ours(tmp_path)) == expected  # builds the index
+    assert as_pi(ours(tmp_path)) == expected  # served from the index
+    assert as_pi(ours(tmp_path, cwd=CWDS[1])) == [row for row in expected if row["cwd"] == CWDS[1]]
+
+
+def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None:
+    made = generate_folder(tmp_path, 6, seed=3, min_entries=5, max_entries=60)
+    first = list_sessions(tmp_path)
+    index = tmp_path / INDEX_NAME
+    assert stat.S_IMODE(index.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(f".{INDEX_NAME}")] == []
+
+    # an unchanged file (same size, mtime and inode) is not read again
+    target = Path(made[0].path)
+    data, st = target.read_bytes(), target.stat()
+    row = next(r for r in first if r.path == str(target))
+    target.write_bytes(data.replace(row.id.encode(), b"x" * len(row.id), 1))
+    os.utime(target, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert any(r.id == row.id for r in list_sessions(tmp_path))  # the row came from the index
+    assert any(r.id == "x" * len(row.id) for r in list_sessions(tmp_path, index=False))
+    target.write_bytes(data)
+
+    # a file that changed is read again
+    with Session.open(Path(made[1].path)) as session:
+        session.append_message(UserMessage.of("one more"))
+        session.append_message(AssistantMessage.of("noted"))
+    again = {r.path: r for r in list_sessions(tmp_path)}
+    before = {r.path: r for r in first}
+    assert again[made[1].path].message_count == before[made[1].path].message_count + 2
+
+    # a removed file leaves the listing; a new one joins it
+    os.unlink(made[2].path)
+    generate_folder(tmp_path / "more", 1, seed=9)
+    new = next((tmp_path / "more").iterdir())
+    os.replace(new, tmp_path / new.name)
+    paths = {r.path for r in list_sessions(tmp_path)}
+    assert made[2].path not in paths and str(tmp_path / new.name) in paths
+
+    # a corrupt or foreign index is rebuilt silently
+    for junk in (b"\x00garbage", msgspec.msgpack.encode({"version": 99, "files": {}}), b""):
+        index.write_bytes(junk)
+        assert {r.path for r in list_sessions(tmp_path)} == paths
+        assert msgspec.msgpack.decode(index.read_bytes())["version"] == 1
+
+
+def test_a_folder_that_cannot_be_written_is_listed_without_an_index(tmp_path: Path) -> None:
+    if os.geteuid() == 0:  # root writes anywhere: make the index path a folder instead
+        generate_folder(tmp_path, 3, seed=5, min_entries=5, max_entries=20)
+        (tmp_path / INDEX_NAME).mkdir()
+        assert len(list_sessions(tmp_path)) == 3
+        assert (tmp_path / INDEX_NAME).is_dir()
+        return
+    generate_folder(tmp_path, 3, seed=5, min_entries=5, max_entries=20)  # pragma: no cover
+    tmp_path.chmod(0o500)  # pragma: no cover
+    try:  # pragma: no cover
+        assert len(list_sessions(tmp_path)) == 3
+    finally:  # pragma: no cover
+        tmp_path.chmod(0o700)
+
+
+def test_continue_recent_resumes_what_pi_resumes(tmp_path: Path, pi: Pi) -> None:
+    cwd = "/home/dev/projects/acme-api"
+    made = generate_folder(tmp_path, 5, seed=11, min_entries=5, max_entries=30, cwds=[cwd])
+    for i, item in enumerate(made):  # modification times decide, not names or headers
+        stamp = 1_700_000_000_000_000_000 + (i * 7) % 5 * 1_000_000_000
+        os.utime(item.path, ns=(stamp, stamp))
+    newest = max(made, key=lambda item: os.stat(item.path).st_mtime_ns)
+    long_header = tmp_path / "zz-long-header.jsonl"  # newest, but its header passes 512 bytes
+    long_header.write_text(json.dumps({"type": "session", "version": 3, "id": "long", "cwd": "/" + "x" * 600,
+                                       "timestamp": "2026-01-02T03:04:05.678Z"}) + "\n")
+    (tmp_path / "zz-not-a-session.jsonl").write_text('{"type":"message"}\n')
+    probe = run_node_script(PROBE, str(pi.modules), "recent", str(tmp_path), cwd)
+    assert probe["mostRecent"] == probe["continued"] == newest.path
+    with Session.continue_recent(cwd, directory=tmp_path) as session:
+        assert session.file == newest.path and len(session) == newest.entries
+
+    empty = tmp_path / "empty"
+    with Session.continue_recent(cwd, directory=empty) as session:
+        assert session.file is not None and Path(session.file).parent == empty
+        assert not empty.exists()  # nothing written before the first append
+    root = tmp_path / "root"
+    with Session.continue_recent(cwd, root=root) as session:
+        session.append_message(UserMessage.of("start"))
+    with Session.continue_recent(cwd, root=root) as session:
+        assert len(session) == 1  # the session just written is the most recent one
+
+
+def test_ls_lists_a_folder_and_the_sessions_of_a_cwd(tmp_path: Path, monkeypatch: Any) -> None:
+    generate_folder(tmp_path / "flat", 6, seed=2, min_entries=5, max_entries=30, cwds=CWDS)
+    runner = CliRunner()
+    everything = json.loads(runner.invoke(cli, ["ls", str(tmp_path / "flat"), "--json"]).output)
+    assert len(everything) == 6
+    web = json.loads(runner.invoke(cli, ["ls", str(tmp_path / "flat"), "--cwd", CWDS[1],
+                                         "--json"]).output)
+    assert [row["id"] for row in web] == [row["id"] for row in everything if row["cwd"] == CWDS[1]]
+
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
+    project = tmp_path / "project"
+    project.mkdir()
+    with Session.create(cwd=str(project)) as session:
+        session.append_message(UserMessage.of("in the project"))
+    rows = json.loads(runner.invoke(cli, ["ls", "--cwd", str(project), "--json"]).output)
+    assert [row["first_message"] for row in rows] == ["in the project"]
