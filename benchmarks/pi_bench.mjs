@@ -1,6 +1,12 @@
 // pi's own SessionManager on one session file: the baseline side of benchmarks/run.py.
 //
 //   node --expose-gc benchmarks/pi_bench.mjs FILE --pi NODE_MODULES [--repeat R] [--appends N]
+//                                            [--loop N] [--light]
+//   node --expose-gc benchmarks/pi_bench.mjs --list DIR --pi NODE_MODULES [--repeat R]
+//
+// --loop N: N rounds of appendMessage + buildSessionContext (what an agent does each turn) on the
+// scratch copy, after the appends. --light: open and first buildSessionContext only (huge files).
+// --list DIR: SessionManager.list over the folder, timed, with a digest of the rows.
 //
 // FILE is copied to a scratch folder first (pi rewrites files it migrates, and the append timing
 // appends), so it is never changed. Prints one JSON object; times are milliseconds
@@ -17,16 +23,19 @@ import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 function options(argv) {
-	const opts = { file: null, pi: null, repeat: 5, appends: 1000 };
+	const opts = { file: null, pi: null, repeat: 5, appends: 1000, loop: 0, light: false, list: null };
 	for (let i = 0; i < argv.length; i++) {
 		const arg = argv[i];
 		if (arg === "--pi") opts.pi = argv[++i];
 		else if (arg === "--repeat") opts.repeat = Number(argv[++i]);
 		else if (arg === "--appends") opts.appends = Number(argv[++i]);
+		else if (arg === "--loop") opts.loop = Number(argv[++i]);
+		else if (arg === "--light") opts.light = true;
+		else if (arg === "--list") opts.list = argv[++i];
 		else if (opts.file === null) opts.file = arg;
 		else throw new Error(`unexpected argument ${arg}`);
 	}
-	if (!opts.file || !opts.pi) throw new Error("usage: pi_bench.mjs FILE --pi NODE_MODULES [--repeat R] [--appends N]");
+	if (!(opts.file || opts.list) || !opts.pi) throw new Error("usage: pi_bench.mjs FILE|--list DIR --pi NODE_MODULES [--repeat R] [--appends N] [--loop N] [--light]");
 	return opts;
 }
 
@@ -117,10 +126,35 @@ function deepestEntry(entries) {
 	return best;
 }
 
+// The rows of a listing as sessiontree.testing.digests.listing_digest hashes them.
+function listingDigest(rows) {
+	const hash = utf8Hash();
+	for (const r of rows) {
+		hash.update(`${r.id}\x1f${r.modified.getTime()}\x1f${r.messageCount}\x1f${r.name ?? ""}\x1f${r.firstMessage}\x1e`, "utf8");
+	}
+	return hash.digest("hex");
+}
+
+async function list(opts, SessionManager) {
+	const runs = [];
+	let rows;
+	for (let i = 0; i < opts.repeat; i++) {
+		const start = performance.now();
+		rows = await SessionManager.list("/", opts.list);
+		runs.push(performance.now() - start);
+	}
+	const sorted = [...runs].sort((a, b) => a - b);
+	process.stdout.write(`${JSON.stringify({
+		list_ms: { first: runs[0], median: sorted[Math.floor(sorted.length / 2)], min: sorted[0] },
+		sessions: rows.length, digest: listingDigest(rows), peak_rss_mib: peakMiB(),
+	})}\n`);
+}
+
 async function main() {
 	const opts = options(process.argv.slice(2));
 	const pkg = join(opts.pi, "@mariozechner", "pi-coding-agent");
 	const { SessionManager } = await import(pathToFileURL(join(pkg, "dist", "index.js")).href);
+	if (opts.list) return list(opts, SessionManager);
 	collect();
 	const rssBaseline = rssMiB();
 
@@ -141,6 +175,11 @@ async function main() {
 		let context, roots, branch;
 		[out.build_context_ms, context] = timed(opts.repeat, () => manager.buildSessionContext());
 		out.context = contextDigest(context);
+		if (opts.light) {
+			out.peak_rss_after_context_mib = peakMiB();
+			process.stdout.write(`${JSON.stringify(out)}\n`);
+			return;
+		}
 		[out.get_tree_ms, roots] = timed(opts.repeat, () => manager.getTree());
 		out.tree = treeDigest(roots);
 		const deepest = deepestEntry(entries);
@@ -163,6 +202,21 @@ async function main() {
 			out[`append_${opts.appends}_ms`] = performance.now() - start;
 			out.append_per_entry_us = (out[`append_${opts.appends}_ms`] * 1000) / opts.appends;
 			out.append_persisted = SessionManager.open(copy).getEntries().length === before + opts.appends;
+		}
+		if (opts.loop > 0) {
+			start = performance.now();
+			let last;
+			for (let i = 0; i < opts.loop; i++) {
+				manager.appendMessage({
+					role: "user",
+					content: [{ type: "text", text: `agent loop turn #${i}: read the failing test and fix it.` }],
+					timestamp: Date.now(),
+				});
+				last = manager.buildSessionContext();
+			}
+			out[`loop_ms`] = performance.now() - start;
+			out.loop_per_round_us = (out.loop_ms * 1000) / opts.loop;
+			out.loop_context = contextDigest(last);
 		}
 		process.stdout.write(`${JSON.stringify(out)}\n`);
 	} finally {

@@ -647,4 +647,4 @@ def test_the_benchmark_runs_beside_pi_with_equal_digests(pi: Pi) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "All digests equal pi's." in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 1k |")]
-    assert len(rows) == 15 and sum("digest = pi's" in row for row in rows) == 4
+    assert len(rows) == 18 and sum("digest = pi's" in row for row in rows) == 5

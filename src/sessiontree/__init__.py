@@ -15,88 +15,89 @@ Start with :class:`Session`::
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
 
-from ._scan import Problem
-from ._tree import TreeNode, path_to_root
-from .context import ModelRef, SessionContext, build_context, convert_to_llm
-from .entries import (
-    CURRENT_VERSION,
-    AnyEntry,
-    BranchSummary,
-    Compaction,
-    Custom,
-    CustomMessageEntry,
-    Entry,
-    FileDetails,
-    Label,
-    MessageEntry,
-    ModelChange,
-    SessionHeader,
-    SessionInfo,
-    ThinkingLevelChange,
-    UnknownEntry,
-)
-from .addressing import resolve_entry
-from .errors import (
-    AmbiguousEntry,
-    ConcurrentModification,
-    CorruptHeader,
-    CorruptLine,
-    EntryNotFound,
-    InvalidEntry,
-    InvalidMessage,
-    MalformedSource,
-    MissingExtra,
-    SessionLocked,
-    SessionLockedError,
-    SessionNotFound,
-    SessionTreeError,
-    UnsupportedVersion,
-)
-from .events import (
-    BeforeBranchResult,
-    BeforeCompactResult,
-    BeforeTreeResult,
-    BranchEvent,
-    BranchPreparation,
-    CompactEvent,
-    CompactPreparation,
-    ContextEvent,
-    ContextResult,
-    EventBus,
-    HookFailed,
-    HookWarning,
-    OperationCancelled,
-    TreeEvent,
-    TreePreparation,
-)
-from .messages import (
-    AgentMessage,
-    AssistantMessage,
-    BashExecutionMessage,
-    BranchSummaryMessage,
-    CompactionSummaryMessage,
-    Cost,
-    CustomMessage,
-    ImageContent,
-    TextContent,
-    ThinkingContent,
-    ToolCall,
-    ToolResultMessage,
-    UnknownMessage,
-    Usage,
-    UserMessage,
-    validate_message,
-)
-from .migrate import MigrationResult, migrate_file
-from .session import CHECKOUT_CUSTOM_TYPE, LoadWarning, Session
-from .stores.base import SessionListing, SessionLog, Store
-from .stores.jsonl import JsonlFile, JsonlStore, default_session_dir, list_sessions
-from .stores.memory import MemoryLog, MemoryStore
-from .summarize.base import CancelToken, Summarizer, SummaryCancelled, SummaryFailed, SummaryRequest
-
+TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs milliseconds)
 if TYPE_CHECKING:
+    from typing import Any
+
+    from ._scan import Problem
+    from ._tree import TreeNode, path_to_root
+    from .context import ModelRef, SessionContext, build_context, convert_to_llm
+    from .entries import (
+        CURRENT_VERSION,
+        AnyEntry,
+        BranchSummary,
+        Compaction,
+        Custom,
+        CustomMessageEntry,
+        Entry,
+        FileDetails,
+        Label,
+        MessageEntry,
+        ModelChange,
+        SessionHeader,
+        SessionInfo,
+        ThinkingLevelChange,
+        UnknownEntry,
+    )
+    from .addressing import resolve_entry
+    from .errors import (
+        AmbiguousEntry,
+        ConcurrentModification,
+        CorruptHeader,
+        CorruptLine,
+        EntryNotFound,
+        InvalidEntry,
+        InvalidMessage,
+        MalformedSource,
+        MissingExtra,
+        SessionLocked,
+        SessionLockedError,
+        SessionNotFound,
+        SessionTreeError,
+        UnsupportedVersion,
+    )
+    from .events import (
+        BeforeBranchResult,
+        BeforeCompactResult,
+        BeforeTreeResult,
+        BranchEvent,
+        BranchPreparation,
+        CompactEvent,
+        CompactPreparation,
+        ContextEvent,
+        ContextResult,
+        EventBus,
+        HookFailed,
+        HookWarning,
+        OperationCancelled,
+        TreeEvent,
+        TreePreparation,
+    )
+    from .messages import (
+        AgentMessage,
+        AssistantMessage,
+        BashExecutionMessage,
+        BranchSummaryMessage,
+        CompactionSummaryMessage,
+        Cost,
+        CustomMessage,
+        ImageContent,
+        TextContent,
+        ThinkingContent,
+        ToolCall,
+        ToolResultMessage,
+        UnknownMessage,
+        Usage,
+        UserMessage,
+        validate_message,
+    )
+    from .migrate import MigrationResult, migrate_file
+    from .session import CHECKOUT_CUSTOM_TYPE, LoadWarning, Session
+    from .stores.base import SessionListing, SessionLog, Store
+    from .stores.jsonl import JsonlFile, JsonlStore, default_session_dir, list_sessions
+    from .stores.memory import MemoryLog, MemoryStore
+    from .summarize.base import CancelToken, Summarizer, SummaryCancelled, SummaryFailed, SummaryRequest
     from .compaction import (
         DEFAULT_COMPACTION_SETTINGS,
         AlreadyCompacted,
@@ -109,8 +110,47 @@ if TYPE_CHECKING:
     from .repair import RepairResult, repair_file
     from .summarize import AnthropicSummarizer, ExtractiveSummarizer, OpenAISummarizer
 
-# Imported on first use, so that ``import sessiontree`` stays light.
+# Every public name is imported on first use, so that ``import sessiontree`` stays light.
+_MODULES = {
+    "_scan": (
+        "Problem"),
+    "_tree": (
+        "TreeNode path_to_root"),
+    "context": (
+        "ModelRef SessionContext build_context convert_to_llm"),
+    "entries": (
+        "CURRENT_VERSION AnyEntry BranchSummary Compaction Custom CustomMessageEntry Entry "
+        "FileDetails Label MessageEntry ModelChange SessionHeader SessionInfo "
+        "ThinkingLevelChange UnknownEntry"),
+    "addressing": (
+        "resolve_entry"),
+    "errors": (
+        "AmbiguousEntry ConcurrentModification CorruptHeader CorruptLine EntryNotFound "
+        "InvalidEntry InvalidMessage MalformedSource MissingExtra SessionLocked "
+        "SessionLockedError SessionNotFound SessionTreeError UnsupportedVersion"),
+    "events": (
+        "BeforeBranchResult BeforeCompactResult BeforeTreeResult BranchEvent BranchPreparation "
+        "CompactEvent CompactPreparation ContextEvent ContextResult EventBus HookFailed "
+        "HookWarning OperationCancelled TreeEvent TreePreparation"),
+    "messages": (
+        "AgentMessage AssistantMessage BashExecutionMessage BranchSummaryMessage "
+        "CompactionSummaryMessage Cost CustomMessage ImageContent TextContent ThinkingContent "
+        "ToolCall ToolResultMessage UnknownMessage Usage UserMessage validate_message"),
+    "migrate": (
+        "MigrationResult migrate_file"),
+    "session": (
+        "CHECKOUT_CUSTOM_TYPE LoadWarning Session"),
+    "stores.base": (
+        "SessionListing SessionLog Store"),
+    "stores.jsonl": (
+        "JsonlFile JsonlStore default_session_dir list_sessions"),
+    "stores.memory": (
+        "MemoryLog MemoryStore"),
+    "summarize.base": (
+        "CancelToken Summarizer SummaryCancelled SummaryFailed SummaryRequest"),
+}
 _LAZY = {
+    **{name: module for module, names in _MODULES.items() for name in names.split()},
     "DEFAULT_COMPACTION_SETTINGS": "compaction", "AlreadyCompacted": "compaction",
     "CompactionPreparation": "compaction", "CompactionSettings": "compaction",
     "NothingToCompact": "compaction", "ForkError": "fork", "NavigationResult": "navigation",
@@ -123,8 +163,13 @@ _LAZY = {
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
-        raise AttributeError(f"module 'sessiontree' has no attribute {name!r}")
-    return getattr(importlib.import_module(f".{module}", __name__), name)
+        try:  # a submodule not imported yet (``sessiontree.session``)
+            return importlib.import_module(f".{name}", __name__)
+        except ModuleNotFoundError:
+            raise AttributeError(f"module 'sessiontree' has no attribute {name!r}") from None
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value  # found directly from now on
+    return value
 
 __all__ = [
     "CHECKOUT_CUSTOM_TYPE",

@@ -113,9 +113,6 @@ def remove_stale_temps(directory: str) -> list[str]:
     return removed
 
 
-def atomic_write(path: str, data: bytes) -> None:
-    """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
-    (after removing stale temporary files of dead processes from the folder)."""
 def atomic_write(path: str, data: bytes, *, mode: int = FILE_MODE, durable: bool = True) -> None:
     """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
     (after removing stale temporary files of dead processes from the folder).

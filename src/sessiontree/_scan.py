@@ -109,6 +109,24 @@ class FileRecord(Record, gc=False, rename={**_ENVELOPE_KEYS, "offset": "~session
     length: int = 0
 
 
+_KINDS = {kind: kind for kind in (
+    "message", "thinking_level_change", "model_change", "compaction", "branch_summary",
+    "custom", "custom_message", "label", "session_info")}
+"""The entry types pi writes, one string object each."""
+_ROLES = {role: _Role(role) for role in (
+    "user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary",
+    "compactionSummary")}
+"""One role holder per message role pi writes."""
+
+
+def _share(record: Record) -> None:
+    """Let the record use the shared type string and role holder (a quarter less memory)."""
+    record.type = _KINDS.get(record.type, record.type)
+    message = record.message
+    if message is not None and type(message.role) is str:
+        record.message = _ROLES.get(message.role, message)
+
+
 _record_decoder = msgspec.json.Decoder(FileRecord)
 _envelope_decoder = msgspec.json.Decoder(Record)
 _BOM = b"\xef\xbb\xbf"
@@ -242,7 +260,7 @@ class Scanner:
             pos = nl + 1
         if pos >= hi:
             return
-        decode, records = _record_decoder.decode, self.records
+        decode, records, share = _record_decoder.decode, self.records, _share
         lineno = self.lineno
         while pos < hi:
             nl = find(b"\n", pos, hi)
@@ -261,6 +279,7 @@ class Scanner:
                 record.line = lineno
                 record.offset = buf_base + pos
                 record.length = end - pos
+                share(record)
                 records.append(record)
             pos = nl + 1
         self.lineno = lineno
@@ -309,6 +328,7 @@ class Scanner:
             record = slow
         if record.type == "session":
             return None  # pi's duplicate header quirk: ignored, not reported
+        _share(record)
         record.line = self.lineno
         record.offset = offset
         record.length = len(line)

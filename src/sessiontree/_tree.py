@@ -162,6 +162,8 @@ class TreeIndex:
             self.by_id = by_id
             backward_only = True  # no parent comes later in the file: then there is no cycle
             for rec in by_id.values():
+                if rec.type in _REPLAYED:
+                    self._replay(rec)
                 parent_id = rec.parent_id
                 if parent_id is None:
                     continue
@@ -171,11 +173,10 @@ class TreeIndex:
                         rec.line, "orphan",
                         f"parent {parent_id} is not in the session; treated as a root", rec.id,
                     ))
-                elif parent.line >= rec.line:
-                    backward_only = False
-            for rec in by_id.values():
-                if rec.type in _REPLAYED:
-                    self._replay(rec)
+                else:
+                    rec.parent_id = parent.id  # one string for both (less memory)
+                    if parent.line >= rec.line:
+                        backward_only = False
             if not backward_only:
                 self._break_cycles(problems)
 

@@ -466,6 +466,12 @@ class Session:
 
     def _decode_all(self, records: Sequence[Record]) -> list[AnyEntry]:
         """Typed entries of many records, the uncached lines read together."""
+        try:
+            found: list[Any] = [r.cached.entry for r in records]  # all cached: the usual case
+            if None not in found:
+                return found
+        except AttributeError:  # a record without a slot
+            pass
         self._load_many(records, "entry")
         return [self._decode(r) for r in records]
 

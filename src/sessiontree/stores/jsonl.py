@@ -308,7 +308,7 @@ class JsonlFile:
 def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
     if first is None:
         return second
-    return LoadResult(second.header, second.header_line, first.records + second.records,
+    return LoadResult(second.header, second.header_line, [*first.records, *second.records],
                       first.problems + second.problems)
 
 

@@ -1,5 +1,5 @@
-"""Digests of a context, a tree and a path that ``benchmarks/pi_bench.mjs`` computes the same
-way from pi's own objects, so that both sides are shown to have done the same work.
+"""Digests of a context, a tree, a path and a listing that ``benchmarks/pi_bench.mjs``
+computes the same way from pi's own objects, so that both sides did the same work.
 
 Node encodes a lone surrogate as U+FFFD before hashing; so do these functions.
 """
@@ -11,8 +11,9 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from .._tree import TreeNode
+from ..stores.base import SessionListing
 
-__all__ = ["branch_digest", "context_digest", "tree_digest"]
+__all__ = ["branch_digest", "context_digest", "listing_digest", "tree_digest"]
 
 
 def _utf8(text: str) -> bytes:
@@ -76,3 +77,13 @@ def tree_digest(roots: Sequence[TreeNode]) -> str:
 def branch_digest(path_ids: Sequence[str]) -> str:
     """SHA-256 over the path's ids joined with ``\\n``."""
     return hashlib.sha256(_utf8("\n".join(path_ids))).hexdigest()
+
+
+def listing_digest(rows: Iterable[SessionListing]) -> str:
+    """sha256 over ``id, modified ms, message count, name, first message`` of each listing row,
+    in order (pi's ``SessionManager.list`` rows hashed the same way by the benchmark)."""
+    digest = hashlib.sha256()
+    for row in rows:
+        digest.update(_utf8(f"{row.id}\x1f{row.modified_ms}\x1f{row.message_count}\x1f"
+                            f"{row.name or ''}\x1f{row.first_message}\x1e"))
+    return digest.hexdigest()
