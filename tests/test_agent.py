@@ -374,3 +374,20 @@ def test_the_html_operations_panel_has_the_run(server: FakeLLM) -> None:
     result = AgentSession(session, claude(server), tools=[read]).prompt("go")
     panel = operations_data(session)
     assert panel is not None and result.run_id in json.dumps(panel)
+
+
+def test_a_failing_tool_call_handler_still_answers_the_call(server: FakeLLM) -> None:
+    server.then(Reply(text="", tool_calls=[("read", {"path": "a.py"})]), Reply(text="Understood."))
+    calls.clear()
+
+    def broken(api: ExtensionAPI) -> None:
+        api.on("tool_call", lambda event: 1 / 0)
+
+    session = Session.in_memory()
+    agent = AgentSession(session, claude(server), tools=[read], extensions=[broken])
+    result = agent.prompt("go")
+    (answer,) = [m for m in result.messages if isinstance(m, ToolResultMessage)]
+    assert answer.is_error and "ZeroDivisionError" in answer.content[0].text
+    assert calls == [] and result.text == "Understood."
+    agent.session = Session.in_memory()  # attributes of the sync agent are the async one's
+    assert agent.agent.session is agent.session

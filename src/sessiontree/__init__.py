@@ -109,6 +109,8 @@ if TYPE_CHECKING:
     from .navigation import NavigationResult, NothingToPop
     from .repair import RepairResult, repair_file
     from .summarize import AnthropicSummarizer, ExtractiveSummarizer, OpenAISummarizer
+    from .agent import AgentSession, AsyncAgentSession, ExtensionAPI, ExtensionMessage, Tool, ToolResult
+    from .renderers import Rendered, register_message_renderer
 
 # Every public name is imported on first use, so that ``import sessiontree`` stays light.
 _MODULES = {
@@ -148,6 +150,10 @@ _MODULES = {
         "MemoryLog MemoryStore"),
     "summarize.base": (
         "CancelToken Summarizer SummaryCancelled SummaryFailed SummaryRequest"),
+    "agent": (
+        "AgentSession AsyncAgentSession ExtensionAPI ExtensionMessage Tool ToolResult"),
+    "renderers": (
+        "Rendered register_message_renderer"),
 }
 _LAZY = {
     **{name: module for module, names in _MODULES.items() for name in names.split()},
@@ -172,6 +178,14 @@ def __getattr__(name: str) -> Any:
     return value
 
 __all__ = [
+    "AgentSession",
+    "AsyncAgentSession",
+    "ExtensionAPI",
+    "ExtensionMessage",
+    "Rendered",
+    "Tool",
+    "ToolResult",
+    "register_message_renderer",
     "CHECKOUT_CUSTOM_TYPE",
     "CURRENT_VERSION",
     "DEFAULT_COMPACTION_SETTINGS",

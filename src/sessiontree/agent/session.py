@@ -11,7 +11,8 @@ Invariants:
 * Every message is appended as soon as it is complete; nothing is appended half-done. A
   cancelled model call appends nothing; a cancel during tool calls lets the running tool
   finish and answers the calls not run yet with error results, so calls and results stay
-  paired. A failed model call is appended as pi does (``stopReason: "error"`` with the
+  paired (a ``tool_call`` or ``tool_result`` handler that raises gives an error result naming
+  it, for the same reason). A failed model call is appended as pi does (``stopReason: "error"`` with the
   message) and ends the run.
 * Every run records its operation tree into the session (:class:`~sessiontree.optree.OpTreeBuilder`
   with the session as sink): one run, a turn per model call, an ``llm`` op with usage and cost
@@ -31,7 +32,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from msgspec import UNSET
 
-from ..events import ContextEvent, _run_coroutine
+from ..events import ContextEvent, HookFailed, _run_coroutine
 from ..messages import (
     AssistantMessage,
     ImageContent,
@@ -388,8 +389,11 @@ class AsyncAgentSession:
                          turn: str) -> ToolResultMessage:
         found = self.tools.get(call.name)
         op = builder.begin_op(turn, "tool", {"name": call.name, "callId": call.id})
-        decision, handler = await self.session.events.adecide("tool_call", ToolCallEvent(
-            agent=self, session=self.session, call=call, tool=found))
+        try:
+            decision, handler = await self.session.events.adecide("tool_call", ToolCallEvent(
+                agent=self, session=self.session, call=call, tool=found))
+        except HookFailed as exc:  # the call still gets its result: the model reads why
+            decision, handler = ToolCallDecision(block=True, reason=str(exc)), exc.handler
         if isinstance(decision, ToolCallDecision) and decision.block:
             outcome = ToolResultMessage(tool_call_id=call.id, tool_name=call.name, is_error=True,
                                         content=[TextContent(text=decision.reason or
@@ -399,8 +403,12 @@ class AsyncAgentSession:
                 call = ToolCall(id=call.id, name=call.name, arguments=decision.arguments)
             context = ToolContext(call, cancel, self, self._subagent_runner(builder, turn))
             outcome = await run_tool(found, call, context)
-        replaced, _ = await self.session.events.adecide("tool_result", ToolResultEvent(
-            agent=self, session=self.session, call=call, result=outcome))
+        try:
+            replaced, _ = await self.session.events.adecide("tool_result", ToolResultEvent(
+                agent=self, session=self.session, call=call, result=outcome))
+        except HookFailed as exc:
+            replaced = ToolResultMessage(tool_call_id=call.id, tool_name=call.name, is_error=True,
+                                         content=[TextContent(text=str(exc))])
         if isinstance(replaced, ToolResultMessage):
             outcome = replaced
         builder.end_op(op, "failed" if outcome.is_error else "ok",
@@ -475,6 +483,12 @@ class AgentSession:
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._agent, name)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        if name == "_agent":
+            object.__setattr__(self, name, value)
+        else:  # session, model, system_prompt...: the async agent's, shared
+            setattr(self._agent, name, value)
 
     def prompt(self, text: str | UserMessage | None, *, images: Sequence[ImageContent] = (),
                on_delta: DeltaCallback | None = None, cancel: CancelToken | None = None,

@@ -330,7 +330,7 @@ class ChatApp:
         """Continue in ``session`` (same handlers: the bus moves with the conversation)."""
         old = self.session
         session.events = old.events
-        self.agent.agent.session = session
+        self.agent.session = session
         if old is not session:
             old.close()
         self._mark_shown()
