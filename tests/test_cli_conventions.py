@@ -303,3 +303,23 @@ def test_navigation_result_has_one_field_for_the_new_leaf(tmp_path: Path) -> Non
         assert result.position_id == target != result.leaf_id
         with pytest.deprecated_call(match="position_id"):
             assert result.new_leaf_id == result.position_id
+
+
+def test_cherry_pick_copies_messages_only(tmp_path: Path) -> None:
+    with build_demo_session(tmp_path) as session:
+        file = Path(session.file or "")
+        marker = session.checkout(session.path_ids()[3])
+        state = session.append_custom("ext-state", {"n": 1})
+        note = session.append_custom_message("note", "remember the tests")
+    before = file.read_bytes()
+    for target, why in ((marker, "a checkout marker records a leaf move"),
+                        (state, "a custom entry is extension state"),
+                        ("@python-rewrite", None)):
+        code, out, err = run("cherry-pick", str(file), str(target))
+        if why is None:  # a user message: copied
+            assert code == 0 and "copied as" in out
+            continue
+        assert code == 1 and why in err and "copies messages and custom messages" in err
+        assert file.read_bytes() == before
+    code, out, _ = run("cherry-pick", str(file), str(note), "--json")
+    assert code == 0 and json.loads(out)["sourceId"] == note

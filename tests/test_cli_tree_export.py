@@ -4,6 +4,7 @@ through click's runner on real files."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -129,7 +130,24 @@ def test_markdown_all_branches_each_under_a_heading(tmp_path: Path) -> None:
     assert code == 0
     assert "## Branch 1 of 2: to `b0000005` (current)" in out
     assert "## Branch 2 of 2: to `b0000003`" in out
-    assert out.count("Write a CLI that resizes images") == 2
+    # the shared part is written once; the second branch starts after its branch point
+    assert out.count("Write a CLI that resizes images") == 1
+    second = out[out.index("## Branch 2 of 2"):]
+    assert "*Branches off after `b0000001` (assistant: I'll start with **Node**:" in second
+    assert "u0000001" not in second and second.index("`r0000001`") < second.index("`u0000002`")
+
+
+def test_markdown_all_branches_grows_with_the_session_not_its_branches(tmp_path: Path) -> None:
+    path = generate(tmp_path / "g.jsonl", 1000, seed=11, branch_every=25, compact_every=0)
+    with Session.open(path) as session:
+        leaves, size = len(session.leaves()), path.stat().st_size
+        ids = session.ids()
+    code, out, _ = run("export", str(path), "--format", "md", "--all")
+    assert code == 0 and leaves >= 10 and out.count("\n## Branch ") == leaves
+    headings = re.findall(r"^### .*? · `([0-9a-f]{8})`", out, re.M)
+    assert len(headings) == len(set(headings))  # every entry at most once
+    assert set(headings) <= set(ids) and len(headings) > len(ids) // 2
+    assert len(out.encode()) <= size  # about the session's own size, not leaves x path
 
 
 def test_markdown_branch_and_subtree(tmp_path: Path) -> None:

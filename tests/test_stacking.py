@@ -220,34 +220,50 @@ def test_cherry_pick_copies_the_message_onto_the_leaf(session: Session) -> None:
     assert session.build_context().to_builtins()["messages"][-1] == original["message"]
 
 
-def test_cherry_pick_custom_message_and_settings(session: Session) -> None:
+def test_cherry_pick_copies_a_custom_message(session: Session) -> None:
     session.append_message(user("q"))
     note = session.append_custom_message("note", "keep it short", display=False)
-    model = session.append_model_change("openai", "gpt-5")
     first = session.append_message(reply("a"))
     session.branch(first)
     session.reset_leaf()
     session.append_message(user("elsewhere"))
     copy = session.cherry_pick(note)
     assert list(loads(session.raw_line(copy)))[:3] == ["type", "customType", "content"]
-    session.cherry_pick(model)
     context = session.build_context().to_builtins()
     assert context["messages"][-1]["content"] == "keep it short"
-    assert context["model"] == {"provider": "openai", "modelId": "gpt-5"}
 
 
-@pytest.mark.parametrize("kind", ["toolResult", "label", "session_info", "compaction"])
-def test_cherry_pick_refuses_what_is_not_a_movable_message(session: Session, kind: str) -> None:
+@pytest.mark.parametrize(("kind", "why"), [
+    ("toolResult", "a tool result belongs right after"),
+    ("label", "a label is not a message"),
+    ("session_info", "a session name is not a message"),
+    ("compaction", "a compaction depends on its position"),
+    ("custom", "a custom entry is extension state"),
+    ("checkout", "a checkout marker records a leaf move"),
+    ("model_change", "a model change is a setting"),
+    ("thinking", "a thinking level change is a setting"),
+    ("branch_summary", "a branch summary records a move"),
+    ("unknown", "a mystery entry is not a message"),
+])
+def test_cherry_pick_refuses_what_is_not_a_message(session: Session, kind: str, why: str) -> None:
     e = numbered(session)
-    ids: dict[str, Any] = {
-        "toolResult": e[3],
-        "label": session.set_label(e[1], "x"),
-        "session_info": session.set_name("n"),
-        "compaction": session.append_compaction("s", e[4], 10),
+    makers: dict[str, Any] = {
+        "toolResult": lambda: e[3],
+        "label": lambda: session.set_label(e[1], "x"),
+        "session_info": lambda: session.set_name("n"),
+        "compaction": lambda: session.append_compaction("s", e[4], 10),
+        "custom": lambda: session.append_custom("ext", {"n": 1}),
+        "checkout": lambda: session.checkout(e[2]),
+        "model_change": lambda: session.append_model_change("openai", "gpt-5"),
+        "thinking": lambda: session.append_thinking_level_change("high"),
+        "branch_summary": lambda: session.branch_with_summary(e[2], "left"),
+        "unknown": lambda: session.append_entry({"type": "mystery", "x": 1}),
     }
+    target = makers[kind]()
     before = snapshot(session)
-    with pytest.raises(InvalidEntry):
-        session.cherry_pick(ids[kind])
+    with pytest.raises(InvalidEntry) as caught:
+        session.cherry_pick(target)
+    assert why in str(caught.value) and "copies messages and custom messages" in str(caught.value)
     assert snapshot(session) == before
 
 

@@ -69,11 +69,18 @@ the reserved 16,384 tokens."""
 
 _SUMMARY_MAX_TOKENS = 2048
 
-_NOT_CHERRY_PICKABLE = {
-    "label": "a label entry is not a message; set the label again with set_label()",
-    "session_info": "a session_info entry is not a message; use set_name()",
+_WHY_NOT_CHERRY_PICKED = {
+    "label": "a label is not a message; label the entry again (set_label / sessiontree label)",
+    "session_info": "a session name is not a message; use set_name()",
     "compaction": "a compaction depends on its position (firstKeptEntryId); compact again instead",
+    "branch_summary": "a branch summary records a move from where it was written; it is not a "
+                      "message",
+    "custom": "a custom entry is extension state, not a message; append_custom() writes one",
+    "model_change": "a model change is a setting, not a message; use append_model_change()",
+    "thinking_level_change": "a thinking level change is a setting, not a message; use "
+                             "append_thinking_level_change()",
 }
+"""Why each entry type other than a message or a custom message cannot be cherry-picked."""
 
 
 class NothingToPop(SessionTreeError, ValueError):
@@ -581,29 +588,41 @@ async def apop(session: Session, to: str | None = None, *, summarizer: Summarize
 
 
 def cherry_pick(session: Session, entry_id: str) -> str:
-    """Copy an entry's message onto the current leaf (the first seed's ``/cherry-pick``).
+    """Copy a message onto the current leaf (the first seed's ``/cherry-pick``).
 
-    The copy gets a new id, parent (the leaf) and timestamp; its payload is unchanged (a
-    message keeps its own ``timestamp``). Messages, custom messages, branch summaries,
-    settings changes and custom entries can be copied.
+    Only messages (user, assistant, bash execution, custom) and ``custom_message`` entries
+    are copied: the copy gets a new id, parent (the leaf) and timestamp; its payload is
+    unchanged (a message keeps its own ``timestamp``).
 
     Returns:
         The copy's id (the new leaf).
 
     Raises:
         EntryNotFound: no such entry.
-        InvalidEntry: a label, session_info or compaction entry, or a tool result (it belongs
-            after the assistant message that called the tool).
+        InvalidEntry: anything else (a label, a custom entry or checkout marker, a setting, a
+            summary, a compaction, an unknown type), or a tool result (it belongs right after
+            the assistant message that called the tool); the message says why.
     """
     data = _json.loads(session.raw_line(entry_id))
     assert isinstance(data, dict)
     kind = data.get("type")
-    if kind in _NOT_CHERRY_PICKABLE:
-        raise InvalidEntry(f"cannot cherry-pick {entry_id}: {_NOT_CHERRY_PICKABLE[str(kind)]}",
-                           path=session.file, entry_id=entry_id)
     message = data.get("message")
-    if kind == "message" and isinstance(message, dict) and message.get("role") == "toolResult":
-        raise InvalidEntry(f"cannot cherry-pick {entry_id}: a tool result belongs right after the "
-                           "assistant message that called the tool", path=session.file,
-                           entry_id=entry_id)
+    why: str | None = None
+    if kind == "custom" and data.get("customType") == _checkout_type():
+        why = "a checkout marker records a leaf move, not a message; use checkout to move"
+    elif kind in _WHY_NOT_CHERRY_PICKED:
+        why = _WHY_NOT_CHERRY_PICKED[str(kind)]
+    elif kind == "message" and isinstance(message, dict) and message.get("role") == "toolResult":
+        why = "a tool result belongs right after the assistant message that called the tool"
+    elif kind not in ("message", "custom_message"):
+        why = f"a {kind!s} entry is not a message"
+    if why is not None:
+        raise InvalidEntry(f"cannot cherry-pick {entry_id}: {why} (cherry-pick copies messages "
+                           "and custom messages)", path=session.file, entry_id=entry_id)
     return session.append_entry(data)
+
+
+def _checkout_type() -> str:
+    from .session import CHECKOUT_CUSTOM_TYPE
+
+    return CHECKOUT_CUSTOM_TYPE

@@ -1,7 +1,9 @@
 """``--format md``: a session's conversation as readable Markdown.
 
 The active branch by default (the path from the root to the selection's leaf); with
-``all_branches`` every branch, one ``##`` heading per leaf. Each entry is a ``###`` heading
+``all_branches`` every branch, one ``##`` heading per leaf, the current branch first and in
+full, each other branch from the entry after its branch point (what it shares with a branch
+above is written once), so the document grows with the session, not with its branch count. Each entry is a ``###`` heading
 (who, id, time, label) and its content: text as written, thinking as a quote, tool calls as
 JSON code blocks followed by their results, images as a note of their type and size, and
 compactions and branch summaries marked.
@@ -183,6 +185,16 @@ def _path_markdown(session: Session, ids: Iterable[str], labels: dict[str, str])
     return out
 
 
+def _fork_note(session: Session, entry_id: str, labels: dict[str, str]) -> str:
+    """`` (assistant: first words…) [label]`` for the entry a branch starts after."""
+    from ..describe import KIND_NAMES, entry_kind, entry_summary
+
+    entry = session.entry(entry_id)
+    kind = entry_kind(entry)
+    label = f" [{labels[entry_id]}]" if entry_id in labels else ""
+    return f" ({KIND_NAMES.get(kind, kind)}: {entry_summary(entry, 60)}){label}"
+
+
 def export_markdown(session: Session, selection: Selection | None = None, *,
                     all_branches: bool = False,
                     advance: Callable[[int], None] | None = None) -> str:
@@ -191,7 +203,7 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
     Args:
         selection: what to export (default: everything, opened on the session's leaf).
         all_branches: every branch of the selection, each under its own heading, instead of
-            only the path to the selection's leaf.
+            only the path to the selection's leaf; each entry is written once.
         advance: called with the number of branches done, for a progress bar.
     """
     selection = selection or select(session)
@@ -205,12 +217,19 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
         roots = selected_tree(session, selection)
         leaves = [n.id for n in walk(roots) if not n.children]
         leaves.sort(key=lambda leaf: leaf != selection.leaf_id)  # the current branch first
+        written: set[str] = set()
         for number, leaf in enumerate(leaves, 1):
             path = [i for i in session.path_ids(leaf) if i in shown]
+            start = next((n for n, i in enumerate(path) if i not in written), len(path))
             mark = " (current)" if leaf == selection.leaf_id else ""
             label = f" [{labels[leaf]}]" if leaf in labels else ""
             lines += ["", f"## Branch {number} of {len(leaves)}: to `{leaf}`{label}{mark}", ""]
-            lines.append("\n\n".join(_path_markdown(session, path, labels)))
+            if start > 0:  # the shared part is written once, in the branch that came first
+                fork = path[start - 1]
+                lines += [f"*Branches off after `{fork}`{_fork_note(session, fork, labels)}; "
+                          "the entries before it are above.*", ""]
+            lines.append("\n\n".join(_path_markdown(session, path[start:], labels)))
+            written.update(path)
             if advance is not None:
                 advance(1)
     elif selection.leaf_id is not None:
