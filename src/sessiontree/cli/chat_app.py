@@ -332,7 +332,7 @@ class ChatApp:
         session.events = old.events
         self.agent.session = session
         if old is not session:
-            old.close()
+            old.close()  # closing twice is harmless
         self._mark_shown()
 
     def cmd_tree(self, args: str) -> None:
@@ -346,8 +346,11 @@ class ChatApp:
         from .tui import BrowseApp
 
         app = BrowseApp(path, summarizer=self.summarizer, summarizer_name=self.summarizer_name)
-        app.run()
-        self._switch(Session.open(path))
+        self.session.close()  # release the writer's lock: the browser writes where you go
+        try:
+            app.run()
+        finally:
+            self._switch(Session.open(path))
         if app.editor_text:
             self.next_default = app.editor_text
         self.console.print(Text(f"at {self.session.leaf_id or '(start)'}", style="dim"))
