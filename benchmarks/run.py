@@ -1,7 +1,7 @@
 """sessiontree beside pi 0.73.1 on the same generated sessions, in one run; then the operation
 tree and HTML export benchmarks, each beside its own baseline.
 
-    .venv/bin/python benchmarks/run.py [--suites core,listing,optree,html] [--sizes 1k,10k,100k]
+    .venv/bin/python benchmarks/run.py [--suites core,listing,optree,html,storage] [--sizes 1k,10k,100k]
                                        [--repeat 5] [--markdown FILE]
 
 ``--sizes 1k,10k,100k,1m`` adds the 1,000,000-entry session (about 1.6 GB, generated on demand
@@ -32,7 +32,9 @@ Exit status 1 when a digest differs (the timings would then compare different wo
 
 The ``optree`` suite is ``benchmarks/bench_optree.py`` (incremental totals against a full
 recompute after every event) and ``html`` is ``benchmarks/bench_html.py`` (time to interactive
-of exported pages in headless Chromium); each prints its own table.
+of exported pages in headless Chromium); each prints its own table. ``storage`` (only when
+asked: it generates and loads about two million entries) is ``benchmarks/bench_storage.py``:
+SQLite and PostgreSQL at scale beside JSONL and pi's JSONL, in one run.
 """
 
 from __future__ import annotations
@@ -539,7 +541,9 @@ def listing(args: argparse.Namespace, modules: Path) -> tuple[list[str], bool]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--suites", default="core,listing,optree,html",
-                        help="comma-separated, of core (beside pi), listing (beside pi), optree, html")
+                        help="comma-separated, of core (beside pi), listing (beside pi), optree, "
+                             "html, storage (SQLite and PostgreSQL at scale, a long run: not in "
+                             "the default)")
     parser.add_argument("--sizes", default="1k,10k,100k", help="comma-separated, of 1k, 10k, 100k, 1m")
     parser.add_argument("--repeat", type=int, default=5, help="calls per timed operation (median, first)")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
@@ -555,12 +559,12 @@ def main() -> None:
         print(json.dumps(measure_listing(args.child_listing, args.repeat)))
         return
 
-    known = {"core", "listing", "optree", "html"}
+    known = {"core", "listing", "optree", "html", "storage"}
     suites = {s.strip() for s in args.suites.split(",") if s.strip()}
     if suites - known:
         parser.error(f"unknown suite {', '.join(sorted(suites - known))}")
     all_ok = core(args, parser, suites)
-    for suite in ("optree", "html"):
+    for suite in ("optree", "html", "storage"):
         if suite in suites:
             print(f"\n## {suite}\n", flush=True)
             done = subprocess.run([sys.executable, str(HERE / f"bench_{suite}.py")])

@@ -44,17 +44,22 @@ if TYPE_CHECKING:
     from .errors import (
         AmbiguousEntry,
         ConcurrentModification,
+        CopyRefused,
         CorruptHeader,
         CorruptLine,
+        DuplicateId,
         EntryNotFound,
         InvalidEntry,
+        InvalidLocation,
         InvalidMessage,
         MalformedSource,
         MissingExtra,
+        ReadOnlyStore,
         SessionLocked,
         SessionLockedError,
         SessionNotFound,
         SessionTreeError,
+        StoreUnavailable,
         UnsupportedVersion,
     )
     from .events import (
@@ -111,6 +116,11 @@ if TYPE_CHECKING:
     from .summarize import AnthropicSummarizer, ExtractiveSummarizer, OpenAISummarizer
     from .agent import AgentSession, AsyncAgentSession, ExtensionAPI, ExtensionMessage, Tool, ToolResult
     from .renderers import Rendered, register_message_renderer
+    from .asession import AsyncSession
+    from .stores.postgres import AsyncPostgresStore, PostgresStore
+    from .stores.sqlite import AsyncSqliteStore, SqliteStore
+    from .stores.url import open_store
+    from .transfer import copy_sessions
 
 # Every public name is imported on first use, so that ``import sessiontree`` stays light.
 _MODULES = {
@@ -127,9 +137,10 @@ _MODULES = {
     "addressing": (
         "resolve_entry"),
     "errors": (
-        "AmbiguousEntry ConcurrentModification CorruptHeader CorruptLine EntryNotFound "
-        "InvalidEntry InvalidMessage MalformedSource MissingExtra SessionLocked "
-        "SessionLockedError SessionNotFound SessionTreeError UnsupportedVersion"),
+        "AmbiguousEntry ConcurrentModification CopyRefused CorruptHeader CorruptLine DuplicateId "
+        "EntryNotFound InvalidEntry InvalidLocation InvalidMessage MalformedSource MissingExtra "
+        "ReadOnlyStore SessionLocked SessionLockedError SessionNotFound SessionTreeError "
+        "StoreUnavailable UnsupportedVersion"),
     "events": (
         "BeforeBranchResult BeforeCompactResult BeforeTreeResult BranchEvent BranchPreparation "
         "CompactEvent CompactPreparation ContextEvent ContextResult EventBus HookFailed "
@@ -162,7 +173,10 @@ _LAZY = {
     "NothingToCompact": "compaction", "ForkError": "fork", "NavigationResult": "navigation",
     "NothingToPop": "navigation", "RepairResult": "repair", "repair_file": "repair",
     "AnthropicSummarizer": "summarize", "ExtractiveSummarizer": "summarize",
-    "OpenAISummarizer": "summarize",
+    "OpenAISummarizer": "summarize", "AsyncSession": "asession",
+    "PostgresStore": "stores.postgres", "AsyncPostgresStore": "stores.postgres",
+    "SqliteStore": "stores.sqlite", "AsyncSqliteStore": "stores.sqlite",
+    "open_store": "stores.url", "copy_sessions": "transfer",
 }
 
 
@@ -186,6 +200,18 @@ __all__ = [
     "Tool",
     "ToolResult",
     "register_message_renderer",
+    "AsyncPostgresStore",
+    "AsyncSession",
+    "AsyncSqliteStore",
+    "CopyRefused",
+    "DuplicateId",
+    "InvalidLocation",
+    "PostgresStore",
+    "ReadOnlyStore",
+    "SqliteStore",
+    "StoreUnavailable",
+    "copy_sessions",
+    "open_store",
     "CHECKOUT_CUSTOM_TYPE",
     "CURRENT_VERSION",
     "DEFAULT_COMPACTION_SETTINGS",

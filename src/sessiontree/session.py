@@ -498,7 +498,7 @@ class Session:
                poll: float = 0.2) -> Iterator[AnyEntry]:
         """:meth:`follow_lines`, each line decoded as a typed entry."""
         for line in self.follow_lines(idle_timeout=idle_timeout, poll=poll):
-            yield _decode_line(line)
+            yield decode_line(line)
 
     def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
         """A message entry's ``message`` as its stored bytes, without decoding it."""
@@ -763,7 +763,7 @@ class Session:
         Returns:
             The new entry's id (it is now the leaf).
         """
-        data = entry if isinstance(entry, Mapping) else _entry_builtins(entry)
+        data = entry if isinstance(entry, Mapping) else entry_builtins(entry)
         kind = data.get("type")
         if not isinstance(kind, str) or not kind or kind == "session":
             raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
@@ -874,7 +874,7 @@ class Session:
         Raises:
             InvalidEntry: a duplicate id, a missing parent, or no type.
         """
-        items = [dict(e) if isinstance(e, Mapping) else _entry_builtins(e) for e in entries]
+        items = [dict(e) if isinstance(e, Mapping) else entry_builtins(e) for e in entries]
         fresh = self._log.begin_append()
         try:
             self._integrate(fresh)
@@ -1102,7 +1102,7 @@ class Session:
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
 
 
-def _decode_line(raw: bytes) -> AnyEntry:
+def decode_line(raw: bytes) -> AnyEntry:
     """A stored entry line as a typed entry (unknown types kept as :class:`UnknownEntry`)."""
     try:
         return _entry_decoder().decode(raw)
@@ -1129,7 +1129,7 @@ def _now_ms() -> int:
 
 
 def _fill_entry(slot: Decoded, raw: bytes) -> None:
-    slot.entry = _decode_line(raw)
+    slot.entry = decode_line(raw)
 
 
 def _fill_message(slot: Decoded, raw: bytes) -> None:
@@ -1156,7 +1156,7 @@ def _message_of(raw: bytes) -> dict[str, Any] | msgspec.Raw | bool:
         return decoded if isinstance(decoded, dict) else False
 
 
-def _entry_builtins(entry: AnyEntry) -> dict[str, Any]:
+def entry_builtins(entry: AnyEntry) -> dict[str, Any]:
     from .entries import UnknownEntry
 
     if isinstance(entry, UnknownEntry):

@@ -129,11 +129,11 @@ def tail(file: str, count: int, follow: bool, timeout: float | None, as_json: bo
 
 def _print_entry(line: bytes, as_json: bool) -> None:
     from ..describe import entry_kind, entry_summary
-    from ..session import _decode_line
+    from ..session import decode_line
 
     if as_json:
         echo_json(line)
         return
-    entry = _decode_line(line)
+    entry = decode_line(line)
     click.echo(f"{entry.id}  {entry_kind(entry):<14} {entry_summary(entry, 100)}", nl=True)
     sys.stdout.flush()

@@ -22,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from .. import _json
 from .._scan import Record
@@ -34,20 +34,50 @@ from ..errors import (
 )
 from ._sql_common import (
     Dialect,
-    ParentInfo,
+    Flow,
     SessionState,
+    Step,
     check_session_id,
     envelopes,
     listing_from_row,
+    lock_flow,
+    migrate_flow,
     plan_rows,
     record_from_row,
+    write_flow,
 )
 from .base import LoadResult, LogHead, SessionListing
 
 if TYPE_CHECKING:
     from ..session import Session
 
-__all__ = ["SqlLog", "SqlStore"]
+__all__ = ["LazyPath", "SqlLog", "SqlStore", "drive", "run_step"]
+
+T = TypeVar("T")
+
+
+def run_step(conn: Any, d: Dialect, step: Step) -> Any:
+    """Run one :class:`Step` on a DB-API connection (sqlite3 or psycopg)."""
+    sql = d[step.name]
+    if step.fetch == "many":
+        conn.cursor().executemany(sql, step.params)
+        return None
+    cursor = conn.execute(sql, step.params) if step.params is not None else conn.execute(sql)
+    if step.fetch == "one":
+        return cursor.fetchone()
+    if step.fetch == "all":
+        return cursor.fetchall()
+    return None
+
+
+def drive(flow: Flow[T], conn: Any, d: Dialect) -> T:
+    """Run a transaction's steps (see :mod:`._sql_common`) on a connection; its result."""
+    result: Any = None
+    try:
+        while True:
+            result = run_step(conn, d, flow.send(result))
+    except StopIteration as done:
+        return done.value  # type: ignore[no-any-return]
 
 _READ_AHEAD = 512
 _CACHE_LIMIT = 8192
@@ -104,16 +134,8 @@ class SqlStore(ABC):
             return list(conn.execute(self.dialect[name], params).fetchall())
 
     def _migrate(self, conn: Any) -> int:
-        """Apply the migrations this database lacks, each in the open transaction; returns the
-        version reached."""
-        d = self.dialect
-        conn.execute(d["create_migrations"])
-        version = conn.execute(d["version"]).fetchone()[0]
-        for number, script in enumerate(d.migrations[version:], start=version + 1):
-            for statement in script:
-                conn.execute(statement)
-            conn.execute(d["insert_version"], {"v": number})
-        return len(d.migrations)
+        """Apply the migrations this database lacks in the open transaction; the version."""
+        return drive(migrate_flow(self.dialect), conn, self.dialect)
 
     def schema_version(self) -> int:
         """The schema version of the database (0 before :meth:`setup`)."""
@@ -256,7 +278,7 @@ class SqlStore(ABC):
             rows = plan_rows(state, lines, records, {}, orphans=True)
             for start in range(0, len(rows), 1000):
                 conn.cursor().executemany(self.dialect["insert_entry"],
-                                 [row.params for row in rows[start:start + 1000]])
+                                          [row.params for row in rows[start:start + 1000]])
             conn.execute(self.dialect["update_session"], state.params())
         return state.session_id
 
@@ -377,6 +399,21 @@ class SqlLog:
             line = self._lines[seq]
         return line
 
+    def read_many(self, records: Sequence[Record]) -> list[bytes]:
+        """The lines of many records, the ones not read yet fetched together."""
+        missing = [r.line - 1 for r in records if r.line - 1 not in self._lines]
+        if len(self._lines) + len(missing) > _CACHE_LIMIT:
+            self._lines.clear()
+            missing = [r.line - 1 for r in records]
+        for start in range(0, len(missing), 1000):
+            self._fetch_lines(missing[start:start + 1000])
+        return [self.read(r) for r in records]
+
+    def _fetch_lines(self, seqs: list[int]) -> None:
+        wanted: Any = seqs if self.store.dialect.driver == "postgres" else json.dumps(seqs)
+        for found_seq, line in self.store._query("lines", self._params(seqs=wanted)):
+            self._lines[found_seq] = bytes(line)
+
     def _fetch(self, seq: int) -> None:
         """Read ``seq``'s line and the next ones of the last path or load (read-ahead)."""
         position = self._order.get(seq + 1)
@@ -387,9 +424,7 @@ class SqlLog:
             wanted = [rec.line - 1 for rec in window if rec.line - 1 not in self._lines]
         if len(self._lines) + len(wanted) > _CACHE_LIMIT:
             self._lines.clear()
-        seqs: Any = wanted if self.store.dialect.driver == "postgres" else json.dumps(wanted)
-        for found_seq, line in self.store._query("lines", self._params(seqs=seqs)):
-            self._lines[found_seq] = bytes(line)
+        self._fetch_lines(wanted)
         if seq not in self._lines:
             raise ConcurrentModification(f"entry line {seq + 1} is no longer stored (the session "
                                          "was deleted)", path=self.url)
@@ -407,56 +442,24 @@ class SqlLog:
             raise
 
     def _catch_up(self) -> LoadResult | None:
-        row = self._conn.execute(self.store.dialect["lock"], self._params()).fetchone()
-        if row is None:
-            self._state = None
-            if self._created is not None:
-                raise ConcurrentModification(f"session {self.session_id} was deleted",
-                                             path=self.url)
+        with self.store._errors():
+            self._state, fresh = drive(lock_flow(self.session_id, self._created, self._last_seq,
+                                                 self.url), self._conn, self.store.dialect)
+        if self._state is None:
             return None
-        state = self._state = SessionState.from_row(row)
-        if self._created is not None and state.created != self._created:
-            raise ConcurrentModification(f"session {self.session_id} was deleted and created "
-                                         "again", path=self.url)
-        fresh: LoadResult | None = None
-        if self._created is None or state.last_seq > self._last_seq:
-            rows = self._conn.execute(self.store.dialect["after"],
-                                      self._params(seq=self._last_seq)).fetchall()
-            header = _json.loads(state.header) if self._created is None else None
-            fresh = LoadResult(header if isinstance(header, dict) else None, 1,
-                               [record_from_row(r) for r in rows], [])
-        self._created = state.created
-        self._last_seq = state.last_seq
-        return fresh
+        header = _json.loads(self._state.header) if self._created is None else None
+        self._created = self._state.created
+        self._last_seq = self._state.last_seq
+        if fresh is None:
+            return None
+        return LoadResult(header if isinstance(header, dict) else None, 1, fresh, [])
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
         assert self._conn is not None, "write() outside begin_append()"
-        conn, d = self._conn, self.store.dialect
-        state = self._state
-        new_session = state is None
-        if state is None:
-            if header_line is None:
-                raise ValueError("the log has no header and none was given")
-            state = SessionState.new(header_line)
-            if state.session_id != self.session_id:
-                raise ValueError("the header's id is not this log's session id")
-        records = envelopes(lines)
-        parents: dict[str, ParentInfo] = {}
-        batch = {rec.id for rec in records}
-        for rec in records:
-            parent = rec.parent_id
-            if parent is not None and parent not in batch and parent not in parents:
-                found = conn.execute(d["parent"], self._params(id=parent)).fetchone()
-                if found is not None:
-                    parents[parent] = ParentInfo.from_row(found)
-        rows = plan_rows(state, lines, records, parents)
-        if new_session:
-            conn.execute(d["insert_session"], state.params())
-        if rows:
-            conn.cursor().executemany(d["insert_entry"], [row.params for row in rows])
-        conn.execute(d["update_session"], state.params())
-        if d.driver == "postgres":
-            conn.execute(d["notify"], self._params())
+        d = self.store.dialect
+        with self.store._errors():
+            state, rows = drive(write_flow(self._state, self.session_id, lines, header_line,
+                                           notify=d.driver == "postgres"), self._conn, d)
         self._commit()
         self._created = state.created
         self._last_seq = state.last_seq

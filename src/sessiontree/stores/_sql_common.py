@@ -31,34 +31,39 @@ a bound parameter: no statement is built from data.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple, TypeVar
 
 from .. import _json
 from .._listing import ListingStats, message_of
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
 from .._tree import js_trim
-from ..errors import InvalidEntry, InvalidLocation
+from ..errors import ConcurrentModification, InvalidEntry, InvalidLocation
 from .base import SessionListing
 
 __all__ = [
     "ENTRY_COLUMNS",
     "Dialect",
     "NewRow",
+    "Flow",
     "ParentInfo",
+    "Step",
     "ROOT",
     "SessionState",
     "check_session_id",
     "dialect",
     "listing_from_row",
+    "lock_flow",
+    "migrate_flow",
     "plan_rows",
     "record_from_row",
-    "session_row",
+    "write_flow",
 ]
 
 Driver = Literal["sqlite", "postgres"]
+_T = TypeVar("_T")
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -230,6 +235,9 @@ class Dialect:
     migrations: Sequence[Sequence[str]]
 
     def __getitem__(self, name: str) -> str:
+        if name.startswith("migration "):  # "migration N.I": statement I of migration N
+            number, index = name.split(" ")[1].split(".")
+            return self.migrations[int(number) - 1][int(index)]
         return self.statements[name]
 
 
@@ -307,10 +315,6 @@ class SessionState:
                 "created": self.created, "parent_session": self.parent_session, "name": self.name,
                 "first_message": self.stats.first, "message_count": self.stats.messages,
                 "entry_count": self.entry_count, "last_seq": self.last_seq, "modified_ms": modified}
-
-
-def session_row(state: SessionState) -> dict[str, Any]:
-    return state.params()
 
 
 def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:
@@ -443,3 +447,87 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
             "last_compaction": mine.last_compaction, "last_thinking": mine.last_thinking,
             "last_model": mine.last_model}, rec))
     return rows
+
+
+# -- the transactions, as steps a sync or an async driver runs -----------------------------------
+
+
+class Step(NamedTuple):
+    """One statement for a driver to run: ``fetch`` is ``one`` (a row or None), ``all`` (rows),
+    ``none``, or ``many`` (``params`` is a list: executemany)."""
+
+    name: str
+    params: Any
+    fetch: Literal["one", "all", "none", "many"]
+
+
+Flow = Generator[Step, Any, _T]
+
+
+def migrate_flow(d: Dialect) -> Flow[int]:
+    """Apply the migrations the database lacks, in the open transaction; the version reached."""
+    yield Step("create_migrations", None, "none")
+    row = yield Step("version", None, "one")
+    version = int(row[0])
+    for number, script in enumerate(d.migrations[version:], start=version + 1):
+        for index in range(len(script)):
+            yield Step(f"migration {number}.{index}", None, "none")
+        yield Step("insert_version", {"v": number}, "none")
+    return len(d.migrations)
+
+
+def lock_flow(session_id: str, seen_created: str | None, seen_seq: int, where: str, *,
+              catch_up: bool = True) -> Flow[tuple[SessionState | None, list[Record] | None]]:
+    """Lock the session's row; the state, and (with ``catch_up``) the entries stored after
+    ``seen_seq`` (all of them for a session not seen yet), or ``(None, None)`` for a session
+    not stored yet.
+
+    Raises:
+        ConcurrentModification: the session seen was deleted or deleted and created again.
+    """
+    row = yield Step("lock", {"sid": session_id}, "one")
+    if row is None:
+        if seen_created is not None:
+            raise ConcurrentModification(f"session {session_id} was deleted", path=where)
+        return None, None
+    state = SessionState.from_row(row)
+    if seen_created is not None and state.created != seen_created:
+        raise ConcurrentModification(f"session {session_id} was deleted and created again",
+                                      path=where)
+    fresh = None
+    if catch_up and (seen_created is None or state.last_seq > seen_seq):
+        rows = yield Step("after", {"sid": session_id, "seq": seen_seq}, "all")
+        fresh = [record_from_row(r) for r in rows]
+    return state, fresh
+
+
+def write_flow(state: SessionState | None, session_id: str, lines: Sequence[bytes],
+               header_line: bytes | None, *, notify: bool
+               ) -> Flow[tuple[SessionState, list[NewRow]]]:
+    """Insert ``lines`` (and the session's row, for a session not stored yet) in the open,
+    locked transaction; the session's state after, and the rows inserted."""
+    new_session = state is None
+    if state is None:
+        if header_line is None:
+            raise ValueError("the log has no header and none was given")
+        state = SessionState.new(header_line)
+        if state.session_id != session_id:
+            raise ValueError("the header's id is not this log's session id")
+    records = envelopes(lines)
+    parents: dict[str, ParentInfo] = {}
+    batch = {rec.id for rec in records}
+    for rec in records:
+        parent = rec.parent_id
+        if parent is not None and parent not in batch and parent not in parents:
+            found = yield Step("parent", {"sid": session_id, "id": parent}, "one")
+            if found is not None:
+                parents[parent] = ParentInfo.from_row(found)
+    rows = plan_rows(state, lines, records, parents)
+    if new_session:
+        yield Step("insert_session", state.params(), "none")
+    if rows:
+        yield Step("insert_entry", [row.params for row in rows], "many")
+    yield Step("update_session", state.params(), "none")
+    if notify:
+        yield Step("notify", {"sid": session_id}, "none")
+    return state, rows

@@ -138,7 +138,14 @@ def _kill_after(child: subprocess.Popen[str], delay: float) -> str:
         raise RuntimeError(f"the child did not start: {first!r} {err[-2000:]}")
     time.sleep(delay)
     child.send_signal(signal.SIGKILL)
-    out, _ = child.communicate()
+    # read through the same buffered stream as readline(): lines it already buffered count too
+    # (communicate() would read the pipe underneath and miss them)
+    out = child.stdout.read()
+    assert child.stderr is not None
+    child.stderr.read()
+    child.wait()
+    child.stdout.close()
+    child.stderr.close()
     return out
 
 
