@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -37,3 +38,21 @@ def server() -> Iterator[FakeLLM]:
         yield fake
     finally:
         fake.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def sessions_outside_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """No test writes into the user's real pi sessions: a session created without a folder
+    goes to a temporary ``PI_CODING_AGENT_DIR`` (a test may set its own, or SESSIONTREE_DIR).
+    Child processes inherit it."""
+    saved = {name: os.environ.get(name) for name in ("PI_CODING_AGENT_DIR", "SESSIONTREE_DIR")}
+    os.environ["PI_CODING_AGENT_DIR"] = str(tmp_path_factory.mktemp("pi-agent"))
+    os.environ.pop("SESSIONTREE_DIR", None)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value

@@ -167,6 +167,27 @@ def test_fork_from_copies_every_branch_byte_for_byte(session: Session, tmp_path:
         assert Path(fork.file).name.endswith(f"_{h['id']}.jsonl")
 
 
+def test_fork_from_takes_an_entry_id_for_one_path(session: Session, tmp_path: Path) -> None:
+    ids = branched(session)
+    session.set_label(ids["q2"], "first try")
+    assert session.file is not None
+    with session.create_branched_session(ids["a2"], directory=tmp_path / "a") as expected, \
+            Session.fork_from(session.file, ids["a2"], directory=tmp_path / "b") as by_path, \
+            Session.fork_from(session, ids["a2"], directory=tmp_path / "c") as by_session:
+        assert expected.file is not None
+        copied = [line for line in entry_lines(expected.file) if b'"type":"label"' not in line]
+        for fork in (by_path, by_session):
+            assert fork.file is not None and fork.file != expected.file
+            lines = entry_lines(fork.file)
+            assert [line for line in lines if b'"type":"label"' not in line] == copied
+            assert fork.labels().keys() == expected.labels().keys()  # re-created, new ids
+            assert header(fork.file)["parentSession"] == str(Path(session.file).resolve())
+        assert ids["a3"] not in by_path and by_path.label(ids["q2"]) == "first try"
+    with pytest.raises(EntryNotFound):
+        Session.fork_from(session.file, "0badc0de", directory=tmp_path / "d")
+    assert not (tmp_path / "d").exists() or not list((tmp_path / "d").iterdir())
+
+
 def test_fork_from_copies_every_branch_on_every_backend(stored_session: Session,
                                                        tmp_path: Path) -> None:
     session = stored_session

@@ -34,8 +34,20 @@ def test_readme_api_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert blocks, "the README has a Python API tour"
     monkeypatch.setenv("PI_CODING_AGENT_DIR", str(tmp_path / "agent"))
     monkeypatch.chdir(tmp_path)
-    for block in blocks:
+    checked = []
+    for number, block in enumerate(blocks):
         namespace: dict[str, object] = {}
         exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102 - our own README
+        for value in namespace.values():
+            if not isinstance(value, sessiontree.Session):
+                continue
+            try:
+                roles = [m.role for m in value.build_context().messages]
+            except ValueError:  # the block closed it
+                continue
+            # a context a model accepts: never two user turns in a row
+            assert ("user", "user") not in list(zip(roles, roles[1:])), (number, roles)
+            checked.append(number)
+    assert 0 in checked  # the API tour's branching example at least
     files = list((tmp_path / "agent" / "sessions").rglob("*.jsonl"))
     assert files and all(os.path.getsize(f) > 0 for f in files)

@@ -112,7 +112,7 @@ def ours(path: Path) -> dict[str, Any]:
             "leaf": session.leaf_id,
             "context": session.build_context().to_builtins() if session.leaf_id else None,
             "contexts": {leaf: c.to_builtins() for leaf, c in contexts.items()},
-            "contextsJson": {leaf: c.to_json().decode("utf-8") for leaf, c in contexts.items()},
+            "contextsJson": {leaf: c.to_json() for leaf, c in contexts.items()},
             "branches": {leaf: session.path_ids(leaf) for leaf in leaves},
             "tree": [[n.id, d, n.label] for root in session.tree() for n, d in root.walk()],
             "labels": {target: label for target, (label, _) in labels.items()},

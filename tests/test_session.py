@@ -344,3 +344,51 @@ def test_a_pi_file_keeps_its_bytes_when_appended_to(tmp_path: Path) -> None:
     assert after.startswith(before)
     assert fork_copy == b"".join(before.splitlines(keepends=True)[1:])
     assert json.loads(after.splitlines()[-1])["parentId"] == "df059638"
+
+
+def test_to_json_is_text_and_to_json_bytes_its_utf8(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        session.append_message(UserMessage.of("héllo 😀 \u2028"))
+        session.append_message(AssistantMessage.of("ok"))
+        context = session.build_context()
+    text = context.to_json()
+    assert isinstance(text, str) and json.loads(text) == context.to_builtins()
+    assert context.to_json_bytes() == text.encode("utf-8")
+    assert "😀" in text  # written as JSON.stringify writes it, not as an escape
+
+
+def test_where_create_writes_and_how_to_keep_tests_out_of_pis_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from click.testing import CliRunner
+
+    from sessiontree.cli import cli
+
+    home, agent, own = tmp_path / "home", tmp_path / "agent", tmp_path / "own"
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.delenv("PI_CODING_AGENT_DIR", raising=False)
+    monkeypatch.delenv("SESSIONTREE_DIR", raising=False)
+    monkeypatch.chdir(tmp_path)
+    folder = "--" + str(tmp_path).lstrip("/").replace("/", "-") + "--"
+
+    def created() -> Path:
+        with Session.create() as session:
+            session.append_message(UserMessage.of("hi"))
+            return Path(session.file or "")
+
+    # no setting: pi's own folder under the home directory
+    assert created().parent == home / ".pi" / "agent" / "sessions" / folder
+    # pi's setting moves it, as it moves pi's
+    monkeypatch.setenv("PI_CODING_AGENT_DIR", str(agent))
+    assert created().parent == agent / "sessions" / folder
+    # sessiontree's own setting wins: nothing more reaches pi's folders
+    monkeypatch.setenv("SESSIONTREE_DIR", str(own))
+    mine = created()
+    assert mine.parent == own / folder
+    assert len(list(agent.rglob("*.jsonl"))) == 1 and len(list(home.rglob("*.jsonl"))) == 1
+    # an explicit folder beats every setting
+    with Session.create(tmp_path / "explicit") as session:
+        session.append_message(UserMessage.of("here"))
+        assert Path(session.file or "").parent == tmp_path / "explicit"
+    # `sessiontree ls` with no folder looks where Session.create() writes
+    outcome = CliRunner().invoke(cli, ["ls", "--json"], catch_exceptions=False)
+    assert [row["path"] for row in json.loads(outcome.stdout)] == [str(mine)]

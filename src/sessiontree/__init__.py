@@ -4,12 +4,14 @@ Start with :class:`Session`::
 
     from sessiontree import Session, UserMessage, AssistantMessage
 
-    session = Session.create()                 # ~/.pi/agent/sessions/--<cwd>--/<ts>_<id>.jsonl
-    first = session.append_message(UserMessage.of("Hello"))
-    session.append_message(AssistantMessage.of("Hi there"))
-    session.branch(first)                      # go back; the next append starts a branch
-    session.append_message(UserMessage.of("Actually, start over"))
-    session.build_context().messages           # what to send to the model from the leaf
+    session = Session.create()  # pi's folder: ~/.pi/agent/sessions/--<cwd>--/<ts>_<id>.jsonl
+                                # ($SESSIONTREE_DIR or Session.create(directory) elsewhere)
+    session.append_message(UserMessage.of("Hello"))
+    hi = session.append_message(AssistantMessage.of("Hi there"))
+    session.append_message(UserMessage.of("Tell me a joke"))
+    session.branch(hi)                         # go back; the next append starts a branch
+    session.append_message(UserMessage.of("Tell me a fact instead"))
+    session.build_context().messages           # user, assistant, user: what the model gets
 """
 
 from __future__ import annotations

@@ -138,9 +138,15 @@ class SessionContext:
         out["model"] = msgspec.to_builtins(self.model) if self.model is not None else None
         return out
 
-    def to_json(self) -> bytes:
-        """The JSON pi's ``JSON.stringify(buildSessionContext(...))`` would print; stored
-        messages are copied as their stored bytes."""
+    def to_json(self) -> str:
+        """The JSON text pi's ``JSON.stringify(buildSessionContext(...))`` would print, as a
+        ``str`` (:meth:`to_json_bytes` gives it UTF-8 encoded; :meth:`to_builtins` as Python
+        values)."""
+        return self.to_json_bytes().decode("utf-8")
+
+    def to_json_bytes(self) -> bytes:
+        """:meth:`to_json` as UTF-8 bytes, built without decoding: stored messages are copied
+        as their stored bytes."""
         placeholder = self._shape([])
         head, _, tail = _json.dumps(placeholder).partition(b'"messages":[]')
         body = b",".join(bytes(m) if isinstance(m, msgspec.Raw) else _json.dumps(m)

@@ -316,18 +316,22 @@ def _default_directory(session: Session, directory: str | os.PathLike[str] | Non
     return default_session_dir(os.path.abspath(cwd) if cwd is not None else session.cwd)
 
 
-def fork_from(source: str | os.PathLike[str] | Session, *, cwd: str | None = None,
-              in_memory: bool = False, path: str | os.PathLike[str] | None = None,
+def fork_from(source: str | os.PathLike[str] | Session, entry_id: str | None = None, *,
+              cwd: str | None = None, in_memory: bool = False,
+              path: str | os.PathLike[str] | None = None,
               directory: str | os.PathLike[str] | None = None) -> Session:
-    """A new session holding every entry (all branches) of ``source`` (pi's ``forkFrom``).
+    """A new session from ``source``: every entry, all branches (pi's ``forkFrom``), or with
+    ``entry_id`` the root-to-``entry_id`` path (pi's ``/fork``, as
+    :func:`create_branched_session`).
 
     Entries keep their bytes and ids; an entry that closed a parent cycle becomes a root (pi
     would hang on it). The new header has ``cwd`` (default: the source's) and
     ``parentSession`` = the source file. The fork is returned open, its leaf the last entry.
 
     Args:
-        source: a session file, or an open session (its ``session_before_branch`` and
-            ``session_branch`` handlers run).
+        source: a session file (a path), or an open session (its ``session_before_branch``
+            and ``session_branch`` handlers run).
+        entry_id: fork only the path to this entry (default: every branch).
         cwd: the working directory of the new session.
         in_memory: keep the fork in memory.
         path: the new file (default: ``<timestamp>_<id>.jsonl`` in ``directory``).
@@ -337,13 +341,20 @@ def fork_from(source: str | os.PathLike[str] | Session, *, cwd: str | None = Non
     Raises:
         SessionNotFound, CorruptHeader, UnsupportedVersion: as ``Session.open`` (an old-version
             source is not migrated: run ``sessiontree migrate`` on it first).
+        EntryNotFound: ``entry_id`` is not in the source.
         ForkError: the source has no entries, or ``path`` exists.
         OperationCancelled, HookFailed: a handler cancelled or raised.
     """
     from .session import Session
 
+    def fork(opened: Session) -> Session:
+        if entry_id is not None:
+            return create_branched_session(opened, entry_id, in_memory=in_memory, path=path,
+                                           directory=directory, cwd=cwd)
+        return _fork_all(opened, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+
     if isinstance(source, Session):
-        return _fork_all(source, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+        return fork(source)
     import warnings
 
     from .session import LoadWarning
@@ -352,7 +363,7 @@ def fork_from(source: str | os.PathLike[str] | Session, *, cwd: str | None = Non
         warnings.simplefilter("ignore", LoadWarning)  # bad lines are simply not copied, as pi
         opened = Session.open(source, migrate=False)
     with opened:
-        return _fork_all(opened, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+        return fork(opened)
 
 
 def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,

@@ -266,9 +266,17 @@ class Session:
                store: Store | str | None = None) -> Session:
         """Start a new session. Nothing is stored until the first append (FORMAT.md 17 f).
 
+        Without ``directory`` (or ``root``, or ``store``) the file goes where pi keeps its
+        sessions, under the home directory: ``~/.pi/agent/sessions/--<cwd>--/``, so pi lists and
+        resumes it. Set ``$SESSIONTREE_DIR`` (or pass ``directory``) to keep tests and apps out
+        of the user's real pi sessions; see
+        :func:`~sessiontree.stores.jsonl.default_sessions_root` for the order of the settings.
+
         Args:
-            directory: the folder for the file; default pi's folder for ``cwd`` under ``root``
-                (``<root>/--<cwd>--/``, root default ``~/.pi/agent/sessions``).
+            directory: the folder for the file; default the folder for ``cwd`` under ``root``
+                (``<root>/--<cwd>--/``).
+            root: the sessions root (default: ``$SESSIONTREE_DIR``, else
+                ``$PI_CODING_AGENT_DIR/sessions``, else ``~/.pi/agent/sessions``).
             cwd: the working directory recorded in the header (default: the current one).
             session_id: the session id (default: a new UUIDv7).
             parent_session: recorded in the header when this session was forked from another.
@@ -1012,14 +1020,17 @@ class Session:
                                        directory=directory)
 
     @classmethod
-    def fork_from(cls, source: str | os.PathLike[str] | Session, *, cwd: str | None = None,
-                  in_memory: bool = False, path: str | os.PathLike[str] | None = None,
+    def fork_from(cls, source: str | os.PathLike[str] | Session, entry_id: str | None = None,
+                  *, cwd: str | None = None, in_memory: bool = False,
+                  path: str | os.PathLike[str] | None = None,
                   directory: str | os.PathLike[str] | None = None) -> Session:
-        """A new session holding every branch of ``source`` (pi's ``forkFrom``), returned open.
+        """A new session from a session file or an open session: every branch (pi's
+        ``forkFrom``), or the path to ``entry_id`` (pi's ``/fork``); returned open.
         See :func:`sessiontree.fork.fork_from`."""
         from .fork import fork_from
 
-        return fork_from(source, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+        return fork_from(source, entry_id, cwd=cwd, in_memory=in_memory, path=path,
+                         directory=directory)
 
     def export_branch(self, entry_id: str, path: str | os.PathLike[str], *,
                       overwrite: bool = False) -> str:

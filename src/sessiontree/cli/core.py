@@ -174,7 +174,7 @@ def context(file: str, leaf_id: str | None, as_json: bool) -> None:
         start = entry_option_value(session, leaf_id)
         result = session.build_context(start) if start else session.build_context()
         if as_json:
-            echo_json(result.to_json())
+            echo_json(result.to_json_bytes())
             return
         console = _console()
         model = result.model

@@ -167,15 +167,11 @@ def fork(file: str, entry_id: str | None, by_label: str | None, output: str | No
          cwd: str | None, as_json: bool) -> None:
     """Start a new session from FILE: the path from the root to entry ID (pi's /fork), or every
     branch when ID is not given (pi's --fork). FILE is not changed."""
-    from ..fork import create_branched_session, fork_from
+    from ..fork import fork_from
 
     with open_session(file) as session, copying(len(session)):
         entry_id = pick_entry(session, entry_id, by_label, required=False)
-        if entry_id is None:
-            new = fork_from(session, cwd=cwd, path=output)
-        else:
-            new = create_branched_session(session, entry_id, path=output, cwd=cwd,
-                                          in_memory=False)
+        new = fork_from(session, entry_id, cwd=cwd, path=output)
         with new:
             if as_json:
                 parent = new.header.parent_session

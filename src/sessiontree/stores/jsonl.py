@@ -49,7 +49,19 @@ __all__ = [
 
 
 def default_sessions_root() -> Path:
-    """``$PI_CODING_AGENT_DIR/sessions`` (a leading ``~`` expanded), else ``~/.pi/agent/sessions``."""
+    """Where sessions go when no folder is given, and where ``sessiontree ls`` looks; each
+    working directory has its own folder in it (:func:`default_session_dir`).
+
+    In this order (a leading ``~`` expanded):
+
+    1. ``$SESSIONTREE_DIR``: sessiontree's own setting, the folder itself; it keeps a test or
+       an app out of the user's pi sessions without moving pi's.
+    2. ``$PI_CODING_AGENT_DIR/sessions``: pi's setting, shared with pi.
+    3. ``~/.pi/agent/sessions``: pi's own folder, where pi lists and resumes sessions.
+    """
+    own = os.environ.get("SESSIONTREE_DIR")
+    if own:
+        return Path(own).expanduser()
     agent_dir = os.environ.get("PI_CODING_AGENT_DIR")
     base = Path(agent_dir).expanduser() if agent_dir else Path.home() / ".pi" / "agent"
     return base / "sessions"
