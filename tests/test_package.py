@@ -43,7 +43,7 @@ def test_readme_api_tour_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
                 continue
             try:
                 roles = [m.role for m in value.build_context().messages]
-            except ValueError:  # the block closed it
+            except (ValueError, sessiontree.SessionTreeError):  # the block closed it (or its store)
                 continue
             # a context a model accepts: never two user turns in a row
             assert ("user", "user") not in list(zip(roles, roles[1:])), (number, roles)
