@@ -241,8 +241,9 @@ def run_pi(path: Path, modules: Path, repeat: int, size: str) -> dict[str, Any]:
         start = time.monotonic()
         out, err, stopped = _guarded(command, PI_1M_TIMEOUT_S, PI_1M_MEMORY_GIB)
         if stopped or not out.strip():
-            last = (err.strip().splitlines() or ["no output"])[-1][:200]
-            return {"failed": stopped or f"exited after {time.monotonic() - start:.0f} s: {last}"}
+            lines = err.strip().splitlines() or ["no output"]
+            why = next((line.strip() for line in lines if "Error" in line), lines[-1])[:160]
+            return {"failed": stopped or f"failed after {time.monotonic() - start:.0f} s: {why}"}
         return json.loads(out)  # type: ignore[no-any-return]
     done = subprocess.run(command, capture_output=True, text=True, check=False)
     if done.returncode != 0:

@@ -67,39 +67,36 @@ _header_decoder = msgspec.json.Decoder(_Header)
 
 
 class _Summary:
-    """pi's ``buildSessionInfo`` fed one line at a time."""
+    """pi's ``buildSessionInfo`` over decoded lines."""
 
-    __slots__ = ("entry_ids", "first", "messages", "modified", "name")
+    __slots__ = ("entry_count", "first", "messages", "modified", "name")
 
-    def __init__(self) -> None:
-        self.messages = 0
-        self.first = ""
-        self.name: str | None = None
-        self.modified: float | None = None
-        self.entry_ids: set[str] = set()
-
-    def add(self, line: _Line) -> None:
-        kind = line.type
-        if isinstance(line.id, str) and kind != "session":
-            self.entry_ids.add(line.id)
-        if kind == "session_info":
-            self.name = js_trim(line.name) or None if isinstance(line.name, str) else None
-        if kind != "message":
-            return
-        self.messages += 1
-        message = line.message
-        if message is None or not isinstance(message.role, str) or not message.content or \
-                message.role not in ("user", "assistant"):
-            return
-        stamp = message.timestamp
-        if isinstance(stamp, (int, float)) and not isinstance(stamp, bool):
-            when: float | None = stamp
-        else:
-            when = iso_to_ms(line.timestamp)
-        if when is not None:
-            self.modified = when if self.modified is None else max(self.modified, when)
-        if not self.first and message.role == "user":
-            self.first = _text(message.content)
+    def __init__(self, lines: Iterable[_Line]) -> None:
+        lines = lines if isinstance(lines, list) else list(lines)
+        self.entry_count = len({x.id for x in lines if type(x.id) is str and x.type != "session"})
+        messages, first, name, modified = 0, "", None, None
+        for line in lines:  # one loop, no call per line: listing a folder reads every line
+            kind = line.type
+            if kind == "message":
+                messages += 1
+                message = line.message
+                if message is None or not message.content:
+                    continue
+                role = message.role
+                if role != "user" and role != "assistant":
+                    continue
+                stamp = message.timestamp
+                if type(stamp) is int or type(stamp) is float:
+                    when: float | None = stamp
+                else:
+                    when = iso_to_ms(line.timestamp)
+                if when is not None and (modified is None or when > modified):
+                    modified = when
+                if not first and role == "user":
+                    first = _text(message.content)
+            elif kind == "session_info":
+                name = (js_trim(line.name) or None) if isinstance(line.name, str) else None
+        self.messages, self.first, self.name, self.modified = messages, first, name, modified
 
 
 def _text(content: msgspec.Raw) -> str:
@@ -119,11 +116,7 @@ def summarize(header: dict[str, Any], lines: Iterable[bytes | memoryview], path:
         mtime_ms: the file's modification time, used when no other time is known.
         entry_count: the row's entry count (default: distinct entry ids among the lines).
     """
-    summary = _Summary()
-    for line in lines:
-        parsed = _parse(line)
-        if parsed is not None:
-            summary.add(parsed)
+    summary = _Summary(item for item in map(_parse, lines) if item is not None)
     return _row(header, summary, path, mtime_ms, entry_count)
 
 
@@ -161,7 +154,7 @@ def _row(header: dict[str, Any], summary: _Summary, path: str, mtime_ms: float,
         name=summary.name, parent_session=parent if isinstance(parent, str) and parent else None,
         created=stamp if isinstance(stamp, str) else "", modified_ms=int(modified),
         message_count=summary.messages,
-        entry_count=len(summary.entry_ids) if entry_count is None else entry_count,
+        entry_count=summary.entry_count if entry_count is None else entry_count,
         first_message=summary.first or "(no messages)", modified_from=source,
     )
 
@@ -172,10 +165,13 @@ def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None
     session header or cannot be read."""
     location = os.path.abspath(path)
     try:
-        with open(location, "rb") as stream:
-            data = stream.read()
+        fd = os.open(location, os.O_RDONLY)
+        try:
             if st is None:
-                st = os.fstat(stream.fileno())
+                st = os.fstat(fd)
+            data = _read_all(fd, st.st_size)
+        finally:
+            os.close(fd)
     except OSError:
         return None
     start = 3 if data.startswith(b"\xef\xbb\xbf") else 0
@@ -196,16 +192,27 @@ def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None
             header = value
     if header is None:
         return None
-    rest = data[start:]
-    clean = rest.strip(b" \t\r\n")
-    try:  # a clean file: every line in one decoder call
-        decoded = _lines_decoder.decode(b"[" + clean.replace(b"\n", b",") + b"]") if clean else []
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        decoded = [item for item in map(_parse, rest.split(b"\n")) if item is not None]
-    summary = _Summary()
-    for item in decoded:
-        summary.add(item)
-    return _row(header, summary, location, st.st_mtime_ns / 1e6, None)
+    end = len(data)
+    while end > start and data[end - 1] in b" \t\r\n":
+        end -= 1
+    decoded: list[_Line] = []
+    if end > start:
+        try:  # a clean file: every line in one decoder call (newlines become commas)
+            decoded = _lines_decoder.decode(b"[" + data[start:end].replace(b"\n", b",") + b"]")
+        except (msgspec.DecodeError, UnicodeDecodeError):
+            decoded = [item for item in map(_parse, data[start:].split(b"\n")) if item is not None]
+    return _row(header, _Summary(decoded), location, st.st_mtime_ns / 1e6, None)
+
+
+def _read_all(fd: int, size: int) -> bytes:
+    """The whole file (it may have grown since ``size`` was seen)."""
+    parts = [os.read(fd, size + 1)]
+    while len(parts[-1]) > 0 and sum(map(len, parts)) > size:
+        more = os.read(fd, 1 << 20)
+        if not more:
+            break
+        parts.append(more)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
 # -- the folder and its index ------------------------------------------------------------------
