@@ -260,7 +260,7 @@ class Scanner:
             pos = nl + 1
         if pos >= hi:
             return
-        decode, records, share = _record_decoder.decode, self.records, _share
+        decode, records, kinds, roles = _record_decoder.decode, self.records, _KINDS, _ROLES
         lineno = self.lineno
         while pos < hi:
             nl = find(b"\n", pos, hi)
@@ -275,11 +275,15 @@ class Scanner:
                 lineno = self.lineno
                 pos = nl + 1
                 continue
-            if record.type != "session":  # pi's duplicate header quirk: ignored, not reported
+            kind = record.type
+            if kind != "session":  # pi's duplicate header quirk: ignored, not reported
                 record.line = lineno
                 record.offset = buf_base + pos
                 record.length = end - pos
-                share(record)
+                record.type = kinds.get(kind, kind)  # shared strings and role holders (_share)
+                message = record.message
+                if message is not None and type(message.role) is str:
+                    record.message = roles.get(message.role, message)
                 records.append(record)
             pos = nl + 1
         self.lineno = lineno

@@ -155,6 +155,7 @@ class TreeIndex:
         self.name: str | None = None
         self._children: dict[str, list[Record]] | None = None
         self._roots: list[Record] | None = None
+        self._paths: dict[str, list[Record]] = {}
         with no_gc():
             by_id = {rec.id: rec for rec in records}
             if len(by_id) != len(records):
@@ -250,6 +251,7 @@ class TreeIndex:
             self._replay(rec)
         self._break_cycles(problems)
         self._children = self._roots = None
+        self._paths.clear()
 
     def add(self, rec: Record) -> None:
         """Index a new entry whose parent is indexed (or null) and whose id is new."""
@@ -295,7 +297,29 @@ class TreeIndex:
         return self.by_id.get(rec.parent_id)
 
     def path(self, leaf_id: str) -> list[Record]:
-        """Root first; ``[]`` for an unknown id. Cycles are broken, so no visited set is needed."""
+        """Root first; ``[]`` for an unknown id (a new list each time: the caller's own).
+
+        The last few paths are remembered (entries never change their parent, so a path stays
+        valid until lines of another writer are read in); a child of a remembered leaf costs
+        one step.
+        """
+        paths = self._paths
+        found = paths.get(leaf_id)
+        if found is None:
+            rec = self.by_id.get(leaf_id)
+            if rec is None:
+                return []
+            parent_id = rec.parent_id
+            above = paths.get(parent_id) if parent_id is not None and \
+                leaf_id not in self.cycle_roots else None
+            found = [*above, rec] if above is not None else self._walk(leaf_id)
+            if len(paths) >= 4:
+                del paths[next(iter(paths))]
+            paths[leaf_id] = found
+        return list(found)
+
+    def _walk(self, leaf_id: str) -> list[Record]:
+        """The path by following parents (cycles are broken, so no visited set is needed)."""
         by_id, forced = self.by_id, self.cycle_roots
         node = by_id.get(leaf_id)
         path: list[Record] = []
