@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -181,3 +182,27 @@ def test_random_sessions_keep_every_invariant(ops: list[tuple[Any, ...]]) -> Non
         # the same operations in memory give the same shape
         apply(memory, ops)
         assert len(memory) == len(session)
+
+
+@given(OPS)
+def test_contexts_remembered_and_extended_step_by_step_equal_the_reference(
+        ops: list[tuple[Any, ...]]) -> None:
+    """The session remembers contexts and builds a child's from its parent's (the agent loop);
+    after every operation that context equals the naive reference and a cold build's."""
+    with tempfile.TemporaryDirectory() as folder:
+        session = Session.create(folder)
+        for op in ops:
+            apply(session, [op])
+            if session.file is None or not Path(session.file).exists():
+                continue
+            entries = [loads(line) for line in Path(session.file).read_bytes().splitlines()[1:]]
+            leaf = session.leaf_id
+            context = session.build_context()
+            assert context.to_builtins() == reference_context(entries, leaf)
+            assert session.build_context().to_builtins() == context.to_builtins()  # remembered
+            with Session.open(session.file, cache_bytes=0, warn=False) as cold:
+                fresh = cold.build_context(leaf)
+                assert msgspec.to_builtins(context.messages) == msgspec.to_builtins(fresh.messages)
+                if leaf is not None:
+                    assert [e.id for e in session.path(leaf)] == cold.path_ids(leaf)
+        session.close()
