@@ -35,6 +35,7 @@ from sessiontree.providers import StreamDelta
 from sessiontree.summarize import CancelToken
 
 from .fake_llm import FakeLLM, Reply, anthropic_model, chat_model, responses_model
+from .installed_extension import install_extension
 from .test_pi_interop import assert_same, pi_read, pi_modules  # noqa: F401 - fixture
 
 
@@ -227,16 +228,9 @@ def test_send_message_append_entry_and_commands(server: FakeLLM) -> None:
 
 
 def test_entry_point_extensions(server: FakeLLM, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    package = tmp_path / "site"
-    (package / "demo_ext").mkdir(parents=True)
-    (package / "demo_ext" / "__init__.py").write_text(
-        "def setup(api):\n"
+    package = install_extension(tmp_path / "site", "demo_ext", (
         "    api.register_command('hello', lambda ctx: ctx.output('hello from demo'), 'Say hello')\n"
-        "    api.register_message_renderer('demo.card', lambda m: 'CARD: ' + str(m.content))\n")
-    dist = package / "demo_ext-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: demo-ext\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[sessiontree.extensions]\ndemo = demo_ext\n")
+        "    api.register_message_renderer('demo.card', lambda m: 'CARD: ' + str(m.content))\n"))
     monkeypatch.syspath_prepend(str(package))
     agent = AgentSession(Session.in_memory(), claude(server), installed_extensions=True)
     assert "hello" in agent.commands and ("demo", sys.modules["demo_ext"]) in agent.extensions

@@ -54,6 +54,10 @@ def test_chat_in_a_terminal(server: FakeLLM, tmp_path: Path) -> None:
         sent = server.requests[1].body["messages"][-1]["content"]
         assert sent == [{"type": "text", "text": "first line\nsecond line"}]
         term.expect("›")
+        term.send("\x1b[A")                   # Up: the last prompt from the history
+        term.expect("second line")
+        term.send("\x03")                     # Ctrl+C at the prompt: a fresh, empty one
+        term.expect("›")
         term.type("Talk for a long time")
         term.expect("word word word")
         term.pause(0.3)

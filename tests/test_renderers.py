@@ -19,6 +19,7 @@ from sessiontree import CustomMessage, Session, UserMessage
 from sessiontree.cli.tui import BrowseApp
 from sessiontree.renderers import Rendered, register_message_renderer, registry
 
+from .installed_extension import install_extension
 from .test_browse import settle
 from .test_export_html import PAYLOADS, Page, browser  # noqa: F401 - fixture
 
@@ -74,15 +75,8 @@ def test_browse_preview_uses_the_renderer(renderers: None, tmp_path: Path) -> No
 
 
 def test_installed_extension_renderers_reach_the_commands(tmp_path: Path) -> None:
-    site = tmp_path / "site"
-    (site / "cards_ext").mkdir(parents=True)
-    (site / "cards_ext" / "__init__.py").write_text(
-        "def setup(api):\n"
-        "    api.register_message_renderer('card', lambda m: 'CARD<b>' + str(m.content) + '</b>')\n")
-    dist = site / "cards_ext-1.0.dist-info"
-    dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: cards-ext\nVersion: 1.0\n")
-    (dist / "entry_points.txt").write_text("[sessiontree.extensions]\ncards = cards_ext\n")
+    site = install_extension(tmp_path / "site", "cards_ext", (
+        "    api.register_message_renderer('card', lambda m: 'CARD<b>' + str(m.content) + '</b>')\n"))
     session = Session.create(tmp_path, cwd="/proj")
     session.append_message(UserMessage.of("hi"))
     session.append_custom_message("card", "seven of hearts")
