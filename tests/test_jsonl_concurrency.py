@@ -28,6 +28,7 @@ SECOND_WRITER = """
     import sys, time
     from sessiontree import Session, SessionLockedError, UserMessage
     session = Session.open(sys.argv[1], lock_timeout=float(sys.argv[2]))
+    print("ready", flush=True)
     start = time.monotonic()
     try:
         entry = session.append_message(UserMessage.of("from the second process"))
@@ -46,11 +47,11 @@ def test_a_second_writing_process_gets_a_typed_error_while_the_first_writes(tmp_
     path = session.file or ""
     done = python(SECOND_WRITER, path, "0")
     assert done.returncode == 0, done.stderr
-    verdict, _, message = done.stdout.strip().split(" ", 2)
+    verdict, _, message = done.stdout.strip().splitlines()[-1].split(" ", 2)
     assert verdict == "locked" and path in message and "another process is writing" in message
     # the lock is held between appends, not only during them
     second = session.append_message(AssistantMessage.of("a1"))
-    assert python(SECOND_WRITER, path, "0").stdout.startswith("locked")
+    assert python(SECOND_WRITER, path, "0").stdout.splitlines()[-1].startswith("locked")
     session.close()
     with Session.open(path) as reopened:
         assert reopened.ids() == [first, second]
@@ -60,14 +61,15 @@ def test_a_second_writer_waits_for_the_lock_when_asked(tmp_path: Path) -> None:
     session = Session.create(tmp_path)
     q1 = session.append_message(UserMessage.of("q1"))
     path = session.file or ""
-    waiting = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SECOND_WRITER), path, "20"],
+    waiting = subprocess.Popen([sys.executable, "-c", textwrap.dedent(SECOND_WRITER), path, "60"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                env={"PYTHONPATH": SRC})
+    assert waiting.stdout is not None and waiting.stdout.readline() == "ready\n"
     time.sleep(1.0)
     assert waiting.poll() is None  # still waiting for our lock
     last = session.append_message(AssistantMessage.of("a1"))  # we still write meanwhile
     session.close()
-    out, err = waiting.communicate(timeout=60)
+    out, err = waiting.communicate(timeout=120)
     verdict, waited, entry = out.split()
     assert verdict == "appended" and float(waited) >= 0.9, err
     with Session.open(path) as reopened:
@@ -79,7 +81,7 @@ def test_a_writer_that_waits_too_long_gets_the_typed_error(tmp_path: Path) -> No
     session = Session.create(tmp_path)
     session.append_message(UserMessage.of("q1"))
     done = python(SECOND_WRITER, session.file or "", "0.3")
-    verdict, waited, _ = done.stdout.split(" ", 2)
+    verdict, waited, _ = done.stdout.splitlines()[-1].split(" ", 2)
     assert verdict == "locked" and float(waited) >= 0.3
     session.close()
 
@@ -89,7 +91,7 @@ def test_the_lock_goes_with_the_session_when_it_is_closed_or_dropped(tmp_path: P
     session.append_message(UserMessage.of("q1"))
     path = session.file or ""
     del session  # never closed: dropping it releases the lock too
-    assert python(SECOND_WRITER, path, "0").stdout.startswith("appended")
+    assert python(SECOND_WRITER, path, "0").stdout.splitlines()[-1].startswith("appended")
 
 
 def test_pi_appending_without_a_lock_is_read_in_before_our_next_append(tmp_path: Path,
