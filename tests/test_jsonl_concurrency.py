@@ -11,6 +11,8 @@ import textwrap
 import time
 from pathlib import Path
 
+import pytest
+
 from sessiontree import AssistantMessage, Session, SessionLocked, SessionLockedError, UserMessage
 
 from .test_pi_interop import Pi, check_in_pi, pi  # noqa: F401 - the fixture
@@ -179,3 +181,23 @@ def test_readers_never_see_a_partial_line_as_an_entry(tmp_path: Path) -> None:
     assert json.loads(out)["seen"] >= 1
     with Session.open(path, strict=True) as final:
         assert len(final) == 200
+
+
+def test_repair_and_migrate_wait_for_the_writer_and_never_replace_its_file(tmp_path: Path) -> None:
+    from sessiontree import migrate_file, repair_file
+
+    session = Session.create(tmp_path)
+    session.append_message(UserMessage.of("q1"))
+    path = Path(session.file or "")
+    with open(path, "ab") as stream:  # a line for repair to drop
+        stream.write(b"{not json\n")
+    session.append_message(AssistantMessage.of("a1"))  # the writer keeps its lock
+    before = path.read_bytes()
+    for rewrite in (repair_file, migrate_file):
+        start = time.monotonic()
+        with pytest.raises(SessionLockedError, match="another process is writing"):
+            rewrite(path, lock_timeout=0.2)
+        assert time.monotonic() - start >= 0.2 and path.read_bytes() == before
+    session.close()
+    result = repair_file(path, lock_timeout=0)  # the writer is gone: the repair goes ahead
+    assert result.removed_lines == [3] and b"{not json" not in path.read_bytes()

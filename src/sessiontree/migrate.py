@@ -204,13 +204,15 @@ def _parsed_lines(path: str) -> tuple[list[tuple[dict[str, Any], bytes]], bytes,
 
 
 def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
-                 strict: bool = False) -> MigrationResult:
+                 strict: bool = False, lock_timeout: float = 10.0) -> MigrationResult:
     """Migrate a session file in place to the current version, keeping a backup.
 
     Args:
         path: the session file.
         now: the import time for the draft format (default: the current time).
         strict: raise instead of leaving lines that do not parse out of the migrated file.
+        lock_timeout: seconds to wait while another process writes the session (its writer
+            holds the lock until it closes).
 
     Raises:
         SessionNotFound: no such file.
@@ -222,7 +224,7 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
         raise SessionNotFound("no such session file", path=path)
     fd = os.open(path, os.O_RDONLY)
     try:
-        _fs.lock(fd, path, 10.0)
+        _fs.lock(fd, path, lock_timeout)
         parsed, original, skipped = _parsed_lines(path)
         header = parsed[0][0] if parsed else {}
         if not parsed or not needs_migration(header):

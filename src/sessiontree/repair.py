@@ -39,15 +39,29 @@ class RepairResult(msgspec.Struct, frozen=True):
     """Where the original bytes are; ``None`` when there was nothing to repair."""
 
 
-def repair_file(path: str | os.PathLike[str]) -> RepairResult:
-    """Repair a session file in place, keeping a backup.
+def repair_file(path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> RepairResult:
+    """Repair a session file in place, keeping a backup. The file is read and replaced under
+    the writer's lock, so a session being written is never replaced under its writer.
+
+    Args:
+        lock_timeout: seconds to wait while another process writes the session.
 
     Raises:
         CorruptHeader: the header is missing or corrupt (nothing can be repaired safely).
         SessionNotFound: no such file.
+        SessionLockedError: another process kept writing the session past ``lock_timeout``.
     """
     path = os.fspath(path)
-    migrate_file(path)
+    migrate_file(path, lock_timeout=lock_timeout)
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        _fs.lock(fd, path, lock_timeout)
+        return _repair_locked(path)
+    finally:
+        os.close(fd)  # and with it the lock
+
+
+def _repair_locked(path: str) -> RepairResult:
     with Session.open(path, warn=False) as session:
         kept = {record.line: record for record in session._index.records()}
         rerooted = sorted(session._index.cycle_roots)
