@@ -22,7 +22,7 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Any, TypeVar, overload
+from typing import Any, TypeVar, overload
 
 from .. import _json
 from .._scan import Record
@@ -47,9 +47,6 @@ from ._sql_common import (
     write_flow,
 )
 from .base import LoadResult, LogHead, SessionListing
-
-if TYPE_CHECKING:
-    from ..session import Session
 
 __all__ = ["LazyPath", "SqlLog", "SqlStore", "drive", "run_step"]
 
@@ -119,6 +116,21 @@ class SqlStore(ABC):
         time.sleep(timeout)
 
     # -- helpers -------------------------------------------------------------------------------
+
+    def _start(self, connect: Callable[[], object]) -> None:
+        """Connect, then set the schema up unless read-only; everything closed on failure."""
+        try:
+            with self._errors():
+                connect()
+            if not self.read_only:
+                self.setup()
+        except BaseException:
+            self.close()
+            raise
+
+    @abstractmethod
+    def setup(self) -> int:
+        """Apply the schema migrations the database lacks (idempotent); the version."""
 
     def _writable(self) -> None:
         if self.read_only:

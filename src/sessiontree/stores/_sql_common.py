@@ -145,6 +145,20 @@ _ENVELOPE = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
 _SESSION_COLUMNS = ("session_id, header, cwd, created, parent_session, name, first_message, "
                     "message_count, entry_count, last_seq, modified_ms")
 
+_CHAIN = """
+        WITH RECURSIVE chain (segment, upto, depth, hops) AS (
+            SELECT segment, seq, depth, 0 FROM sessiontree_entries
+            WHERE session_id = :sid AND id = :id
+            UNION ALL
+            SELECT p.segment, p.seq, p.depth, c.hops + 1
+            FROM chain c
+            JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
+            JOIN sessiontree_entries p ON p.session_id = :sid AND p.id = f.parent_id
+            WHERE c.hops < :limit
+        )"""
+"""The segments on the path to entry ``:id``, from the leaf's (``hops`` 0) back to the root's:
+each with the seq and depth of its last entry on the path (``upto``, ``depth``)."""
+
 _STATEMENTS = {
     "head": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE session_id = :sid",
     "lock": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE session_id = :sid{{lock}}",
@@ -156,20 +170,11 @@ _STATEMENTS = {
                    "WHERE session_id = :sid AND seq > :seq ORDER BY seq LIMIT :limit",
     "all_lines": "SELECT line FROM sessiontree_entries WHERE session_id = :sid AND seq > :seq "
                  "ORDER BY seq LIMIT :limit",
-    "path": f"""
-        WITH RECURSIVE chain (segment, upto, depth) AS (
-            SELECT segment, seq, 0 FROM sessiontree_entries WHERE session_id = :sid AND id = :id
-            UNION ALL
-            SELECT p.segment, p.seq, c.depth + 1
-            FROM chain c
-            JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
-            JOIN sessiontree_entries p ON p.session_id = :sid AND p.id = f.parent_id
-            WHERE c.depth < :limit
-        )
+    "path": f"""{_CHAIN}
         SELECT {_ENVELOPE} FROM chain c
         JOIN sessiontree_entries e ON e.session_id = :sid AND e.segment = c.segment
             AND e.seq <= c.upto
-        ORDER BY c.depth DESC, e.seq""",
+        ORDER BY c.hops DESC, e.seq""",
     "label": "SELECT label, timestamp FROM sessiontree_entries WHERE session_id = :sid "
              "AND type = 'label' AND target_id = :id ORDER BY seq DESC LIMIT 1",
     "parent": f"""
@@ -183,16 +188,7 @@ _STATEMENTS = {
                     ":custom_type, :target_id, :label, :name, :depth, :last_compaction, "
                     ":last_thinking, :last_model, :sid, :line)",
     "leaf": f"SELECT {_AGGREGATES} FROM sessiontree_entries WHERE session_id = :sid AND id = :id",
-    "chain": """
-        WITH RECURSIVE chain (segment, depth, hops) AS (
-            SELECT segment, depth, 0 FROM sessiontree_entries WHERE session_id = :sid AND id = :id
-            UNION ALL
-            SELECT p.segment, p.depth, c.hops + 1
-            FROM chain c
-            JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
-            JOIN sessiontree_entries p ON p.session_id = :sid AND p.id = f.parent_id
-            WHERE c.hops < :limit
-        )
+    "chain": f"""{_CHAIN}
         SELECT c.segment, f.depth, c.depth FROM chain c
         JOIN sessiontree_entries f ON f.session_id = :sid AND f.seq = c.segment
         ORDER BY c.hops DESC""",

@@ -97,6 +97,16 @@ def translate(exc: BaseException, url: str) -> SessionTreeError | None:
     return None
 
 
+def _failure(exc: Exception, url: str, pool: ConnectionPool[Any] | AsyncConnectionPool[Any] | None
+             ) -> tuple[BaseException, bool]:
+    """The error to raise for a driver error, and whether the pool's idle connections should be
+    checked (a lost connection: the others may have died with it)."""
+    error = translate(exc, url)
+    if error is None:
+        return exc, False
+    return error, isinstance(error, StoreUnavailable) and pool is not None and not pool.closed
+
+
 def _settings(dsn: str, schema: str | None, read_only: bool, durable: bool
               ) -> tuple[str, str | None, dict[str, Any]]:
     """The libpq DSN, the schema, and the connection keyword arguments of a store."""
@@ -174,14 +184,8 @@ class PostgresStore(SqlStore):
         self._pool: ConnectionPool[Any] | None = ConnectionPool(
             self._dsn, min_size=1, max_size=max(1, pool_size), kwargs=self._kwargs, open=False,
             timeout=timeout, name="sessiontree")
-        try:
-            with self._errors():
-                self._pool.open(wait=True, timeout=timeout)
-            if not read_only:
-                self.setup()
-        except BaseException:
-            self.close()
-            raise
+        pool = self._pool
+        self._start(lambda: pool.open(wait=True, timeout=timeout))
 
     @classmethod
     def from_url(cls, dsn: str, *, schema: str | None = None, read_only: bool = False,
@@ -212,13 +216,10 @@ class PostgresStore(SqlStore):
         try:
             yield
         except (psycopg.Error, PoolTimeout) as exc:
-            error = translate(exc, self.url)
-            if error is None:
-                raise
-            if isinstance(error, StoreUnavailable) and self._pool is not None and \
-                    not self._pool.closed:
-                self._pool.check()  # drop the idle connections that died with this one
-            raise error from exc
+            error, check = _failure(exc, self.url, self._pool)
+            if check:
+                self._pool.check()  # type: ignore[union-attr]  # drop the ones that died too
+            raise error from (None if error is exc else exc)
 
     def _connection(self) -> Any:
         if self._pool is None:
@@ -325,13 +326,10 @@ class AsyncPostgresStore:
         try:
             yield
         except (psycopg.Error, PoolTimeout) as exc:
-            error = translate(exc, self.url)
-            if error is None:
-                raise
-            if isinstance(error, StoreUnavailable) and self._pool is not None and \
-                    not self._pool.closed:
-                await self._pool.check()
-            raise error from exc
+            error, check = _failure(exc, self.url, self._pool)
+            if check:
+                await self._pool.check()  # type: ignore[union-attr]
+            raise error from (None if error is exc else exc)
 
     @asynccontextmanager
     async def _transaction(self) -> AsyncIterator[Any]:

@@ -64,19 +64,15 @@ class SqliteStore(SqlStore):
             _create_private(self.path)
             target = f"file:{quote(self.path)}?mode=rwc"
         self._conn: sqlite3.Connection | None = None
-        with self._errors():
+
+        def connect() -> None:
             self._conn = conn = sqlite3.connect(target, uri=True, isolation_level=None,
-                                         check_same_thread=False, timeout=timeout)
-            try:
-                conn.execute("PRAGMA foreign_keys = OFF")
-                if not read_only:
-                    conn.execute("PRAGMA journal_mode = WAL")
-                conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
-                if not read_only:
-                    self.setup()
-            except BaseException:
-                self.close()
-                raise
+                                                check_same_thread=False, timeout=timeout)
+            if not read_only:
+                conn.execute("PRAGMA journal_mode = WAL")
+            conn.execute(f"PRAGMA synchronous = {'FULL' if durable else 'NORMAL'}")
+
+        self._start(connect)
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, read_only: bool = False,
