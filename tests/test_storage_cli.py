@@ -239,3 +239,16 @@ def test_postgres_connection_loss_is_typed_and_a_retry_works(postgres_url: str) 
         with Session(store.open_log(session.id)) as again:
             assert again.ids() == [first, second]
             assert again.build_context().messages[-1].content[0].text == "after the loss"  # type: ignore[union-attr]
+
+
+def test_ls_of_a_database_by_cwd(tmp_path: Path) -> None:
+    db = sqlite_url(tmp_path / "cwd.db")
+    for cwd in ("/a", "/b", "/a"):
+        with Session.create(cwd=cwd, store=db) as session:
+            session.append_message(UserMessage.of(f"in {cwd}"))
+    code, out, _ = run("ls", "--json", "--cwd", "/a", db)
+    rows = loads(out)
+    assert code == 0 and [row["cwd"] for row in rows] == ["/a", "/a"]
+    assert all(row["modified_from"] == "message" for row in rows)
+    code, out, _ = run("ls", "--json", db)
+    assert sorted(row["cwd"] for row in loads(out)) == ["/a", "/a", "/b"]

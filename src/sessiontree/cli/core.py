@@ -215,7 +215,7 @@ def ls(directory: str | None, cwd: str | None, as_json: bool) -> None:
     folder = directory or str(default_session_dir(wanted or os.getcwd()))
     if is_url(folder):
         with open_store(folder, read_only=True) as store:
-            listings = [row for row in store.list_sessions() if wanted in (None, row.cwd)]
+            listings = store.list_sessions(cwd=wanted)  # by the cwd index, newest first
     else:
         listings = list_sessions(folder, cwd=wanted) if directory or os.path.isdir(folder) else []
     if as_json:

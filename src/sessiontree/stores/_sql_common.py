@@ -316,11 +316,14 @@ class SessionState:
 def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:
     """A listing from a row selected as the sessions table's columns."""
     state = SessionState.from_row(row)
+    # a user message, or a time other than the header's, came from a message
+    from_message = bool(state.stats.first) or state.modified_ms != iso_to_ms(state.created)
     return SessionListing(
         path=url, id=state.session_id, cwd=state.cwd, name=state.name,
         parent_session=state.parent_session, created=state.created,
         modified_ms=state.modified_ms, message_count=state.stats.messages,
-        entry_count=state.entry_count, first_message=state.stats.first or "(no messages)")
+        entry_count=state.entry_count, first_message=state.stats.first or "(no messages)",
+        modified_from="message" if from_message else "created")
 
 
 # -- appends -----------------------------------------------------------------------------------

@@ -411,8 +411,12 @@ class JsonlStore:
         with Session(self.open_log(session_id), warn=False) as session:
             yield from session.entries()
 
-    def list_sessions(self) -> list[SessionListing]:
-        return list_sessions(self.directory) if self.directory.is_dir() else []
+    def list_sessions(self, *, cwd: str | None = None,
+                      limit: int | None = None) -> list[SessionListing]:
+        """The sessions newest first (only ``cwd``'s, at most ``limit``), as the database
+        stores take them."""
+        found = list_sessions(self.directory, cwd=cwd) if self.directory.is_dir() else []
+        return found[:limit] if limit is not None else found
 
     def delete(self, session_id: str) -> None:
         self._writable()
