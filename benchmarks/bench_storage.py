@@ -126,10 +126,17 @@ def pi_modules() -> Path:
     return ensure_pi()
 
 
+NODE_HEAP_MIB = 16384
+
+
 def node(*args: str) -> dict[str, Any]:
-    out = subprocess.run(["node", str(HERE / "pi_storage.mjs"), *args], check=True,
-                         capture_output=True, text=True)
-    return json.loads(out.stdout)  # type: ignore[no-any-return]
+    """Run pi's side; ``{"error": ...}`` when it fails (pi runs out of memory listing a folder
+    this large with node's default heap, hence the larger heap)."""
+    done = subprocess.run(["node", f"--max-old-space-size={NODE_HEAP_MIB}",
+                           str(HERE / "pi_storage.mjs"), *args], capture_output=True, text=True)
+    if done.returncode:
+        return {"error": f"pi failed (exit {done.returncode}): {done.stderr.strip()[-200:]}"}
+    return json.loads(done.stdout)  # type: ignore[no-any-return]
 
 
 def writers(command: Callable[[str], list[str]], locations: list[str]) -> float:
@@ -289,6 +296,8 @@ def main() -> int:
         print("context ...", flush=True)
         pi_context = node("context", str(big_file), leaf, "--pi", str(modules), "--repeat",
                           str(args.repeat))
+        if "error" in pi_context:
+            raise RuntimeError(pi_context["error"])
         pi_digest = context_digest(pi_context["messages"])
         results: list[tuple[str, float, str]] = []
         for name, url in stores.items():
@@ -330,9 +339,13 @@ def main() -> int:
         rows.append([what, "JSONL (sessiontree)", f"{ms:,.1f} ms", f"{len(found)} rows"])
         pi_list = node("list", str(everything), str(args.newest), "--pi", str(modules),
                        "--repeat", "1")
-        rows.append([what, "pi's JSONL", f"{pi_list['median_ms']:,.1f} ms",
-                     f"{pi_list['count']} rows"])
+        if "error" in pi_list:
+            rows.append([what, "pi's JSONL", "failed", pi_list["error"]])
+        else:
+            rows.append([what, "pi's JSONL", f"{pi_list['median_ms']:,.1f} ms",
+                         f"{pi_list['count']} rows (node heap {NODE_HEAP_MIB:,} MiB)"])
     finally:
+        print(table(rows), flush=True)  # what was measured, even if a step failed
         shutil.rmtree(scratch, ignore_errors=True)
         if schema is not None:
             import psycopg
