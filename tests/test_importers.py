@@ -9,17 +9,27 @@ from __future__ import annotations
 
 import json
 import shutil
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import pytest
 from click.testing import CliRunner
 
-from sessiontree import MalformedSource, MemoryStore, Session
+from sessiontree import (
+    CorruptHeader,
+    DuplicateId,
+    JsonlStore,
+    MalformedSource,
+    MemoryStore,
+    Session,
+    SessionHeader,
+    SessionListing,
+)
 from sessiontree.cli import cli
 from sessiontree.importers import import_file
 from sessiontree.importers.responses import entry_items
+from sessiontree.stores.base import Store, has_lines
 
 from .test_pi_interop import assert_same, pi_modules, pi_read  # noqa: F401  (fixture)
 
@@ -266,22 +276,45 @@ def test_a_source_of_the_wrong_shape_names_the_json_path(tmp_path: Path) -> None
     assert not (tmp_path / "out").exists()
 
 
-class _FailingStore(MemoryStore):
-    """A store whose disk fills up on the second append (a real store, failing for real)."""
+class _AppendOnlyStore:
+    """A store with only the six methods of the Store protocol (no whole-session writes),
+    over a real MemoryStore, whose disk fills up on the second append."""
 
     def __init__(self) -> None:
-        super().__init__()
+        self.inner = MemoryStore()
         self.appends = 0
+
+    def create(self, header: SessionHeader) -> str:
+        return self.inner.create(header)
 
     def append(self, session_id: str, entries: Sequence[Any | Mapping[str, Any]]) -> None:
         self.appends += 1
         if self.appends == 2:
             raise OSError(28, "No space left on device")
-        super().append(session_id, entries)
+        self.inner.append(session_id, entries)
+
+    def read(self, session_id: str) -> Iterator[Any]:
+        return self.inner.read(session_id)
+
+    def list_sessions(self) -> list[SessionListing]:
+        return self.inner.list_sessions()
+
+    def delete(self, session_id: str) -> None:
+        self.inner.delete(session_id)
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def __enter__(self) -> _AppendOnlyStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def test_a_failed_write_leaves_no_half_written_session(tmp_path: Path) -> None:
-    store = _FailingStore()
+    store = _AppendOnlyStore()
+    assert isinstance(store, Store) and not has_lines(store)
     with pytest.raises(OSError):
         import_file("chatgpt", DATA / "chatgpt-conversations.json", store)
     listed = store.list_sessions()
@@ -289,6 +322,49 @@ def test_a_failed_write_leaves_no_half_written_session(tmp_path: Path) -> None:
     assert listed[0].name == "Resize images in Python" and listed[0].entry_count == 14  # 12 nodes, name, import record
     result = import_file("chatgpt", DATA / "chatgpt-conversations.json", store)
     assert [s.status for s in result.sessions] == ["skipped", "imported"]
+
+
+def test_an_import_never_overwrites_a_session_file(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    (first, _) = import_file("chatgpt", DATA / "chatgpt-conversations.json", out).imported
+    path = Path(first.location or "")
+    header, *lines = path.read_bytes().splitlines()
+    path.write_bytes(b"not a session any more\n")
+    with pytest.raises(CorruptHeader):  # the same session id: the file is looked at, not replaced
+        import_file("chatgpt", DATA / "chatgpt-conversations.json", out)
+    assert path.read_bytes() == b"not a session any more\n"
+    with pytest.raises(DuplicateId):  # the last step, if the name was taken meanwhile
+        JsonlStore(out).import_lines(header, lines)
+    assert path.read_bytes() == b"not a session any more\n"
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary file left
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres"])
+def test_imports_into_a_database_store_keep_every_field_and_are_matched_again(
+        tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    url = f"sqlite:///{tmp_path}/chats.db" if kind == "sqlite" else \
+        request.getfixturevalue("fresh_postgres_url")
+    runner = CliRunner()
+    done = runner.invoke(cli, ["import", "--from", "chatgpt",
+                               str(DATA / "chatgpt-conversations.json"), "--to", url, "--json"])
+    assert done.exit_code == 0, done.output
+    rows = json.loads(done.stdout)["sessions"]
+    assert [row["status"] for row in rows] == ["imported", "imported"]
+    files = imported(tmp_path / "files", "chatgpt", "chatgpt-conversations.json")
+    for row, path in zip(rows, files):
+        assert row["location"].endswith(f"#{row['sessionId']}")
+        with Session.open(row["location"]) as stored, Session.open(path) as on_disk:
+            ours = [json.loads(stored.raw_line(i)) for i in stored.ids()]
+            theirs = [json.loads(on_disk.raw_line(i)) for i in on_disk.ids()]
+            assert [list(e) for e in ours] == [list(e) for e in theirs]  # every field, in order
+            assert [e.get("source") for e in ours] == [e.get("source") for e in theirs]
+            assert texts(stored.build_context()) == texts(on_disk.build_context())
+    again = runner.invoke(cli, ["import", "--from", "chatgpt",
+                                str(DATA / "chatgpt-conversations.json"), "--to", url, "--json"])
+    assert [row["status"] for row in json.loads(again.stdout)["sessions"]] == ["skipped"] * 2
+    bad = runner.invoke(cli, ["import", "--from", "chatgpt",
+                              str(DATA / "chatgpt-conversations.json"), "--to", "sqlite://x"])
+    assert bad.exit_code == 1 and "sqlite:///" in bad.stderr
 
 
 def test_the_import_command_prints_the_summary_and_reports_errors(tmp_path: Path) -> None:

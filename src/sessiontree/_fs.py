@@ -113,13 +113,19 @@ def remove_stale_temps(directory: str) -> list[str]:
     return removed
 
 
-def atomic_write(path: str, data: bytes, *, mode: int = FILE_MODE, durable: bool = True) -> None:
+def atomic_write(path: str, data: bytes, *, mode: int = FILE_MODE, durable: bool = True,
+                 replace: bool = True) -> None:
     """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
     (after removing stale temporary files of dead processes from the folder).
 
     Args:
         mode: the new file's permissions (before the umask).
         durable: False skips both fsyncs (for caches: still atomic, not crash-durable).
+        replace: False publishes the file only under a free name (a hard link, which fails if
+            the name is taken meanwhile), so an existing file is never overwritten.
+
+    Raises:
+        FileExistsError: ``replace`` is False and ``path`` exists.
     """
     directory = os.path.dirname(os.path.abspath(path))
     remove_stale_temps(directory)
@@ -132,7 +138,11 @@ def atomic_write(path: str, data: bytes, *, mode: int = FILE_MODE, durable: bool
                 os.fsync(fd)
         finally:
             os.close(fd)
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            os.link(tmp, path)
+            os.unlink(tmp)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)

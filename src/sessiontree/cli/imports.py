@@ -16,9 +16,10 @@ _FORMATS = ("claude-code", "chatgpt", "open-webui", "responses")
 @click.option("--from", "format", type=click.Choice(_FORMATS), required=True,
               help="The source's format.")
 @click.argument("src", type=click.Path(dir_okay=False))
-@click.option("--to", "store", type=click.Path(file_okay=False),
-              help="Folder to write the sessions to (default: pi's folder for each session's "
-                   "working directory).")
+@click.option("--to", "store", metavar="STORE",
+              help="Where the sessions go: a folder of session files, sqlite:///FILE.db or "
+                   "postgresql://... (default: pi's folder for each session's working "
+                   "directory).")
 @click.option("--cwd", help="Working directory recorded for sources that have none "
                             "(default: the current one).")
 @click.option("--again", is_flag=True,

@@ -25,11 +25,11 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from .._time import uuid7
 from ..stores.base import Store
 from ..stores.jsonl import JsonlStore, default_session_dir
+from ..stores.url import open_store
 from ._build import (
     IMPORT_CUSTOM_TYPE,
     SourceConversation,
@@ -159,8 +159,9 @@ def import_file(format: str, path: str | os.PathLike[str],
     Args:
         format: one of :data:`FORMATS`.
         path: the source file.
-        store: where the sessions go: a :class:`~sessiontree.stores.base.Store` or a folder
-            (JSONL files); default pi's folder for each session's working directory.
+        store: where the sessions go: a :class:`~sessiontree.stores.base.Store`, or a store
+            address (a folder of JSONL files, ``sqlite:///x.db``, ``postgresql://...``);
+            default pi's folder for each session's working directory.
         cwd: the working directory recorded for sources that have none (default: the current).
         again: import conversations that were imported before once more, as new sessions.
 
@@ -170,10 +171,20 @@ def import_file(format: str, path: str | os.PathLike[str],
     Raises:
         ValueError: an unknown format.
         MalformedSource: the file is malformed or truncated (nothing was written).
+        InvalidLocation: ``store`` is not a store address.
+        StoreUnavailable: the database cannot be reached.
     """
     conversations = parse_file(format, path)
     source = os.path.abspath(os.fspath(path))
     cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+    if isinstance(store, (str, os.PathLike)):
+        with open_store(store) as opened:
+            return _import(format, source, conversations, opened, cwd, again)
+    return _import(format, source, conversations, store, cwd, again)
+
+
+def _import(format: str, source: str, conversations: list[SourceConversation],
+            store: Store | None, cwd: str, again: bool) -> ImportResult:
     rows: list[ImportedSession] = []
     for conversation in conversations:
         target = _store(store, conversation.cwd or cwd)
@@ -196,9 +207,5 @@ def import_file(format: str, path: str | os.PathLike[str],
     return ImportResult(format=format, source=source, sessions=rows)
 
 
-def _store(store: Store | str | os.PathLike[str] | None, cwd: str) -> Store:
-    if store is None:
-        return JsonlStore(default_session_dir(cwd))
-    if isinstance(store, (str, os.PathLike)):
-        return JsonlStore(Path(store))
-    return store
+def _store(store: Store | None, cwd: str) -> Store:
+    return JsonlStore(default_session_dir(cwd)) if store is None else store

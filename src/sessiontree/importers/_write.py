@@ -1,25 +1,25 @@
 """Writing an imported session to a store all at once, and finding an earlier import of it.
 
 Invariants:
-* A JSONL session is written whole to a temporary file in the destination folder, fsynced, and
-  linked to its final name only if that name is free; a failure leaves no file behind.
-* Any other store gets ``create`` then one ``append`` of every entry; if the append fails the
-  session is deleted again.
+* A store that takes whole sessions (:class:`~sessiontree.stores.base.LineStore`: every built-in
+  one) gets the session's exact lines in one write: a JSONL file is written to a temporary file
+  and published under its name only if the name is free; a database stores it in one
+  transaction. A failure leaves nothing behind.
+* Any other :class:`~sessiontree.stores.base.Store` gets ``create`` then one ``append`` of
+  every entry; if the append fails the session is deleted again.
 * Nothing existing is ever overwritten: an earlier import of the same source is reported, not
   replaced.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .. import _fs
+from .. import _json
 from ..entries import Custom, SessionHeader
-from ..errors import InvalidEntry, SessionNotFound
-from ..stores.base import Store
-from ..stores.jsonl import JsonlFile, JsonlStore, session_file_name
+from ..errors import SessionNotFound
+from ..stores.base import Store, has_lines
 from ._build import IMPORT_CUSTOM_TYPE
 
 __all__ = ["earlier_import", "save_session"]
@@ -40,48 +40,21 @@ def earlier_import(store: Store, session_id: str) -> dict[str, Any] | None:
     return {}
 
 
-def _location(store: Store, header: SessionHeader) -> str:
-    if isinstance(store, JsonlStore):
-        return str(store.directory / session_file_name(header))
-    return f"{type(store).__name__}#{header.id}"
-
-
 def save_session(store: Store, header: SessionHeader,
                  entries: Sequence[Mapping[str, Any]]) -> str:
-    """Write a new session holding ``entries`` (ids and parents as given); returns where it is.
+    """Write a new session holding ``entries`` (ids and parents as given); returns where it is
+    (a file path, or a store URL ``...#SESSION_ID``).
 
     Raises:
-        InvalidEntry: the session already exists (a JSONL file of that name).
+        DuplicateId: the session already exists.
     """
-    if isinstance(store, JsonlStore):
-        return _save_jsonl(store, header, entries)
+    if has_lines(store):
+        store.import_lines(_json.dumps(header), [_json.dumps(entry) for entry in entries])
+        return store.session_url(header.id)
     store.create(header)
     try:
         store.append(header.id, entries)
     except BaseException:
         store.delete(header.id)
         raise
-    return _location(store, header)
-
-
-def _save_jsonl(store: JsonlStore, header: SessionHeader,
-                entries: Sequence[Mapping[str, Any]]) -> str:
-    from ..session import Session
-
-    store.directory.mkdir(parents=True, exist_ok=True)
-    final = _location(store, header)
-    if os.path.exists(final):
-        raise InvalidEntry("a session file with this name already exists", path=final)
-    temp = os.path.join(str(store.directory), f".{os.path.basename(final)}.import-{os.getpid()}")
-    try:
-        with Session(JsonlFile(temp, durable=True), header=header) as session:
-            session.extend(entries)
-        try:
-            os.link(temp, final)  # fails if the name was taken meanwhile: never overwrite
-        except FileExistsError:
-            raise InvalidEntry("a session file with this name already exists", path=final) from None
-        _fs.fsync_dir(str(store.directory))
-    finally:
-        if os.path.exists(temp):
-            os.unlink(temp)
-    return final
+    return f"{type(store).__name__}#{header.id}"

@@ -28,12 +28,14 @@ from ..entries import AnyEntry, SessionHeader
 __all__ = [
     "FollowableLog",
     "IndexedLog",
+    "LineStore",
     "LoadResult",
     "LogHead",
     "LogStore",
     "SessionListing",
     "SessionLog",
     "Store",
+    "has_lines",
     "has_logs",
     "is_indexed",
 ]
@@ -195,3 +197,30 @@ class LogStore(Protocol):
 def has_logs(store: Store) -> TypeGuard[LogStore]:
     """Whether sessions of ``store`` can be opened as :class:`~sessiontree.Session` objects."""
     return isinstance(store, LogStore)
+
+
+@runtime_checkable
+class LineStore(Protocol):
+    """A store that reads and writes whole sessions as their exact lines (every built-in one):
+    what copies between stores and imports use."""
+
+    def session_ids(self) -> list[str]:
+        """The ids of every stored session."""
+
+    def session_url(self, session_id: str) -> str:
+        """Where a stored session is, for people (a file path, or ``<store URL>#<id>``)."""
+
+    def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
+        """The header line and the entry lines of a session, exact bytes, in stored order."""
+
+    def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
+        """Store a whole new session at once (all of it or nothing); returns its id.
+
+        Raises:
+            DuplicateId: the session exists already.
+        """
+
+
+def has_lines(store: Store) -> TypeGuard[LineStore]:
+    """Whether ``store`` reads and writes whole sessions as lines (see :class:`LineStore`)."""
+    return isinstance(store, LineStore)

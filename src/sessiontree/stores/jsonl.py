@@ -451,7 +451,12 @@ class JsonlStore:
         return read_exact_lines(self._path(session_id))
 
     def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
-        """Write a whole session file at once (atomically); returns its id."""
+        """Write a whole session file at once (atomically, never over an existing file);
+        returns its id.
+
+        Raises:
+            DuplicateId: a file of that name exists.
+        """
         from ..session import _typed_header
 
         self._writable()
@@ -460,9 +465,12 @@ class JsonlStore:
             raise InvalidEntry("the header line is not a session header")
         header = _typed_header(data)
         path = self._new_path(header)
-        if path.exists():
-            raise DuplicateId(f"session {header.id} is already in this folder", path=path)
-        _fs.atomic_write(str(path), b"".join(line + b"\n" for line in (header_line, *lines)))
+        try:
+            _fs.atomic_write(str(path), b"".join(line + b"\n" for line in (header_line, *lines)),
+                             replace=False)
+        except FileExistsError:
+            raise DuplicateId(f"session {header.id} is already in this folder",
+                              path=path) from None
         return header.id
 
     def close(self) -> None:

@@ -112,6 +112,10 @@ class MemoryStore:
         log = self._logs[check_session_id(header.id)] = MemoryLog()
         return log
 
+    def session_ids(self) -> list[str]:
+        """The ids of every session, sorted."""
+        return sorted(self._logs)
+
     def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
         """The header line and entry lines, as stored."""
         lines = self.open_log(session_id).lines
