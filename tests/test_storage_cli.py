@@ -252,3 +252,15 @@ def test_ls_of_a_database_by_cwd(tmp_path: Path) -> None:
     assert all(row["modified_from"] == "message" for row in rows)
     code, out, _ = run("ls", "--json", db)
     assert sorted(row["cwd"] for row in loads(out)) == ["/a", "/a", "/b"]
+
+
+def test_a_header_cannot_name_a_file_outside_the_folder(tmp_path: Path) -> None:
+    from sessiontree import JsonlStore
+
+    outside = tmp_path / "outside"
+    for stamp in (f"{outside}/evil", "..\\\\x", "a/../../b"):
+        header = (b'{"type":"session","version":3,"id":"s1","timestamp":"' + stamp.encode()
+                  + b'","cwd":"/"}')
+        with JsonlStore(tmp_path / "store") as store, pytest.raises(InvalidLocation):
+            store.import_lines(header, [])
+    assert not outside.exists() and not list(tmp_path.rglob("*s1.jsonl"))

@@ -27,6 +27,7 @@ from ..errors import (
     CorruptHeader,
     DuplicateId,
     InvalidEntry,
+    InvalidLocation,
     ReadOnlyStore,
     SessionNotFound,
     SessionTreeError,
@@ -389,8 +390,13 @@ class JsonlStore:
 
     def _new_path(self, header: SessionHeader) -> Path:
         check_session_id(header.id)
+        name = session_file_name(header)
+        if "/" in name or "\\" in name or name.startswith(".") or "\x00" in name:
+            raise InvalidLocation(f"the header's timestamp {header.timestamp!r} would make the "
+                                  f"file name {name!r} leave the folder; nothing was written",
+                                  path=self.directory)
         _fs.make_private_dirs(str(self.directory))
-        return self.directory / session_file_name(header)
+        return self.directory / name
 
     def create(self, header: SessionHeader) -> str:
         self._writable()
