@@ -5,12 +5,14 @@ then checks what is stored. Run by the test suite (a few kills) and by
 Scenarios (``scenario`` in :func:`run`):
 
 * ``append``: the child opens one session (JSONL file, SQLite or PostgreSQL) with
-  ``durable=True`` and appends in a loop: single messages, and batches of up to 200 entries
-  through ``extend`` (one write, one transaction). Before a batch it prints the batch's ids,
+  ``durable=True`` and appends in a loop: single messages and, on the databases, batches of up
+  to 200 entries through ``extend`` (one transaction). Before a batch it prints the batch's ids,
   after every append that returned it prints the ids it stored. After each kill the session
-  must open with no problem, hold every acknowledged entry, keep every line stored before the
-  round byte for byte, and hold nothing else but the one append in flight (a batch whole or not
-  at all; a kill mid-transaction leaves no part of it).
+  must open with no problem but a torn last line (a JSONL append the kernel cut short: never an
+  entry, saved aside before the next append), hold every acknowledged entry, keep every line
+  stored before the round byte for byte, and hold nothing else but the one append in flight (a
+  batch whole or not at all: a kill mid-transaction leaves no part of it). A JSONL file has no
+  multi-line transaction: a kill inside a large ``extend`` write can leave some of its lines.
 * ``migrate``: the child sets a fresh database's schema up (every migration); after the kill
   the database is at version 0 with no table, or complete. For JSONL: ``migrate_file`` of a
   version-1 file; after the kill the file is the original or the migrated one, byte for byte.
@@ -62,12 +64,14 @@ class CrashReport:
 def _child_append(location: str, seed: int) -> None:
     from .. import Session, UserMessage
     from .._time import new_entry_id
+    from ..stores.url import is_url
 
     rng = random.Random(seed)
     session = Session.open(location, durable=True)
+    batches = 0.3 if is_url(location) else 0.0  # a transaction; a file has no multi-line one
     print("ready", flush=True)
     while True:
-        if rng.random() < 0.3:
+        if rng.random() < batches:
             size = rng.randint(2, 200)
             parent = session.leaf_id
             taken = set(session.ids())
@@ -149,13 +153,16 @@ def _kill_after(child: subprocess.Popen[str], delay: float) -> str:
     return out
 
 
-def _stored(location: str) -> tuple[list[str], list[bytes], int]:
-    """Ids and lines of a session as stored, and how many problems opening it reported."""
+def _stored(location: str) -> tuple[list[str], list[bytes], list[str]]:
+    """Ids and lines of a session as stored, and the problems opening it reported, except a
+    torn last line: the bytes of the append a kill cut short (a write the kernel stopped), never
+    read as an entry and saved aside before the next append."""
     from .. import Session
 
     with Session.open(location, warn=False) as session:
         ids = session.ids()
-        return ids, [session.raw_line(i) for i in ids], len(session.problems)
+        problems = [p.describe() for p in session.problems if p.kind != "torn"]
+        return ids, [session.raw_line(i) for i in ids], problems
 
 
 def _check_append(location: str, before: list[bytes], out: str) -> str | None:
@@ -170,7 +177,7 @@ def _check_append(location: str, before: list[bytes], out: str) -> str | None:
             pending = rest.split()
     ids, lines, problems = _stored(location)
     if problems:
-        return f"{location}: {problems} problem(s) after the kill"
+        return f"{location}: after the kill: {'; '.join(problems)}"
     if lines[:len(before)] != before:
         return f"{location}: lines stored before the round changed"
     new = ids[len(before):]
