@@ -264,3 +264,23 @@ def test_a_header_cannot_name_a_file_outside_the_folder(tmp_path: Path) -> None:
         with JsonlStore(tmp_path / "store") as store, pytest.raises(InvalidLocation):
             store.import_lines(header, [])
     assert not outside.exists() and not list(tmp_path.rglob("*s1.jsonl"))
+
+
+def test_a_read_only_postgres_store_refuses_writes_twice_over(fresh_postgres_url: str) -> None:
+    from sessiontree.stores.postgres import PostgresStore
+
+    with PostgresStore.from_url(fresh_postgres_url) as store:
+        session = Session.create(cwd="/w", store=store)
+        session.append_message(UserMessage.of("kept"))
+    with PostgresStore.from_url(fresh_postgres_url, read_only=True) as store:
+        reader = Session(store.open_log(session.id))
+        assert len(reader) == 1
+        with pytest.raises(ReadOnlyStore):
+            reader.append_message(UserMessage.of("refused"))
+        with pytest.raises(ReadOnlyStore):
+            store.delete(session.id)
+        with pytest.raises(ReadOnlyStore, match="refused a write"):  # the server says no too
+            with store._transaction() as conn:
+                conn.execute("DELETE FROM sessiontree_entries")
+    with PostgresStore.from_url(fresh_postgres_url) as store:
+        assert [len(list(store.read(i))) for i in store.session_ids()] == [1]
