@@ -6,6 +6,7 @@ import io
 
 import pytest
 
+from sessiontree._columns import Columns
 from sessiontree._scan import Scanner
 from sessiontree.errors import CorruptHeader
 
@@ -35,3 +36,46 @@ def test_chunk_boundaries_do_not_matter(path: object) -> None:
     reference = scan(data, 1 << 20)
     for size in (1, 2, 3, 7, 64, 1000):
         assert scan(data, size) == reference, size
+
+
+def _fields(record: object) -> tuple[object, ...]:
+    return tuple(getattr(record, f) for f in ("type", "id", "parent_id", "timestamp", "role",
+                                               "line", "offset", "length"))
+
+
+ODD = (b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}\n'
+       b'{"type":"message","id":"a","parentId":null,"timestamp":"t1","message":{"role":"user"}}\n'
+       b'\n'
+       b'{"type":"label","id":"b","parentId":"a","timestamp":"t2","targetId":"a","label":"x"}\n'
+       b'{"type":"session","id":"dup-header"}\n'
+       b'{"type":"message","id":"c","parentId":"later","timestamp":"t3","message":{"role":7}}\n'
+       b'not json\n'
+       b'{"type":"session_info","id":"d","parentId":"c","timestamp":"t4"}\n'
+       b'{"type":"custom","id":"later","parentId":"a","customType":"k","timestamp":"t5"}\n'
+       b'{"type":"message","id":"a","parentId":null,"timestamp":"t6","message":{"role":"x1"}}\r\n'
+       b'{"type":"message","id":"e","parentId":"a","timestamp":"t7"')
+
+
+@pytest.mark.parametrize("path", [*FILES, None], ids=[*(p.stem for p in FILES), "odd"])
+def test_columns_give_the_scanned_records(path: object) -> None:
+    """Records kept by column and made again on demand equal the records the scanner made."""
+    data = ODD if path is None else CONFORMANCE.joinpath(str(path)).read_bytes()
+    for size in (7, 1 << 20):
+        listed = Scanner("x")
+        columns = Columns()
+        by_column = Scanner("x", columns)
+        for scanner in (listed, by_column):
+            try:
+                scanner.scan(io.BytesIO(data), chunk_size=size)
+            except CorruptHeader:
+                return
+        assert isinstance(listed.records, list)
+        assert [_fields(r) for r in columns] == [_fields(r) for r in listed.records]
+        assert [r.type for r in columns] == [r.type for r in listed.records]
+        for made, scanned in zip(columns, listed.records):
+            if made.type != "message":
+                assert (made.custom_type, made.target_id, made.label, made.name) == \
+                    (scanned.custom_type, scanned.target_id, scanned.label, scanned.name)
+        assert not len(columns) or columns[len(columns) - 1] is columns[-1]  # one object a row
+        assert by_column.problems == listed.problems
+        assert by_column.last_offset == listed.last_offset

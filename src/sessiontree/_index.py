@@ -46,6 +46,7 @@ class EntryIndex(Protocol):
     def last(self) -> Record | None: ...
     def taken(self) -> Container[str]: ...
     def records(self) -> list[Record]: ...
+    def ids(self) -> list[str]: ...
     def path(self, leaf_id: str) -> Sequence[Record]: ...
     def label(self, entry_id: str) -> tuple[str, str | None] | None: ...
     def children(self, entry_id: str) -> list[Record]: ...
@@ -110,7 +111,7 @@ class LazyIndex:
 
     def taken(self) -> Container[str]:
         """The ids known here (a subset of the stored ones: the database checks the rest)."""
-        return self._full.by_id if self._full is not None else self._known
+        return self._full.taken() if self._full is not None else self._known
 
     def path(self, leaf_id: str) -> Sequence[Record]:
         if self._full is not None:
@@ -134,6 +135,9 @@ class LazyIndex:
 
     def records(self) -> list[Record]:
         return self.full().records()
+
+    def ids(self) -> list[str]:
+        return self.full().ids()
 
     def children(self, entry_id: str) -> list[Record]:
         return self.full().children(entry_id)

@@ -10,7 +10,8 @@ Invariants (FORMAT.md section 18.1):
 * An unterminated last line that does not parse is ``torn``; any other bad line is ``corrupt``.
 
 Speed: the file is read in 1 MiB chunks and each line is decoded in place (a memoryview, no
-copy) straight into a :class:`Record`; only a line msgspec rejects (blank, corrupt, lone
+copy) straight into a :class:`Record`; the records of a chunk are handed on together (to columns
+that keep their fields, see :mod:`sessiontree._columns`); only a line msgspec rejects (blank, corrupt, lone
 surrogates, odd field types) takes the careful path, which decides what it is and reports it.
 """
 
@@ -20,7 +21,9 @@ import gc
 import os
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import IO, Any, Literal
+from itertools import repeat
+from operator import add, attrgetter, sub
+from typing import IO, Any, Literal, Protocol
 
 import msgspec
 
@@ -32,6 +35,7 @@ __all__ = [
     "Problem",
     "ProblemKind",
     "Record",
+    "RecordSink",
     "Scanner",
     "envelope",
     "iter_blocks",
@@ -128,6 +132,7 @@ def _share(record: Record) -> None:
 
 
 _record_decoder = msgspec.json.Decoder(FileRecord)
+_get_type = attrgetter("type")
 _envelope_decoder = msgspec.json.Decoder(Record)
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
@@ -192,15 +197,36 @@ def _is_blank(line: memoryview) -> bool:
     return not line or (line[0] != 0x7B and not bytes(line).strip(_WHITESPACE))
 
 
+class ColumnSink(Protocol):
+    """Records kept by column (:class:`~sessiontree._columns.Columns`)."""
+
+    def append(self, record: FileRecord, /) -> None: ...
+    def extend(self, records: list[FileRecord], /) -> None: ...
+    def add_scanned(self, records: list[FileRecord], lines: Sequence[int], offsets: list[int],
+                    lengths: list[int]) -> None: ...
+
+
+RecordSink = list[FileRecord] | ColumnSink
+"""Where a scanner puts the records it makes."""
+
+
+
+
 class Scanner:
     """Feed it a log's bytes in order; it builds the header, the records and the problems."""
 
-    def __init__(self, path: str | None) -> None:
+    def __init__(self, path: str | None, records: RecordSink | None = None) -> None:
+        """Args:
+            path: the file, for error messages.
+            records: where the entries' records go (a list by default; a session's index
+                uses :class:`~sessiontree._columns.Columns`).
+        """
         self.path = path
         self.lineno = 0
         self.header: dict[str, Any] | None = None
         self.header_line = 0
-        self.records: list[FileRecord] = []
+        self.records: RecordSink = [] if records is None else records
+        self.last_offset = -1  # where the last line kept as a record starts
         self.problems: list[Problem] = []
         self.tail: Literal["clean", "unterminated", "torn"] = "clean"
         self.tail_offset = 0  # where the unterminated or torn last line starts
@@ -260,7 +286,67 @@ class Scanner:
             pos = nl + 1
         if pos >= hi:
             return
-        decode, records, kinds, roles = _record_decoder.decode, self.records, _KINDS, _ROLES
+        if buf.find(b"\r", pos, hi) >= 0:  # CRLF line endings: the careful loop handles them
+            self._lines(buf, pos, hi, buf_base)
+            return
+        decode = _record_decoder.decode
+        records: list[FileRecord] = []
+        starts: list[int] = []
+        keep, start = records.append, starts.append
+        while pos < hi:
+            nl = find(b"\n", pos, hi)
+            try:
+                keep(decode(view[pos:nl]))
+            except (msgspec.DecodeError, UnicodeDecodeError):  # blank, corrupt or unusual
+                self._keep_run(records, starts, pos, buf_base)
+                self.feed(view[pos:nl], buf_base + pos, True)
+                records, starts = [], []
+                keep, start = records.append, starts.append
+                pos = nl + 1
+                continue
+            start(pos)
+            pos = nl + 1
+        self._keep_run(records, starts, hi, buf_base)
+        self.tail = "clean"
+        self.ends_with_newline = True
+
+    def _keep_run(self, records: list[FileRecord], starts: list[int], stop: int,
+                  buf_base: int) -> None:
+        """Keep the records of consecutive lines starting at ``starts`` (positions in the
+        buffer at file offset ``buf_base``), the last line ending before ``stop``."""
+        if not records:
+            return
+        first = self.lineno + 1
+        self.lineno += len(records)
+        lengths = list(map(sub, starts[1:], starts))
+        lengths.append(stop - starts[-1])
+        lengths = list(map(sub, lengths, repeat(1)))  # without the line ending
+        offsets = list(map(add, starts, repeat(buf_base)))
+        if "session" in map(_get_type, records):  # pi's duplicate header quirk: ignored
+            kept = [i for i, r in enumerate(records) if r.type != "session"]
+            records = [records[i] for i in kept]
+            offsets = [offsets[i] for i in kept]
+            lengths = [lengths[i] for i in kept]
+            lines: Sequence[int] = [first + i for i in kept]
+        else:
+            lines = range(first, first + len(records))
+        if not records:
+            return
+        self.last_offset = offsets[-1]
+        sink = self.records
+        if isinstance(sink, list):
+            for record, line, offset, length in zip(records, lines, offsets, lengths):
+                record.line, record.offset, record.length = line, offset, length
+            sink.extend(records)
+        else:
+            sink.add_scanned(records, lines, offsets, lengths)
+
+    def _lines(self, buf: bytes, pos: int, hi: int, buf_base: int) -> None:
+        """:meth:`_region` line by line, for regions with unusual lines."""
+        view, find = memoryview(buf), buf.find
+        decode = _record_decoder.decode
+        batch: list[FileRecord] = []
+        keep = batch.append
         lineno = self.lineno
         while pos < hi:
             nl = find(b"\n", pos, hi)
@@ -270,25 +356,29 @@ class Scanner:
                 record = decode(view[pos:end])
             except (msgspec.DecodeError, UnicodeDecodeError):
                 # blank, corrupt or unusual: the careful path decides and reports
+                self._keep(batch)
+                batch = []
+                keep = batch.append
                 self.lineno = lineno - 1
                 self.feed(view[pos:nl], buf_base + pos, True)
                 lineno = self.lineno
                 pos = nl + 1
                 continue
-            kind = record.type
-            if kind != "session":  # pi's duplicate header quirk: ignored, not reported
+            if record.type != "session":  # pi's duplicate header quirk: ignored, not reported
                 record.line = lineno
                 record.offset = buf_base + pos
                 record.length = end - pos
-                record.type = kinds.get(kind, kind)  # shared strings and role holders (_share)
-                message = record.message
-                if message is not None and type(message.role) is str:
-                    record.message = roles.get(message.role, message)
-                records.append(record)
+                keep(record)
             pos = nl + 1
+        self._keep(batch)
         self.lineno = lineno
         self.tail = "clean"
         self.ends_with_newline = True
+
+    def _keep(self, batch: list[FileRecord]) -> None:
+        if batch:
+            self.records.extend(batch)
+            self.last_offset = batch[-1].offset
 
     # -- single lines --------------------------------------------------------------------------
 
@@ -313,6 +403,7 @@ class Scanner:
         record = self._entry(line, offset, terminated)
         if record is not None:
             self.records.append(record)
+            self.last_offset = offset
 
     def entry_record(self, line: bytes, offset: int) -> FileRecord:
         """The record of one entry line this library is appending at ``offset``."""

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import msgspec
 
+from ._columns import Columns
 from ._scan import Problem, Record, no_gc
 from ._time import iso_to_ms
 
@@ -75,7 +76,8 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
     (A msgspec Struct only because it is three times faster to create than a class.)
     """
 
-    _record: Record
+    _columns: Columns
+    _row: int
     _label: tuple[str, str | None] | None
     _load: Callable[[Record], AnyEntry]
     children: list[TreeNode] = []
@@ -83,25 +85,25 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
 
     @property
     def id(self) -> str:
-        return self._record.id
+        return self._columns.ids[self._row]
 
     @property
     def parent_id(self) -> str | None:
         """The stored ``parentId`` (a root may still name a missing parent or close a cycle)."""
-        return self._record.parent_id
+        return self._columns.parent_id(self._row)
 
     @property
     def type(self) -> str:
-        return self._record.type
+        return self._columns.type_of(self._row)
 
     @property
     def timestamp(self) -> str | None:
-        return self._record.timestamp
+        return self._columns.timestamps[self._row]
 
     @property
     def role(self) -> str | None:
         """The message role for ``message`` entries, without decoding the payload."""
-        return self._record.role
+        return self._columns.role_of(self._row)
 
     @property
     def label(self) -> str | None:
@@ -115,7 +117,7 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
     @property
     def entry(self) -> AnyEntry:
         if self._entry is None:
-            self._entry = self._load(self._record)
+            self._entry = self._load(self._columns.record(self._row))
         return self._entry
 
     def walk(self) -> Iterator[tuple[TreeNode, int]]:
@@ -130,14 +132,14 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
         return f"TreeNode(id={self.id!r}, type={self.type!r}, children={len(self.children)})"
 
 
-def _sibling_key(records: list[Record]) -> Callable[[TreeNode], Any]:
-    stamps = [r.timestamp for r in records]
-    if all(s is not None and len(s) == 24 and s.endswith("Z") for s in stamps):
-        return lambda n: n._record.timestamp  # one fixed-width UTC form: string order is instants
+def _sibling_key(stamps: list[str | None], kids: list[TreeNode]) -> Callable[[TreeNode], Any]:
+    if all(stamps[k._row] is not None and len(stamps[k._row]) == 24  # type: ignore[arg-type]
+           and stamps[k._row].endswith("Z") for k in kids):  # type: ignore[union-attr]
+        return lambda n: stamps[n._row]  # one fixed-width UTC form: string order is instants
     inf = float("inf")
 
     def instant(n: TreeNode) -> float:
-        ms = iso_to_ms(n._record.timestamp)
+        ms = iso_to_ms(stamps[n._row])
         return inf if ms is None else ms
 
     return instant
@@ -147,52 +149,80 @@ _REPLAYED = frozenset({"label", "session_info"})
 
 
 class TreeIndex:
-    """The session's entries as a tree; built once on load, then kept up to date on appends."""
+    """The session's entries as a tree; built once on load, then kept up to date on appends.
+
+    The envelopes live in :class:`~sessiontree._columns.Columns` (a million entries fit in
+    about 250 MB); the tree works on row numbers, and a :class:`Record` is made only for the
+    rows a caller asks for.
+    """
 
     def __init__(self, records: Sequence[Record], problems: list[Problem]) -> None:
+        self._columns = records if isinstance(records, Columns) else Columns.of(records)
         self.cycle_roots: set[str] = set()
+        self._forced: set[int] = set()  # the rows of cycle_roots
+        self._dead: set[int] = set()  # rows whose id a later row took (not nodes)
+        self._duplicates = 0
         self.labels: dict[str, tuple[str, str | None]] = {}
         self.name: str | None = None
-        self._children: dict[str, list[Record]] | None = None
-        self._roots: list[Record] | None = None
+        self._children: dict[int, list[int]] | None = None
+        self._roots: list[int] | None = None
         self._paths: dict[str, list[Record]] = {}
         with no_gc():
-            by_id = {rec.id: rec for rec in records}
-            if len(by_id) != len(records):
-                by_id = self._without_duplicates(records, problems)
-            self.by_id = by_id
-            backward_only = True  # no parent comes later in the file: then there is no cycle
-            for rec in by_id.values():
-                if rec.type in _REPLAYED:
-                    self._replay(rec)
-                parent_id = rec.parent_id
-                if parent_id is None:
-                    continue
-                parent = by_id.get(parent_id)
-                if parent is None:
-                    problems.append(Problem(
-                        rec.line, "orphan",
-                        f"parent {parent_id} is not in the session; treated as a root", rec.id,
-                    ))
-                else:
-                    rec.parent_id = parent.id  # one string for both (less memory)
-                    if parent.line >= rec.line:
-                        backward_only = False
-            if not backward_only:
-                self._break_cycles(problems)
+            self._settle(0, problems)
 
-    @staticmethod
-    def _without_duplicates(records: Sequence[Record], problems: list[Problem]) -> dict[str, Record]:
-        by_id: dict[str, Record] = {}
-        for rec in records:
-            old = by_id.pop(rec.id, None)
-            if old is not None:
+    def _settle(self, start: int, problems: list[Problem]) -> None:
+        """Index the rows from ``start`` on: duplicates, parents named before they came,
+        orphans, labels and the name, then cycles."""
+        columns = self._columns
+        ids, parents, lines = columns.ids, columns.parents, columns.lines
+        check_cycles = columns.forward
+        if columns.duplicates != self._duplicates:
+            self._duplicates = columns.duplicates
+            self._find_duplicates(start, problems)
+            check_cycles = True
+        rows, unresolved = columns.rows, columns.unresolved
+        for row, parent_id in list(unresolved.items()):
+            parent = rows.get(parent_id)
+            if parent is not None:  # named before it came (or another writer appended it)
+                parents[row] = parent
+                del unresolved[row]
+                check_cycles = True
+            elif row >= start and row not in self._dead:
                 problems.append(Problem(
-                    rec.line, "duplicate_id",
-                    f"id {rec.id} is also used on line {old.line}; this later line wins", rec.id,
-                ))
-            by_id[rec.id] = rec
-        return by_id
+                    lines[row], "orphan",
+                    f"parent {parent_id} is not in the session; treated as a root", ids[row]))
+        rare, dead = columns.rare, self._dead
+        replayed = []
+        for row in reversed(rare):
+            if row < start:
+                break
+            replayed.append(row)
+        for row in reversed(replayed):
+            if row not in dead and columns.type_of(row) in _REPLAYED:
+                self._replay(columns.record(row))
+        if check_cycles:
+            self._break_cycles(problems)
+
+    def _find_duplicates(self, start: int, problems: list[Problem]) -> None:
+        """Rows whose id a later row took are dead; their children now hang on the later row."""
+        columns = self._columns
+        ids, lines, parents, dead = columns.ids, columns.lines, columns.parents, self._dead
+        seen: dict[str, int] = {}
+        for row, entry_id in enumerate(ids):
+            earlier = seen.get(entry_id)
+            seen[entry_id] = row
+            if earlier is None:
+                continue
+            dead.add(earlier)
+            if row >= start and lines[earlier] != lines[row]:  # same line: a tail read again
+                problems.append(Problem(
+                    lines[row], "duplicate_id",
+                    f"id {entry_id} is also used on line {lines[earlier]}; this later line wins",
+                    entry_id))
+        rows = columns.rows
+        for row, parent in enumerate(parents):
+            if parent in dead:
+                parents[row] = rows[ids[parent]]
 
     def _replay(self, rec: Record) -> None:
         if rec.type == "label":
@@ -205,96 +235,101 @@ class TreeIndex:
         elif rec.type == "session_info":
             self.name = js_trim(rec.name or "") or None
 
+    def _live(self) -> Iterable[int]:
+        """The rows that are nodes, in stored order."""
+        rows = range(len(self._columns))
+        dead = self._dead
+        return [row for row in rows if row not in dead] if dead else rows
+
+    def _parent_row(self, row: int) -> int:
+        """The effective parent's row: ``-1`` for roots (null parent, orphan, broken cycle)."""
+        return -1 if row in self._forced else self._columns.parents[row]
+
     def _break_cycles(self, problems: list[Problem]) -> None:
-        by_id = self.by_id
-        done: set[str] = set()
-        for start in by_id.values():
-            if start.id in done:
+        columns = self._columns
+        state = bytearray(len(columns))  # 1: on the current walk, 2: done
+        parent_row, lines = self._parent_row, columns.lines
+        for start in self._live():
+            if state[start]:
                 continue
-            stack: list[Record] = []
-            on_stack: set[str] = set()
-            node: Record | None = start
-            while node is not None and node.id not in done and node.id not in on_stack:
-                stack.append(node)
-                on_stack.add(node.id)
-                node = self.parent(node)
-            if node is not None and node.id in on_stack:
-                members = stack[stack.index(node):]
-                first = min(members, key=lambda r: r.line)
-                self.cycle_roots.add(first.id)
+            stack: list[int] = []
+            row = start
+            while row >= 0 and not state[row]:
+                state[row] = 1
+                stack.append(row)
+                row = parent_row(row)
+            if row >= 0 and state[row] == 1:
+                members = stack[stack.index(row):]
+                first = min(members, key=lines.__getitem__)
+                first_id = columns.ids[first]
+                self._forced.add(first)
+                self.cycle_roots.add(first_id)
                 what = ("is its own parent" if len(members) == 1
                         else f"is in a parent cycle of {len(members)} entries")
-                problems.append(Problem(first.line, "cycle", f"{first.id} {what}; treated as a root",
-                                        first.id))
-            done.update(on_stack)
+                problems.append(Problem(lines[first], "cycle", f"{first_id} {what}; treated as "
+                                        "a root", first_id))
+            for row in stack:
+                state[row] = 2
 
     # -- updates -----------------------------------------------------------------------------
 
     def extend(self, records: Iterable[Record], problems: list[Problem]) -> None:
         """Index lines another writer appended; duplicates, orphans and cycles are checked again."""
-        new = list(records)
-        by_id = self.by_id
-        for rec in new:
-            old = by_id.pop(rec.id, None)
-            if old is not None and old.line != rec.line:  # same line: a tail read again whole
-                problems.append(Problem(
-                    rec.line, "duplicate_id",
-                    f"id {rec.id} is also used on line {old.line}; this later line wins", rec.id,
-                ))
-            by_id[rec.id] = rec
-        for rec in new:
-            if rec.parent_id is not None and rec.parent_id not in by_id:
-                problems.append(Problem(
-                    rec.line, "orphan",
-                    f"parent {rec.parent_id} is not in the session; treated as a root", rec.id,
-                ))
-            self._replay(rec)
-        self._break_cycles(problems)
+        columns = self._columns
+        start = len(columns)
+        for rec in records:
+            columns.append(rec)
+        self._settle(start, problems)
         self._children = self._roots = None
         self._paths.clear()
 
     def add(self, rec: Record) -> None:
         """Index a new entry whose parent is indexed (or null) and whose id is new."""
-        self.by_id[rec.id] = rec
+        columns = self._columns
+        row = len(columns)
+        columns.append(rec)
         self._replay(rec)
         if self._children is not None and self._roots is not None:
-            if rec.parent_id is None:
-                self._roots.append(rec)
+            parent = columns.parents[row]
+            if parent < 0:
+                self._roots.append(row)
             else:
-                self._children.setdefault(rec.parent_id, []).append(rec)
+                self._children.setdefault(parent, []).append(row)
 
     # -- queries -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.by_id)
+        return len(self._columns.rows)
 
     def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self.by_id
+        return entry_id in self._columns.rows
 
     def get(self, entry_id: str) -> Record | None:
-        return self.by_id.get(entry_id)
+        row = self._columns.rows.get(entry_id)
+        return None if row is None else self._columns.record(row)
 
     def last(self) -> Record | None:
-        """The last indexed entry in stored order (the leaf on open)."""
-        return next(reversed(self.by_id.values()), None)
+        """The last indexed entry in stored order (the leaf on open; a later line always wins
+        over an earlier one with its id, so the last row is a node)."""
+        count = len(self._columns)
+        return self._columns.record(count - 1) if count else None
 
     def records(self) -> list[Record]:
         """Every indexed entry in stored order."""
-        return list(self.by_id.values())
+        return self._columns.records(self._live())
 
-    def taken(self) -> dict[str, Record]:
+    def ids(self) -> list[str]:
+        """Every indexed id in stored order (no record made)."""
+        ids = self._columns.ids
+        return list(ids) if not self._dead else [ids[row] for row in self._live()]
+
+    def taken(self) -> dict[str, int]:
         """The ids in use (for drawing a new one)."""
-        return self.by_id
+        return self._columns.rows
 
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
         """The entry's label and the timestamp of the label entry that set it."""
         return self.labels.get(entry_id)
-
-    def parent(self, rec: Record) -> Record | None:
-        """The effective parent: ``None`` for roots (null parent, orphan, broken cycle)."""
-        if rec.parent_id is None or rec.id in self.cycle_roots:
-            return None
-        return self.by_id.get(rec.parent_id)
 
     def path(self, leaf_id: str) -> list[Record]:
         """Root first; ``[]`` for an unknown id (a new list each time: the caller's own).
@@ -306,69 +341,69 @@ class TreeIndex:
         paths = self._paths
         found = paths.get(leaf_id)
         if found is None:
-            rec = self.by_id.get(leaf_id)
-            if rec is None:
+            columns = self._columns
+            row = columns.rows.get(leaf_id)
+            if row is None:
                 return []
-            parent_id = rec.parent_id
-            above = paths.get(parent_id) if parent_id is not None and \
-                leaf_id not in self.cycle_roots else None
-            found = [*above, rec] if above is not None else self._walk(leaf_id)
+            parent = self._parent_row(row)
+            above = paths.get(columns.ids[parent]) if parent >= 0 else None
+            found = [*above, columns.record(row)] if above is not None else \
+                columns.records(self._walk(row))
             if len(paths) >= 4:
                 del paths[next(iter(paths))]
             paths[leaf_id] = found
         return list(found)
 
-    def _walk(self, leaf_id: str) -> list[Record]:
-        """The path by following parents (cycles are broken, so no visited set is needed)."""
-        by_id, forced = self.by_id, self.cycle_roots
-        node = by_id.get(leaf_id)
-        path: list[Record] = []
-        append = path.append
+    def _walk(self, row: int) -> list[int]:
+        """The rows of the path, root first (cycles are broken, so no visited set is needed)."""
+        parents, forced = self._columns.parents, self._forced
+        rows: list[int] = []
+        append = rows.append
         if forced:
-            while node is not None:
-                append(node)
-                if node.parent_id is None or node.id in forced:
-                    break
-                node = by_id.get(node.parent_id)
+            while row >= 0:
+                append(row)
+                row = -1 if row in forced else parents[row]
         else:
-            while node is not None:
-                append(node)
-                parent = node.parent_id
-                node = by_id.get(parent) if parent is not None else None
-        path.reverse()
-        return path
+            while row >= 0:
+                append(row)
+                row = parents[row]
+        rows.reverse()
+        return rows
 
-    def _index_children(self) -> tuple[dict[str, list[Record]], list[Record]]:
+    def _index_children(self) -> tuple[dict[int, list[int]], list[int]]:
         if self._children is None or self._roots is None:
-            children: dict[str, list[Record]] = {}
-            roots: list[Record] = []
-            by_id, forced = self.by_id, self.cycle_roots
+            children: dict[int, list[int]] = {}
+            roots: list[int] = []
+            parent_row = self._parent_row if self._forced else self._columns.parents.__getitem__
             with no_gc():
-                for rec in by_id.values():
-                    parent_id = rec.parent_id
-                    if parent_id is None or parent_id not in by_id or rec.id in forced:
-                        roots.append(rec)
-                    elif parent_id in children:
-                        children[parent_id].append(rec)
+                for row in self._live():
+                    parent = parent_row(row)
+                    if parent < 0:
+                        roots.append(row)
+                    elif parent in children:
+                        children[parent].append(row)
                     else:
-                        children[parent_id] = [rec]
+                        children[parent] = [row]
             self._children, self._roots = children, roots
         return self._children, self._roots
 
     def children(self, entry_id: str) -> list[Record]:
         """Direct children in file order (pi's ``getChildren``)."""
-        return list(self._index_children()[0].get(entry_id, ()))
+        row = self._columns.rows.get(entry_id)
+        found = self._index_children()[0].get(row, ()) if row is not None else ()
+        return self._columns.records(found)
 
     def roots(self) -> list[Record]:
-        return list(self._index_children()[1])
+        return self._columns.records(self._index_children()[1])
 
     def leaves(self) -> list[Record]:
         children = self._index_children()[0]
-        return [rec for rec in self.by_id.values() if rec.id not in children]
+        return self._columns.records(row for row in self._live() if row not in children)
 
     def branch_points(self) -> list[Record]:
         children = self._index_children()[0]
-        return [rec for rec in self.by_id.values() if len(children.get(rec.id, ())) > 1]
+        return self._columns.records(row for row in self._live()
+                                     if len(children.get(row, ())) > 1)
 
     def tree(self, load: Callable[[Record], AnyEntry]) -> list[TreeNode]:
         """Every indexed entry as nodes: roots in file order, children by timestamp (stable).
@@ -376,45 +411,49 @@ class TreeIndex:
         One pass in file order, where parents come before their children; the few entries
         whose parent comes later in the file (or is missing) are placed afterwards.
         """
-        label_of, forced = self.labels.get, self.cycle_roots
-        nodes: dict[str, TreeNode] = {}
-        node_of = nodes.get
+        columns = self._columns
+        ids, parents, unresolved, forced = columns.ids, columns.parents, columns.unresolved, \
+            self._forced
+        label_of = self.labels.get
+        nodes: list[TreeNode | None] = [None] * len(columns)
         roots: list[TreeNode] = []
         crowded: list[list[TreeNode]] = []  # children lists with more than one node
         later: list[TreeNode] = []
         with no_gc():
-            for rec in self.by_id.values():
-                entry_id = rec.id
-                node = nodes[entry_id] = TreeNode(rec, label_of(entry_id), load, [])
-                parent_id = rec.parent_id
-                if parent_id is None or entry_id in forced:
+            for row in self._live():
+                node = nodes[row] = TreeNode(columns, row, label_of(ids[row]), load, [])
+                parent = parents[row]
+                if parent < 0 and row not in unresolved or row in forced:
                     roots.append(node)
                     continue
-                parent = node_of(parent_id)
-                if parent is None:
+                above = nodes[parent] if parent >= 0 else None
+                if above is None:
                     later.append(node)
                     continue
-                kids = parent.children
+                kids = above.children
                 kids.append(node)
                 if len(kids) == 2:
                     crowded.append(kids)
             if later:
                 self._place_later(later, nodes, roots, crowded)
+            stamps = columns.timestamps
             for kids in crowded:
-                kids.sort(key=_sibling_key([k._record for k in kids]))
+                kids.sort(key=_sibling_key(stamps, kids))
         return roots
 
-    @staticmethod
-    def _place_later(later: list[TreeNode], nodes: dict[str, TreeNode], roots: list[TreeNode],
-                     crowded: list[list[TreeNode]]) -> None:
+    def _place_later(self, later: list[TreeNode], nodes: list[TreeNode | None],
+                     roots: list[TreeNode], crowded: list[list[TreeNode]]) -> None:
         """Orphans become roots and children of later lines join their parent, in file order."""
+        lines, parents = self._columns.lines, self._columns.parents
+
         def line(node: TreeNode) -> int:
-            return node._record.line
+            return lines[node._row]
 
         changed: dict[int, list[TreeNode]] = {id(roots): roots}
         for node in later:
-            parent = nodes.get(node._record.parent_id or "")
-            kids = roots if parent is None else parent.children
+            parent = parents[node._row]
+            above = nodes[parent] if parent >= 0 else None
+            kids = roots if above is None else above.children
             kids.append(node)
             changed[id(kids)] = kids
             if len(kids) == 2:

@@ -534,7 +534,7 @@ class Session:
 
     def ids(self) -> list[str]:
         """Every indexed entry id, in file order (no payload decoded)."""
-        return [record.id for record in self._index.records()]
+        return self._index.ids()
 
     def entries(self) -> Iterator[AnyEntry]:
         """Every indexed entry in file order, decoded one at a time."""

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from .. import _fs, _json
+from .._columns import Columns
 from .._scan import FileRecord, Problem, Record, Scanner, read_at, read_ranges
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
@@ -120,7 +121,7 @@ class JsonlFile:
         except FileNotFoundError:
             return LoadResult(None, 0, [], [])
         stream = os.fdopen(fd, "rb", buffering=0, closefd=False)
-        scanner = Scanner(self.path)
+        scanner = Scanner(self.path, Columns())
         try:
             scanner.scan(stream)
             scanner.finish()
@@ -129,7 +130,9 @@ class JsonlFile:
             raise
         st = os.fstat(fd)
         self._adopt(fd, st, scanner)
-        return LoadResult(scanner.header, scanner.header_line, scanner.records, scanner.problems)
+        records, scanner.records = scanner.records, []  # the session's index keeps them
+        return LoadResult(scanner.header, scanner.header_line, cast(Columns, records),
+                          scanner.problems)
 
     def _adopt(self, fd: int, st: os.stat_result, scanner: Scanner) -> None:
         if self._read_fd is not None and self._read_fd != fd:
@@ -221,17 +224,15 @@ class JsonlFile:
         start = self._size if scanner.tail == "clean" else scanner.tail_offset
         if scanner.tail != "clean":
             scanner.lineno -= 1  # the unterminated line is read again, whole this time
-        first_record = len(scanner.records)
         first_problem = len(scanner.problems)
-        if scanner.tail == "unterminated" and scanner.records and \
-                scanner.records[-1].offset == start:
-            first_record -= 1  # it is scanned again; the caller replaces it
+        # an unterminated last line kept as an entry is scanned again: the index replaces it
+        records: list[FileRecord] = []
+        scanner.records = records
         scanner.tail = "clean"
         scanner.scan(os.fdopen(self._read_fd, "rb", buffering=0, closefd=False), start)
         scanner.finish()
         self._size = new_size
         self._needs_newline = not scanner.ends_with_newline
-        records = scanner.records[first_record:]
         return LoadResult(scanner.header, scanner.header_line, records,
                           scanner.problems[first_problem:])
 

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 from .. import _json
+from .._columns import Columns
 from .._scan import FileRecord, Record, Scanner
 from ..entries import AnyEntry, SessionHeader
 from ..errors import DuplicateId, SessionNotFound
@@ -30,14 +31,16 @@ class MemoryLog:
         return None
 
     def load(self) -> LoadResult:
-        scanner = self._scanner = Scanner(None)
+        records = Columns()
+        scanner = self._scanner = Scanner(None, records)
         offset = 0
         for line in self.lines:
             scanner.feed(memoryview(line), offset, True)
             offset += len(line) + 1
         scanner.finish()
         self._size = offset
-        return LoadResult(scanner.header, scanner.header_line, scanner.records, scanner.problems)
+        scanner.records = []  # the session's index keeps them
+        return LoadResult(scanner.header, scanner.header_line, records, scanner.problems)
 
     def read(self, record: Record) -> bytes:
         return self.lines[record.line - 1].removesuffix(b"\r")

@@ -1,0 +1,253 @@
+"""Envelopes stored by column: a compact, append-only sequence of entry records.
+
+A session of a million entries cannot afford one object per entry with its integers (about 450
+bytes each). :class:`Columns` keeps each envelope field in its own column instead: ids and
+timestamps in lists, parents (as row numbers), line numbers, byte offsets, lengths, type and
+role codes in ``array``s, and the rare fields (custom type, label target, label, name) in a
+dict by row; about 250 bytes an entry. A :class:`~sessiontree._scan.Record` is made from the
+columns when a row is first asked for, and the same object is handed out from then on (the
+decoded-line cache hangs on it).
+
+Invariants:
+* Rows are in the order they were added (file order for a scanned log); a row never changes
+  once added, except its parent, which the tree index may redirect (duplicate ids).
+* ``rows`` maps each id to its last row (a later duplicate wins); ``parents[row]`` is the row
+  of the parent named when the row was added if that id was known then (or ``-1``);
+  ``unresolved`` holds the parent ids not known when their row was added, by row.
+* ``rare`` holds a row of every ``label`` and ``session_info`` entry (whose replay the tree
+  index needs), and of any other entry but a ``message`` with one of those fields set.
+* ``record(row)`` returns one object per row, equal in every field to the record that was
+  added (a located :class:`~sessiontree._scan.FileRecord` for a file or memory log), except
+  that a ``message`` entry's custom type, label target, label and name are not kept (nothing
+  reads them: they mean something for custom, label and session_info entries only), and a
+  role that is not a string is kept as ``None`` (what ``Record.role`` says of it anyway).
+"""
+
+from __future__ import annotations
+
+from array import array
+from collections.abc import Iterable, Iterator, Sequence
+from itertools import compress, repeat
+from operator import attrgetter, ge, is_not, ne
+from typing import Any, cast, overload
+
+from ._scan import _KINDS, _ROLES, FileRecord, Record, _Role
+
+__all__ = ["Columns"]
+
+_get_id = attrgetter("id")
+_get_parent = attrgetter("parent_id")
+_get_timestamp = attrgetter("timestamp")
+_get_type = attrgetter("type")
+_get_message = attrgetter("message")
+_get_line = attrgetter("line")
+_get_offset = attrgetter("offset")
+_get_length = attrgetter("length")
+_get_rare = attrgetter("custom_type", "target_id", "label", "name")
+_NO_RARE = (None, None, None, None)
+_ODD_ROLE = object()
+"""The role code of a message whose ``role`` is not a string (its record's role is ``None``)."""
+
+
+class _Codes(dict[Any, int]):
+    """Value -> small integer; a value seen for the first time gets the next code."""
+
+    def __init__(self, values: Iterable[Any]) -> None:
+        super().__init__()
+        self.by_code: list[Any] = []
+        for value in values:
+            self[value]  # noqa: B018 (assigns the code)
+
+    def __missing__(self, value: Any) -> int:
+        code = self[value] = len(self.by_code)
+        self.by_code.append(value)
+        return code
+
+
+class Columns(Sequence[Record]):
+    """Envelopes of one log by column (see the module docstring)."""
+
+    def __init__(self, located: bool = True) -> None:
+        """Args:
+            located: rows are :class:`FileRecord` (with byte offset and length); else
+                plain :class:`Record` (a database log's).
+        """
+        self.located = located
+        self.ids: list[str] = []
+        self.rows: dict[str, int] = {}
+        self.parents = array("i")
+        self.unresolved: dict[int, str] = {}
+        self.timestamps: list[str | None] = []
+        self.lines = array("I")
+        self.offsets = array("q")
+        self.lengths = array("I")
+        self.types = array("B")
+        self.roles = array("B")
+        self.rare: dict[int, tuple[str | None, str | None, str | None, str | None]] = {}
+        self.made: list[Record | None] = []
+        self.duplicates = 0
+        """How many rows were added under an id already in ``rows``."""
+        self.forward = False
+        """Whether some row's parent was resolved to a row not before it."""
+        self._types = _Codes(_KINDS)
+        self._roles = _Codes([None, *_ROLES])
+        self._replayed = (self._types["label"], self._types["session_info"])
+
+    @classmethod
+    def of(cls, records: Iterable[Record]) -> Columns:
+        """Columns holding these records (each kept as the object of its row)."""
+        listed = list(records)
+        columns = cls(located=all(isinstance(r, FileRecord) for r in listed))
+        columns.add_batch(listed, keep=True)
+        return columns
+
+    # -- adding ------------------------------------------------------------------------------
+
+    def append(self, record: Record) -> None:
+        """Add one record; it becomes the object of its row."""
+        row = len(self.ids)
+        entry_id = record.id
+        self.ids.append(entry_id)
+        rows = self.rows
+        if entry_id in rows:
+            self.duplicates += 1
+        rows[entry_id] = row
+        parent_id = record.parent_id
+        parent = -1 if parent_id is None else rows.get(parent_id, -1)
+        self.parents.append(parent)
+        if parent < 0 and parent_id is not None:
+            self.unresolved[row] = parent_id
+        elif parent >= row:
+            self.forward = True
+        self.timestamps.append(record.timestamp)
+        self.lines.append(record.line)
+        if self.located:
+            located = cast(FileRecord, record)
+            self.offsets.append(located.offset)
+            self.lengths.append(located.length)
+        kind = self._types[record.type]
+        message = record.message
+        role = 0 if message is None else \
+            self._roles[message.role if type(message.role) is str else _ODD_ROLE]
+        if kind > 255 or role > 255:
+            self._widen()
+        self.types.append(kind)
+        self.roles.append(role)
+        if kind != self._types["message"]:
+            rare = _get_rare(record)
+            if rare != _NO_RARE or kind in self._replayed:
+                self.rare[row] = rare
+        self.made.append(record)
+
+    def extend(self, records: list[FileRecord]) -> None:
+        """Add a scanner's records (see :meth:`add_batch`)."""
+        self.add_batch(records)
+
+    def add_scanned(self, records: list[FileRecord], lines: Sequence[int], offsets: list[int],
+                    lengths: list[int]) -> None:
+        """Add a scanner's records with their line numbers and byte ranges (their own
+        ``line``, ``offset`` and ``length`` are not read)."""
+        self.add_batch(records, lines=lines, offsets=offsets, lengths=lengths)
+
+    def add_batch(self, batch: Sequence[Record], keep: bool = False, *,
+                  lines: Iterable[int] | None = None, offsets: Iterable[int] | None = None,
+                  lengths: Iterable[int] | None = None) -> None:
+        """Add records in order; ``keep``: each record becomes the object of its row (else
+        the objects are dropped and made again from the columns when asked for); ``lines``,
+        ``offsets`` and ``lengths``: the records' own, when not set on them."""
+        count = len(batch)
+        if not count:
+            return
+        start = len(self.ids)
+        ids = list(map(_get_id, batch))
+        self.ids += ids
+        rows = self.rows
+        before = len(rows)
+        rows.update(zip(ids, range(start, start + count)))
+        if len(rows) - before != count:
+            self.duplicates += count - (len(rows) - before)
+        parent_ids = list(map(_get_parent, batch))
+        parents = list(map(rows.get, parent_ids, repeat(-1)))
+        self.parents.extend(parents)
+        if -1 in parents:
+            for i in compress(range(count), map(is_not, parent_ids, repeat(None))):
+                if parents[i] < 0:
+                    self.unresolved[start + i] = parent_ids[i]
+        if not self.forward and any(map(ge, parents, range(start, start + count))):
+            self.forward = True
+        self.timestamps += map(_get_timestamp, batch)
+        self.lines.extend(map(_get_line, batch) if lines is None else lines)
+        if self.located:
+            self.offsets.extend(map(_get_offset, batch) if offsets is None else offsets)
+            self.lengths.extend(map(_get_length, batch) if lengths is None else lengths)
+        types, roles = self._types, self._roles
+        kinds = list(map(types.__getitem__, map(_get_type, batch)))
+        holders = [roles[m.role if type(m.role) is str else _ODD_ROLE] if m is not None else 0
+                   for m in map(_get_message, batch)]
+        if len(types.by_code) > 256 or len(roles.by_code) > 256:
+            self._widen()
+        self.types.extend(kinds)
+        self.roles.extend(holders)
+        message = types["message"]
+        replayed = self._replayed
+        for i in compress(range(count), map(ne, kinds, repeat(message))):
+            rare = _get_rare(batch[i])
+            if rare != _NO_RARE or kinds[i] in replayed:
+                self.rare[start + i] = rare
+        self.made += batch if keep else repeat(None, count)
+
+    def _widen(self) -> None:
+        """More than 255 distinct types or roles (an odd log): codes of four bytes."""
+        if self.types.typecode == "B":
+            self.types = array("I", self.types)
+            self.roles = array("I", self.roles)
+
+    # -- reading -----------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        if isinstance(index, slice):
+            return [self.record(row) for row in range(len(self.ids))[index]]
+        return self.record(range(len(self.ids))[index])
+
+    def __iter__(self) -> Iterator[Record]:
+        return map(self.record, range(len(self.ids)))
+
+    def type_of(self, row: int) -> str:
+        return self._types.by_code[self.types[row]]  # type: ignore[no-any-return]
+
+    def role_of(self, row: int) -> str | None:
+        role = self._roles.by_code[self.roles[row]]
+        return role if type(role) is str else None
+
+    def parent_id(self, row: int) -> str | None:
+        """The parent id stored on the row's line."""
+        parent = self.parents[row]
+        return self.ids[parent] if parent >= 0 else self.unresolved.get(row)
+
+    def record(self, row: int) -> Record:
+        """The record of ``row``, made from the columns the first time."""
+        found = self.made[row]
+        if found is not None:
+            return found
+        role = self._roles.by_code[self.roles[row]]
+        message = None if role is None else _ROLES.get(role) or _Role(role if role is not _ODD_ROLE
+                                                                      else None)
+        custom_type, target_id, label, name = self.rare.get(row, _NO_RARE)
+        fields = (self._types.by_code[self.types[row]], self.ids[row], self.parent_id(row),
+                  self.timestamps[row], message, custom_type, target_id, label, name,
+                  self.lines[row])
+        made: Record = FileRecord(*fields, None, self.offsets[row], self.lengths[row]) \
+            if self.located else Record(*fields)
+        self.made[row] = made
+        return made
+
+    def records(self, rows: Iterable[int]) -> list[Record]:
+        return list(map(self.record, rows))
+
