@@ -12,7 +12,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from sessiontree import Session
-from sessiontree.cli.tui import KEYS, BrowseApp, ConfirmNavigate
+from sessiontree.cli.tui import KEYS, BrowseApp, ConfirmNavigate, EditLabel
 
 from .viewhelpers import BRANCHED, generate, nested, user, write_branched
 
@@ -41,6 +41,15 @@ async def settle(app: BrowseApp, pilot: object) -> None:
             await pilot.pause()  # type: ignore[attr-defined]
             return
     raise AssertionError("the browser never settled")
+
+
+async def until(pilot: object, condition: Callable[[], bool], what: str) -> None:
+    """Let the app run until ``condition()`` holds (a loaded machine may need many turns)."""
+    for _ in range(400):
+        if condition():
+            return
+        await pilot.pause()  # type: ignore[attr-defined]
+    raise AssertionError(f"never happened: {what}")
 
 
 def selected(app: BrowseApp) -> str | None:
@@ -140,12 +149,12 @@ def test_shift_l_edits_the_label_in_the_file(tmp_path: Path) -> None:
         press = pilot.press  # type: ignore[attr-defined]
         await press("home")
         await press("L")
-        await pilot.pause()  # type: ignore[attr-defined]
+        await until(pilot, lambda: isinstance(app.screen, EditLabel), "the label dialog")
         await press(*"start here", "enter")
         await settle(app, pilot)
         assert "[start here]" in str(app.tree_view._line(app.tree_view.cursor))  # noqa: SLF001
         await press("down", "down", "L")  # u0000003: clear its label
-        await pilot.pause()  # type: ignore[attr-defined]
+        await until(pilot, lambda: isinstance(app.screen, EditLabel), "the label dialog")
         await press("ctrl+a", "ctrl+k", "enter")
         await settle(app, pilot)
         await press("L", *"ignored", "escape")  # cancelled: nothing written
@@ -165,13 +174,12 @@ def test_enter_goes_to_the_entry_without_a_summary(tmp_path: Path) -> None:
         press = pilot.press  # type: ignore[attr-defined]
         assert app.tree_view.select_id("b0000003")
         await press("enter")
-        await pilot.pause()  # type: ignore[attr-defined]
-        assert "Summarize the branch you leave" in str(app.screen.query("Label").first().parent)\
-            or app.screen.__class__.__name__ == "ConfirmNavigate"
+        await until(pilot, lambda: isinstance(app.screen, ConfirmNavigate), "the summary question")
         await press("n")
+        await until(pilot, lambda: app.session is not None and app.session.leaf_id != "b0000005",
+                    "the move")
         await settle(app, pilot)
-        assert app.session is not None and app.session.leaf_id != "b0000005"
-        assert selected(app) == app.session.leaf_id
+        assert app.session is not None and selected(app) == app.session.leaf_id
 
     drive(path, script)
     with Session.open(path) as session:  # the move survives a reload (a checkout marker)
@@ -319,8 +327,7 @@ def test_the_selected_row_meets_wcag_aa_and_stands_out(tmp_path: Path) -> None:
             await settle(app, pilot)
             focused = check_row(app)
         await press("slash")  # the search box has the focus: still readable, another band
-        await pilot.pause()  # type: ignore[attr-defined]
-        assert check_row(app) != focused
+        await until(pilot, lambda: check_row(app) != focused, "the search box's band")
 
     drive(path, script)
 
@@ -333,7 +340,7 @@ def test_the_confirm_dialog_wraps_its_text(tmp_path: Path) -> None:
     async def script(app: BrowseApp, pilot: object) -> None:
         assert app.tree_view.select_id("u0000009")
         await pilot.press("enter")  # type: ignore[attr-defined]
-        await pilot.pause()  # type: ignore[attr-defined]
+        await until(pilot, lambda: isinstance(app.screen, ConfirmNavigate), "the dialog")
         dialog = app.screen
         assert isinstance(dialog, ConfirmNavigate)
         box = dialog.query_one("Vertical")
