@@ -76,7 +76,7 @@ TARGET_SIZE = "100k"
 TARGET_SPEED = 10.0      # open + build_context at least 10x faster than pi
 TARGET_MEMORY = 0.25     # peak RSS at most a quarter of pi's
 TARGET_APPEND_US = 50.0  # median append under 50 microseconds
-TARGET_IMPORT_MS = 50.0  # import sessiontree
+TARGET_IMPORT_MS = 50.0  # from sessiontree import Session, beside python -c pass
 TARGET_1M_OPEN_S = 3.0
 TARGET_1M_PEAK_MIB = 400.0
 PI_1M_TIMEOUT_S = 300
@@ -280,20 +280,27 @@ def wall_ms(command: list[str], runs: int, env: dict[str, str] | None = None) ->
 
 
 def import_rows(modules: Path, runs: int) -> list[list[str]]:
-    """``import sessiontree`` beside ``python -c pass`` and node importing pi's package entry."""
+    """``from sessiontree import Session`` (what a user's first line costs; the target applies to
+    it) and the bare ``import sessiontree`` beside ``python -c pass`` and node importing pi's
+    package entry. The package's bytecode is compiled first, as an installed package's is
+    (``PYTHONDONTWRITEBYTECODE`` would otherwise make every run compile the sources again)."""
+    import compileall
+
+    compileall.compile_dir(str(REPO / "src" / "sessiontree"), quiet=1)
     entry = (modules / "@mariozechner" / "pi-coding-agent" / "dist" / "index.js").as_uri()
     bare = wall_ms([sys.executable, "-c", "pass"], runs)
     ours = wall_ms([sys.executable, "-c", "import sessiontree"], runs, _env())
     session = wall_ms([sys.executable, "-c", "from sessiontree import Session"], runs, _env())
     node_bare = wall_ms(["node", "-e", "0"], runs)
     pi = wall_ms(["node", "-e", f"import({json.dumps(entry)})"], runs)
-    mark = "**met**" if ours - bare < TARGET_IMPORT_MS else "**NOT met**"
+    mark = "**met**" if session - bare < TARGET_IMPORT_MS else "**NOT met**"
     return [
         row("all", "process start only (`python -c pass` / `node -e 0`)", bare, node_bare, "ms", ""),
-        row("all", "`import sessiontree` / node `import()` of pi's package entry (wall)", ours, pi, "ms",
-            f"import alone {ours - bare:.1f} ms; target < {TARGET_IMPORT_MS:g} ms: {mark}"),
-        row("all", "`from sessiontree import Session` / the same pi import (wall)", session, pi, "ms",
-            f"import alone {session - bare:.1f} ms"),
+        row("all", "**`from sessiontree import Session`** / node `import()` of pi's package entry "
+            "(wall)", session, pi, "ms",
+            f"import alone {session - bare:.1f} ms; target < {TARGET_IMPORT_MS:g} ms: {mark}"),
+        row("all", "`import sessiontree` (names loaded when first used) / the same pi import "
+            "(wall)", ours, pi, "ms", f"import alone {ours - bare:.1f} ms"),
     ]
 
 

@@ -22,6 +22,21 @@ def test_import_pulls_in_no_heavy_dependency() -> None:
     assert out.stdout.strip() == "[]"
 
 
+
+def test_session_import_loads_only_what_a_session_file_needs() -> None:
+    """``from sessiontree import Session``, then opening a file and building its context,
+    loads neither the hooks, the listing, the database code nor pathlib and json (their
+    import time is what a user's first line would pay)."""
+    code = ("import sys, tempfile, os; from sessiontree import Session, UserMessage\n"
+            "path = os.path.join(tempfile.mkdtemp(), 's.jsonl')\n"
+            "s = Session.create(os.path.dirname(path)); s.append_message(UserMessage.of('hi'))\n"
+            "s.close(); s = Session.open(s.file); s.build_context().messages; s.close()\n"
+            "unwanted = {'sessiontree.events', 'sessiontree.stores._sql_common', 'pathlib', "
+            "'sessiontree.stores._jsonl_listing', 'sessiontree._listing', 'json'}\n"
+            "print(sorted(unwanted & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
 def test_public_names_resolve_and_package_is_typed() -> None:
     for name in sessiontree.__all__:
         assert getattr(sessiontree, name) is not None

@@ -11,7 +11,6 @@ pure-Python path.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from typing import Any
@@ -149,6 +148,8 @@ def loads(data: bytes | memoryview | str) -> Any:
     # msgspec rejects lone surrogate escapes, invalid UTF-8 and numbers beyond a double, all of
     # which JSON.parse accepts; the standard library parser takes the rest of those lines.
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
+    import json  # (only for such lines: it is not needed otherwise)
+
     try:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError:

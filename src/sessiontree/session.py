@@ -16,7 +16,6 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import msgspec
@@ -24,7 +23,6 @@ from msgspec import UNSET, UnsetType
 
 from . import _json
 from ._index import EntryIndex, LazyIndex
-from ._listing import ListingStats
 from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
 from ._scan import Problem, Record
 from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
@@ -61,7 +59,6 @@ from .errors import (
     SessionNotFound,
     UnsupportedVersion,
 )
-from .events import ContextEvent, EventBus, context_with_messages
 from .messages import (
     AgentMessage,
     CustomMessage,
@@ -84,6 +81,7 @@ from .stores.memory import MemoryLog
 from .stores.url import is_url
 
 if TYPE_CHECKING:
+    from .events import EventBus
     from .compaction import CompactionPreparation, CompactionSettings
     from .navigation import NavigationResult
     from .optree.model import OpTree
@@ -148,8 +146,7 @@ class Session:
         self._owned_store: Store | None = None  # opened for this session: closed with it
         self._cache = DecodedCache(cache_bytes)
         self._contexts = ContextMemo()
-        self.events = EventBus()
-        """Hooks around navigation, forks, compaction and model context (:mod:`sessiontree.events`)."""
+        self._events: EventBus | None = None
         self._index: EntryIndex
         problems: list[Problem] = []
         if is_indexed(log):  # a database: nothing is loaded until asked for
@@ -178,6 +175,24 @@ class Session:
                 warnings.warn(LoadWarning(
                     f"{log.location or 'session'}: {len(problems)} problem(s): {shown}{more}"
                 ), stacklevel=3)
+
+    @property
+    def events(self) -> EventBus:
+        """Hooks around navigation, forks, compaction and model context
+        (:mod:`sessiontree.events`; made when first asked for)."""
+        if self._events is None:
+            from .events import EventBus
+
+            self._events = EventBus()
+        return self._events
+
+    @events.setter
+    def events(self, bus: EventBus) -> None:
+        self._events = bus
+
+    def _hooked(self, name: str) -> bool:
+        """Whether a handler is registered for ``name`` (without making the bus)."""
+        return self._events is not None and self._events.has(name)
 
     # -- constructors ---------------------------------------------------------------------------
 
@@ -292,8 +307,8 @@ class Session:
                                parent_session=parent_session if parent_session else UNSET)
         if store is not None:
             return cls._create_stored(store, header, durable=durable)
-        folder = Path(directory) if directory is not None else default_session_dir(cwd, root)
-        log = JsonlFile(folder / session_file_name(header), durable=durable)
+        folder = default_session_dir(cwd, root) if directory is None else directory
+        log = JsonlFile(os.path.join(folder, session_file_name(header)), durable=durable)
         if log.exists():
             raise InvalidEntry("a session file with this name already exists", path=log.path)
         return cls(log, header=header)
@@ -340,10 +355,10 @@ class Session:
             durable: fsync after every append.
             lock_timeout: as for :meth:`open`.
         """
-        from .stores.jsonl import most_recent_session
+        from .stores._jsonl_listing import most_recent_session
 
         cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
-        folder = Path(directory) if directory is not None else default_session_dir(cwd, root)
+        folder = default_session_dir(cwd, root) if directory is None else directory
         found = most_recent_session(folder)
         if found is not None:
             return cls.open(found, durable=durable, lock_timeout=lock_timeout)
@@ -668,7 +683,9 @@ class Session:
             context = EMPTY_CONTEXT.share()
         else:
             context = self._context(target).share()
-        if for_model and self.events.has("context"):
+        if for_model and self._hooked("context"):
+            from .events import ContextEvent, context_with_messages
+
             messages = self.events.emit("context", ContextEvent(
                 session=self, leaf_id=target, messages=context.copy_messages()))
             context = context_with_messages(context, messages)
@@ -699,6 +716,8 @@ class Session:
         if is_indexed(self._log):
             return self._log.listing()
         header = self.header
+        from ._listing import ListingStats
+
         stats = ListingStats()
         for record, message in self._message_payloads():
             stats.add(record.timestamp, message)
@@ -1053,8 +1072,10 @@ class Session:
         """:meth:`build_context` with ``for_model=True`` for async code: ``context`` hooks are
         awaited in the running loop."""
         context = self.build_context(leaf_id)
-        if not self.events.has("context"):
+        if not self._hooked("context"):
             return context
+        from .events import ContextEvent, context_with_messages
+
         target = self._leaf if leaf_id is UNSET else leaf_id
         messages = await self.events.aemit("context", ContextEvent(
             session=self, leaf_id=target, messages=context.copy_messages()))

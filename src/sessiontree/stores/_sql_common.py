@@ -42,6 +42,7 @@ from .._time import iso_to_ms
 from .._tree import js_trim
 from ..errors import ConcurrentModification, InvalidEntry, InvalidLocation
 from .base import SessionListing
+from .url import check_session_id
 
 __all__ = [
     "ENTRY_COLUMNS",
@@ -64,22 +65,6 @@ __all__ = [
 
 Driver = Literal["sqlite", "postgres"]
 _T = TypeVar("_T")
-
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def check_session_id(session_id: object) -> str:
-    """A session id safe as a file name part and a key: 1-128 of ``A-Z a-z 0-9 . _ -``, not
-    starting with a dot, dash or underscore.
-
-    Raises:
-        InvalidLocation: anything else.
-    """
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-        raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', '_' "
-                              "and '-', at most 128, starting with a letter or digit)")
-    return session_id
-
 
 # -- the schema --------------------------------------------------------------------------------
 

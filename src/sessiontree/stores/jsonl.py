@@ -14,8 +14,7 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 from .. import _fs, _json
 from .._columns import Columns
@@ -34,9 +33,11 @@ from ..errors import (
     SessionTreeError,
 )
 from ._follow import follow_file
-from ._jsonl_listing import list_folder, most_recent_session, read_listing
-from ._sql_common import check_session_id
 from .base import LoadResult, SessionListing
+from .url import check_session_id
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = [
     "JsonlFile",
@@ -61,6 +62,8 @@ def default_sessions_root() -> Path:
     2. ``$PI_CODING_AGENT_DIR/sessions``: pi's setting, shared with pi.
     3. ``~/.pi/agent/sessions``: pi's own folder, where pi lists and resumes sessions.
     """
+    from pathlib import Path
+
     own = os.environ.get("SESSIONTREE_DIR")
     if own:
         return Path(own).expanduser()
@@ -73,6 +76,8 @@ def default_session_dir(cwd: str, root: str | os.PathLike[str] | None = None) ->
     """pi's per-working-directory folder: ``<root>/--<cwd with / \\ : as ->--/``."""
     trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
     folder = "--" + re.sub(r"[/\\:]", "-", trimmed) + "--"
+    from pathlib import Path
+
     return Path(root) / folder if root is not None else default_sessions_root() / folder
 
 
@@ -346,7 +351,19 @@ def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
     """
     if not os.path.isdir(directory):
         raise SessionNotFound("no such session folder", path=directory)
+    from ._jsonl_listing import list_folder
+
     return list_folder(directory, cwd=cwd, index=index)
+
+
+def __getattr__(name: str) -> Any:
+    """The listing functions, from :mod:`._jsonl_listing` when first asked for (a session
+    that never lists never loads them)."""
+    if name in ("most_recent_session", "read_listing"):
+        from . import _jsonl_listing
+
+        return getattr(_jsonl_listing, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class JsonlStore:
@@ -365,6 +382,8 @@ class JsonlStore:
             lock_timeout: each :meth:`append` writes under the session's lock and lets go at
                 once; while another process writes the session, wait this long for it.
         """
+        from pathlib import Path
+
         self.directory = Path(directory)
         self.read_only = read_only
         self.durable = durable

@@ -11,8 +11,8 @@ from .._columns import Columns
 from .._scan import FileRecord, Record, Scanner
 from ..entries import AnyEntry, SessionHeader
 from ..errors import DuplicateId, SessionNotFound
-from ._sql_common import check_session_id
 from .base import LoadResult, SessionListing
+from .url import check_session_id
 
 __all__ = ["MemoryLog", "MemoryStore"]
 
