@@ -121,6 +121,48 @@ def _peak_mib() -> float:
     return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
 
 
+def _rss_of(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
+
+
+class RssSampler:
+    """The largest sum of this process's and its children's resident sizes, sampled every
+    5 ms (a large file is scanned with helper processes: their memory counts too)."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self.peak = 0.0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        pid = os.getpid()
+        while not self._stop.is_set():
+            try:
+                with open(f"/proc/{pid}/task/{pid}/children") as listed:
+                    children = [int(c) for c in listed.read().split()]
+            except OSError:
+                children = []
+            self.peak = max(self.peak, _rss_of(pid) + sum(map(_rss_of, children)))
+            self._stop.wait(0.005)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
 def measure(source: str, repeat: int, light: bool = False, loop: int = 0) -> dict[str, Any]:
     """Our figures for one file (``light``: open and the first context only)."""
     from sessiontree import Session, UserMessage
@@ -141,13 +183,17 @@ def measure(source: str, repeat: int, light: bool = False, loop: int = 0) -> dic
         copy = Path(folder) / Path(source).name
         shutil.copyfile(source, copy)  # the append benchmark writes to the copy only
 
-        start = time.perf_counter()
-        session = Session.open(copy)
-        out["load_ms"] = (time.perf_counter() - start) * 1000
-        out["peak_after_load_mib"] = _peak_mib()
-        out["entries"] = len(session)
+        with RssSampler() as sampler:
+            start = time.perf_counter()
+            session = Session.open(copy)
+            out["load_ms"] = (time.perf_counter() - start) * 1000
+            out["peak_after_load_mib"] = _peak_mib()
+            out["entries"] = len(session)
+            out["build_context_ms"], context = timed(session.build_context)
+        out["peak_with_helpers_mib"] = sampler.peak
+        helpers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
+        out["helper_peak_mib"] = helpers / 2**20 if sys.platform == "darwin" else helpers / 1024
 
-        out["build_context_ms"], context = timed(session.build_context)
         out["typed_context_ms"], _ = timed(lambda: session.build_context().messages)
         builtins = context.to_builtins()
         out["context"] = {"digest": context_digest(builtins["messages"]), "messages": len(context)}
@@ -427,10 +473,12 @@ def light_rows(size: str, ours: dict[str, Any], pi: dict[str, Any]) -> tuple[lis
     ctx = ("pi: " + failed) if failed else _same(ours["context"]["digest"], pi["context"]["digest"],
                                                   "context")[0]
     open_ok = ours["load_ms"] < TARGET_1M_OPEN_S * 1000
-    peak_ok = peak < TARGET_1M_PEAK_MIB
+    together = max(peak, ours["peak_with_helpers_mib"])
+    peak_ok = together < TARGET_1M_PEAK_MIB
     targets = [f"open {ours['load_ms'] / 1000:.2f} s (target < {TARGET_1M_OPEN_S:g} s: "
                f"{'**met**' if open_ok else '**NOT met**'})",
-               f"peak RSS {peak:.0f} MiB (target < {TARGET_1M_PEAK_MIB:g} MiB: "
+               f"peak RSS {peak:.0f} MiB, {together:.0f} MiB with the scan's helper process "
+               f"(target < {TARGET_1M_PEAK_MIB:g} MiB: "
                f"{'**met**' if peak_ok else '**NOT met**'})"]
     table = [
         row(size, "open", ours["load_ms"], pi_open, "ms", f"{ours['entries']:,} entries"),
@@ -438,6 +486,10 @@ def light_rows(size: str, ours: dict[str, Any], pi: dict[str, Any]) -> tuple[lis
         row(size, "**open + build_context (first)**", open_ctx,
             None if failed else pi_open + pi_ctx, "ms", ""),
         row(size, "**peak RSS** after open + build_context", peak, pi_peak, "MiB", ""),
+        row(size, "peak RSS of the scan's helper process", ours["helper_peak_mib"], None, "MiB",
+            "it scans part of the file while this process scans the rest"),
+        row(size, "**peak RSS of both together** (sampled every 5 ms)",
+            ours["peak_with_helpers_mib"], None, "MiB", ""),
     ]
     ok = failed is not None or ours["context"]["digest"] == pi["context"]["digest"]
     return table, ok, targets

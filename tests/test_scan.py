@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import io
+from pathlib import Path
 
 import pytest
 
+from sessiontree import _split_scan
 from sessiontree._columns import Columns
 from sessiontree._scan import Scanner
+from sessiontree._tree import TreeIndex
 from sessiontree.errors import CorruptHeader
 
 from .conftest import CONFORMANCE
@@ -50,6 +53,9 @@ ODD = (b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}\n'
        b'{"type":"session","id":"dup-header"}\n'
        b'{"type":"message","id":"c","parentId":"later","timestamp":"t3","message":{"role":7}}\n'
        b'not json\n'
+       b'{"type":"message","id":"m1","parentId":"a","timestamp":"t8","message":{"role":["x"]}}\n'
+       b'{"type":"message","id":"m2","parentId":"m1","timestamp":"t9","message":null}\n'
+       b'{"type":"message","id":"m3","parentId":"m2","timestamp":"t9","message":{"content":[]}}\n'
        b'{"type":"session_info","id":"d","parentId":"c","timestamp":"t4"}\n'
        b'{"type":"custom","id":"later","parentId":"a","customType":"k","timestamp":"t5"}\n'
        b'{"type":"message","id":"a","parentId":null,"timestamp":"t6","message":{"role":"x1"}}\r\n'
@@ -79,3 +85,66 @@ def test_columns_give_the_scanned_records(path: object) -> None:
         assert not len(columns) or columns[len(columns) - 1] is columns[-1]  # one object a row
         assert by_column.problems == listed.problems
         assert by_column.last_offset == listed.last_offset
+
+
+MERGED: list[int] = []
+
+
+def _scanned_whole(data: bytes, folder: Path, processes: int,
+                   monkeypatch: pytest.MonkeyPatch) -> tuple[object, ...]:
+    path = folder / f"split-{processes}.jsonl"
+    path.write_bytes(data)
+    monkeypatch.setattr(_split_scan, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(_split_scan, "_processes", lambda: processes)
+    merge = _split_scan.__dict__.get("_real_merge", _split_scan._merge)
+    monkeypatch.setattr(_split_scan, "_real_merge", merge, raising=False)
+    monkeypatch.setattr(_split_scan, "_merge", lambda *a: (MERGED.append(1), merge(*a))[1])
+    columns = Columns()
+    scanner = Scanner(str(path), columns)
+    with open(path, "rb", buffering=0) as stream:
+        try:
+            _split_scan.scan_file(stream, scanner, columns)
+            scanner.finish()
+        except CorruptHeader as exc:
+            return ("bad_header", exc.lineno)
+    problems = list(scanner.problems)
+    index = TreeIndex(columns, problems)
+    return ([_fields(r) for r in columns], sorted(problems, key=lambda p: (p.line, p.kind)),
+            [_fields(r) for r in index.records()], index.labels, index.name,
+            scanner.header, scanner.lineno, scanner.tail,
+            scanner.tail_offset if scanner.tail != "clean" else None,
+            scanner.ends_with_newline, scanner.last_offset)
+
+
+SPLIT_CASES = [*FILES, None, "doubled"]
+
+
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=[*(p.stem for p in FILES), "odd", "doubled"])
+def test_a_file_scanned_in_parts_by_helper_processes_is_the_whole_scan(
+        case: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Helpers scanning parts of a file (ids duplicated across parts, parents in other parts,
+    corrupt lines, a torn tail) give what one process scanning it all gives."""
+    if case == "doubled":  # every entry twice, far apart: duplicates across parts
+        body = b"".join(CONFORMANCE.joinpath(str(p)).read_bytes().split(b"\n", 1)[1]
+                        for p in FILES[:6])
+        data = ODD.split(b"\n", 1)[0] + b"\n" + body + body + ODD.split(b"\n", 1)[1]
+    else:
+        data = ODD if case is None else CONFORMANCE.joinpath(str(case)).read_bytes()
+    whole = _scanned_whole(data, tmp_path, 1, monkeypatch)
+    for processes in (2, 4):
+        MERGED.clear()
+        assert _scanned_whole(data, tmp_path, processes, monkeypatch) == whole, processes
+        if whole[0] != "bad_header" and data.count(b"\n") >= 2 * processes:
+            assert MERGED  # helpers answered (fewer parts than processes when lines are long)
+
+
+def test_a_helper_that_fails_costs_only_time(tmp_path: Path,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper that dies (or answers garbage) has its part scanned by the session's process."""
+    data = ODD * 3
+    whole = _scanned_whole(data, tmp_path, 1, monkeypatch)
+    for code in ("import sys; sys.exit(3)", "import sys; sys.stdout.write('garbage')"):
+        monkeypatch.setattr(_split_scan, "_HELPER", code)
+        MERGED.clear()
+        assert _scanned_whole(data, tmp_path, 3, monkeypatch) == whole, code
+        assert not MERGED

@@ -2,9 +2,10 @@
 
 A session of a million entries cannot afford one object per entry with its integers (about 450
 bytes each). :class:`Columns` keeps each envelope field in its own column instead: ids and
-timestamps in lists, parents (as row numbers), line numbers, byte offsets, lengths, type and
-role codes in ``array``s, and the rare fields (custom type, label target, label, name) in a
-dict by row; about 250 bytes an entry. A :class:`~sessiontree._scan.Record` is made from the
+ids in a list, timestamps as 24 ASCII bytes each in one ``bytearray`` (pi's form
+``2026-01-15T09:00:01.000Z``; any other value in a dict by row), parents (as row numbers),
+line numbers, byte offsets, lengths, type and role codes in ``array``s, and the rare fields
+(custom type, label target, label, name) in a dict by row; about 190 bytes an entry. A :class:`~sessiontree._scan.Record` is made from the
 columns when a row is first asked for, and the same object is handed out from then on (the
 decoded-line cache hangs on it).
 
@@ -19,16 +20,17 @@ Invariants:
 * ``record(row)`` returns one object per row, equal in every field to the record that was
   added (a located :class:`~sessiontree._scan.FileRecord` for a file or memory log), except
   that a ``message`` entry's custom type, label target, label and name are not kept (nothing
-  reads them: they mean something for custom, label and session_info entries only), and a
-  role that is not a string is kept as ``None`` (what ``Record.role`` says of it anyway).
+  reads them: they mean something for custom, label and session_info entries only), a role
+  that cannot be a dict key (a list, an object) is kept as ``None``, and a message without
+  a role is kept as no message (``Record.role`` says ``None`` of all three anyway).
 """
 
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from itertools import compress, repeat
-from operator import attrgetter, ge, is_not, ne
+from operator import add, attrgetter, ge, is_not, ne
 from typing import Any, cast, overload
 
 from ._scan import _KINDS, _ROLES, FileRecord, Record, _Role
@@ -40,13 +42,28 @@ _get_parent = attrgetter("parent_id")
 _get_timestamp = attrgetter("timestamp")
 _get_type = attrgetter("type")
 _get_message = attrgetter("message")
+_get_role = attrgetter("message.role")
 _get_line = attrgetter("line")
 _get_offset = attrgetter("offset")
 _get_length = attrgetter("length")
 _get_rare = attrgetter("custom_type", "target_id", "label", "name")
 _NO_RARE = (None, None, None, None)
+_STAMP = 24
+_NO_STAMP = b" " * _STAMP
 _ODD_ROLE = object()
 """The role code of a message whose ``role`` is not a string (its record's role is ``None``)."""
+
+
+def _role_key(message: _Role | None) -> Any:
+    """What the role column keeps of a record's message: its role, ``None`` for none, or
+    one marker for a role that cannot be a key."""
+    if message is None:
+        return None
+    try:
+        hash(message.role)
+    except TypeError:
+        return _ODD_ROLE
+    return message.role
 
 
 class _Codes(dict[Any, int]):
@@ -77,20 +94,23 @@ class Columns(Sequence[Record]):
         self.rows: dict[str, int] = {}
         self.parents = array("i")
         self.unresolved: dict[int, str] = {}
-        self.timestamps: list[str | None] = []
+        self.stamps = bytearray()
+        self.odd_stamps: dict[int, str | None] = {}
+        """The timestamps that are not 24 ASCII characters, by row (their bytes are blanks)."""
         self.lines = array("I")
         self.offsets = array("q")
         self.lengths = array("I")
         self.types = array("B")
         self.roles = array("B")
         self.rare: dict[int, tuple[str | None, str | None, str | None, str | None]] = {}
-        self.made: list[Record | None] = []
+        self.made: dict[int, Record] = {}
         self.duplicates = 0
         """How many rows were added under an id already in ``rows``."""
         self.forward = False
         """Whether some row's parent was resolved to a row not before it."""
         self._types = _Codes(_KINDS)
         self._roles = _Codes([None, *_ROLES])
+        self._holders: list[_Role | None] = []  # by role code: the records' message
         self._replayed = (self._types["label"], self._types["session_info"])
 
     @classmethod
@@ -119,16 +139,14 @@ class Columns(Sequence[Record]):
             self.unresolved[row] = parent_id
         elif parent >= row:
             self.forward = True
-        self.timestamps.append(record.timestamp)
+        self._add_stamps(row, [record.timestamp])
         self.lines.append(record.line)
         if self.located:
             located = cast(FileRecord, record)
             self.offsets.append(located.offset)
             self.lengths.append(located.length)
         kind = self._types[record.type]
-        message = record.message
-        role = 0 if message is None else \
-            self._roles[message.role if type(message.role) is str else _ODD_ROLE]
+        role = self._roles[_role_key(record.message)]
         if kind > 255 or role > 255:
             self._widen()
         self.types.append(kind)
@@ -137,7 +155,7 @@ class Columns(Sequence[Record]):
             rare = _get_rare(record)
             if rare != _NO_RARE or kind in self._replayed:
                 self.rare[row] = rare
-        self.made.append(record)
+        self.made[row] = record
 
     def extend(self, records: list[FileRecord]) -> None:
         """Add a scanner's records (see :meth:`add_batch`)."""
@@ -175,15 +193,17 @@ class Columns(Sequence[Record]):
                     self.unresolved[start + i] = parent_ids[i]
         if not self.forward and any(map(ge, parents, range(start, start + count))):
             self.forward = True
-        self.timestamps += map(_get_timestamp, batch)
+        self._add_stamps(start, list(map(_get_timestamp, batch)))
         self.lines.extend(map(_get_line, batch) if lines is None else lines)
         if self.located:
             self.offsets.extend(map(_get_offset, batch) if offsets is None else offsets)
             self.lengths.extend(map(_get_length, batch) if lengths is None else lengths)
         types, roles = self._types, self._roles
         kinds = list(map(types.__getitem__, map(_get_type, batch)))
-        holders = [roles[m.role if type(m.role) is str else _ODD_ROLE] if m is not None else 0
-                   for m in map(_get_message, batch)]
+        try:  # the usual case: a string role, or none (the records' shared empty message)
+            holders = list(map(roles.__getitem__, map(_get_role, batch)))
+        except (AttributeError, TypeError):  # a null message, or a list or object as role
+            holders = [roles[_role_key(m)] for m in map(_get_message, batch)]
         if len(types.by_code) > 256 or len(roles.by_code) > 256:
             self._widen()
         self.types.extend(kinds)
@@ -194,7 +214,43 @@ class Columns(Sequence[Record]):
             rare = _get_rare(batch[i])
             if rare != _NO_RARE or kinds[i] in replayed:
                 self.rare[start + i] = rare
-        self.made += batch if keep else repeat(None, count)
+        if keep:
+            self.made.update(zip(range(start, start + count), batch))
+
+    def merge(self, part: Columns, line_base: int) -> None:
+        """Add the rows of ``part``, the columns of the lines that follow this one's (scanned
+        apart: its rows, codes and line numbers count from its own start)."""
+        count = len(part.ids)
+        if not count:
+            return
+        start = len(self.ids)
+        self.ids += part.ids
+        rows = self.rows
+        before = len(rows)
+        rows.update(zip(part.ids, range(start, start + count)))
+        self.duplicates += count - (len(rows) - before)
+        self.parents.extend([p + start if p >= 0 else -1 for p in part.parents])
+        for row, parent_id in part.unresolved.items():
+            parent = rows.get(parent_id)
+            if parent is None:
+                self.unresolved[start + row] = parent_id
+            else:  # in a part before this one, or (after a duplicate) in this one
+                self.parents[start + row] = parent
+                if parent >= start + row:
+                    self.forward = True
+        self.forward = self.forward or part.forward
+        self.stamps += part.stamps
+        self.odd_stamps.update({start + row: stamp for row, stamp in part.odd_stamps.items()})
+        self.lines.extend(map(add, part.lines, repeat(line_base)))
+        self.offsets.extend(part.offsets)
+        self.lengths.extend(part.lengths)
+        types = list(map(self._types.__getitem__, part._types.by_code))
+        roles = list(map(self._roles.__getitem__, part._roles.by_code))
+        if len(self._types.by_code) > 256 or len(self._roles.by_code) > 256:
+            self._widen()
+        self.types.extend(map(types.__getitem__, part.types))
+        self.roles.extend(map(roles.__getitem__, part.roles))
+        self.rare.update({start + row: rare for row, rare in part.rare.items()})
 
     def _widen(self) -> None:
         """More than 255 distinct types or roles (an odd log): codes of four bytes."""
@@ -219,6 +275,40 @@ class Columns(Sequence[Record]):
     def __iter__(self) -> Iterator[Record]:
         return map(self.record, range(len(self.ids)))
 
+    def _add_stamps(self, start: int, stamps: list[str | None]) -> None:
+        texts = cast("list[str]", stamps)
+        try:  # the usual case: all of pi's form (a None raises TypeError)
+            joined = "".join(texts)
+            if min(map(len, texts)) == max(map(len, texts)) == _STAMP and joined.isascii():
+                self.stamps += joined.encode("ascii")
+                return
+        except TypeError:
+            pass
+        for row, stamp in enumerate(stamps, start):
+            if isinstance(stamp, str) and len(stamp) == _STAMP and stamp.isascii():
+                self.stamps += stamp.encode("ascii")
+            else:
+                self.stamps += _NO_STAMP
+                self.odd_stamps[row] = stamp
+
+    def timestamp(self, row: int) -> str | None:
+        """The row's ``timestamp``."""
+        odd = self.odd_stamps
+        if odd and row in odd:
+            return odd[row]
+        at = row * _STAMP
+        return self.stamps[at:at + _STAMP].decode("ascii")
+
+    @property
+    def type_codes(self) -> Mapping[str, int]:
+        """Each entry type seen -> its code in ``types``."""
+        return self._types
+
+    @property
+    def role_codes(self) -> Mapping[Any, int]:
+        """Each message role seen -> its code in ``roles`` (``None``: no message)."""
+        return self._roles
+
     def type_of(self, row: int) -> str:
         return self._types.by_code[self.types[row]]  # type: ignore[no-any-return]
 
@@ -233,18 +323,39 @@ class Columns(Sequence[Record]):
 
     def record(self, row: int) -> Record:
         """The record of ``row``, made from the columns the first time."""
-        found = self.made[row]
-        if found is not None:
-            return found
-        role = self._roles.by_code[self.roles[row]]
-        message = None if role is None else _ROLES.get(role) or _Role(role if role is not _ODD_ROLE
-                                                                      else None)
-        custom_type, target_id, label, name = self.rare.get(row, _NO_RARE)
-        fields = (self._types.by_code[self.types[row]], self.ids[row], self.parent_id(row),
-                  self.timestamps[row], message, custom_type, target_id, label, name,
-                  self.lines[row])
-        made: Record = FileRecord(*fields, None, self.offsets[row], self.lengths[row]) \
-            if self.located else Record(*fields)
+        found = self.made.get(row)
+        return found if found is not None else self._make(row)
+
+    def _role_holders(self) -> list[_Role | None]:
+        """The records' ``message`` by role code."""
+        holders = self._holders
+        if len(holders) < len(self._roles.by_code):
+            holders += [None if role is None else _ROLES.get(role) or
+                        _Role(role if role is not _ODD_ROLE else None)
+                        for role in self._roles.by_code[len(holders):]]
+        return holders
+
+    def _make(self, row: int) -> Record:
+        code = self.roles[row]
+        holders = self._holders if code < len(self._holders) else self._role_holders()
+        parent = self.parents[row]
+        odd = self.odd_stamps
+        if odd and row in odd:
+            stamp = odd[row]
+        else:
+            at = row * _STAMP
+            stamp = self.stamps[at:at + _STAMP].decode("ascii")
+        rare = self.rare.get(row, _NO_RARE) if self.rare else _NO_RARE
+        made: Record
+        if self.located:
+            made = FileRecord(self._types.by_code[self.types[row]], self.ids[row],
+                              self.ids[parent] if parent >= 0 else self.unresolved.get(row),
+                              stamp, holders[code], *rare, self.lines[row], None,
+                              self.offsets[row], self.lengths[row])
+        else:
+            made = Record(self._types.by_code[self.types[row]], self.ids[row],
+                          self.ids[parent] if parent >= 0 else self.unresolved.get(row),
+                          stamp, holders[code], *rare, self.lines[row])
         self.made[row] = made
         return made
 

@@ -66,8 +66,12 @@ class Problem(msgspec.Struct, frozen=True):
         return text
 
 
-class _Role(msgspec.Struct, gc=False):
+class _Role(msgspec.Struct, gc=False, frozen=True):
     role: Any = None
+
+
+_NO_MESSAGE = _Role()
+"""The ``message`` of a record whose line has none (its role is ``None``, as for ``null``)."""
 
 
 _ENVELOPE_KEYS = {"parent_id": "parentId", "custom_type": "customType", "target_id": "targetId",
@@ -89,7 +93,7 @@ class Record(msgspec.Struct, gc=False, rename=_ENVELOPE_KEYS):
     id: str
     parent_id: str | None = None
     timestamp: str | None = None
-    message: _Role | None = None
+    message: _Role | None = _NO_MESSAGE
     custom_type: str | None = None
     target_id: str | None = None
     label: str | None = None
@@ -241,8 +245,10 @@ class Scanner:
 
     # -- whole blocks --------------------------------------------------------------------------
 
-    def scan(self, stream: IO[bytes], start: int = 0, chunk_size: int = CHUNK_SIZE) -> None:
-        """Scan ``stream`` from byte ``start`` (a line start) to its end.
+    def scan(self, stream: IO[bytes], start: int = 0, chunk_size: int = CHUNK_SIZE,
+             stop: int | None = None) -> None:
+        """Scan ``stream`` from byte ``start`` (a line start) to its end, or to byte ``stop``
+        (the start of a line).
 
         Lines are decoded straight out of each chunk through memoryviews, so the file's bytes
         are copied once (by the read) and never held beyond one chunk.
@@ -251,8 +257,8 @@ class Scanner:
         base = start  # file offset of chunk[0]
         pending = b""  # an unterminated line carried over from the previous chunk
         with no_gc():
-            while True:
-                chunk = stream.read(chunk_size)
+            while stop is None or base < stop:
+                chunk = stream.read(chunk_size if stop is None else min(chunk_size, stop - base))
                 if not chunk:
                     break
                 lo = 0

@@ -12,7 +12,7 @@ Invariants (FORMAT.md sections 12 and 18.1):
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import msgspec
 
@@ -98,7 +98,7 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
 
     @property
     def timestamp(self) -> str | None:
-        return self._columns.timestamps[self._row]
+        return self._columns.timestamp(self._row)
 
     @property
     def role(self) -> str | None:
@@ -132,9 +132,9 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
         return f"TreeNode(id={self.id!r}, type={self.type!r}, children={len(self.children)})"
 
 
-def _sibling_key(stamps: list[str | None], kids: list[TreeNode]) -> Callable[[TreeNode], Any]:
-    if all(stamps[k._row] is not None and len(stamps[k._row]) == 24  # type: ignore[arg-type]
-           and stamps[k._row].endswith("Z") for k in kids):  # type: ignore[union-attr]
+def _sibling_key(columns: Columns, kids: list[TreeNode]) -> Callable[[TreeNode], Any]:
+    stamps = {k._row: columns.timestamp(k._row) for k in kids}
+    if all(s is not None and len(s) == 24 and s.endswith("Z") for s in stamps.values()):
         return lambda n: stamps[n._row]  # one fixed-width UTC form: string order is instants
     inf = float("inf")
 
@@ -146,6 +146,54 @@ def _sibling_key(stamps: list[str | None], kids: list[TreeNode]) -> Callable[[Tr
 
 
 _REPLAYED = frozenset({"label", "session_info"})
+
+
+class RowPath(Sequence[Record]):
+    """A path as rows of :class:`~sessiontree._columns.Columns`, a record made when an item is
+    read; it knows where its last settings and compaction are without making any
+    (:class:`~sessiontree.context.PositionedPath`)."""
+
+    def __init__(self, columns: Columns, rows: list[int]) -> None:
+        self._columns = columns
+        self._rows = rows
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        if isinstance(index, slice):
+            return self._columns.records(self._rows[index])
+        return self._columns.record(self._rows[index])
+
+    def last_positions(self) -> tuple[int, int, int]:
+        """Where the last thinking level change, model source (a model change or an assistant
+        message) and compaction are (-1: none), read back from the leaf in the type codes."""
+        columns = self._columns
+        types, roles = columns.types, columns.roles
+        codes = columns.type_codes
+        thinking_code, change_code, message_code, compaction_code = (
+            codes.get(name, -1) for name in ("thinking_level_change", "model_change", "message",
+                                             "compaction"))
+        assistant = columns.role_codes.get("assistant", -1)
+        thinking = model = compaction = -1
+        rows = self._rows
+        for index in range(len(rows) - 1, -1, -1):
+            row = rows[index]
+            kind = types[row]
+            if thinking < 0 and kind == thinking_code:
+                thinking = index
+            elif model < 0 and (kind == change_code or (kind == message_code and
+                                                        roles[row] == assistant)):
+                model = index
+            elif compaction < 0 and kind == compaction_code:
+                compaction = index
+            if thinking >= 0 and model >= 0 and compaction >= 0:
+                break
+        return thinking, model, compaction
 
 
 class TreeIndex:
@@ -354,6 +402,12 @@ class TreeIndex:
             paths[leaf_id] = found
         return list(found)
 
+    def row_path(self, leaf_id: str) -> RowPath:
+        """The root-to-leaf path whose records are made only as they are read (building a
+        context reads the part after the last compaction)."""
+        row = self._columns.rows.get(leaf_id)
+        return RowPath(self._columns, self._walk(row) if row is not None else [])
+
     def _walk(self, row: int) -> list[int]:
         """The rows of the path, root first (cycles are broken, so no visited set is needed)."""
         parents, forced = self._columns.parents, self._forced
@@ -436,9 +490,8 @@ class TreeIndex:
                     crowded.append(kids)
             if later:
                 self._place_later(later, nodes, roots, crowded)
-            stamps = columns.timestamps
             for kids in crowded:
-                kids.sort(key=_sibling_key(stamps, kids))
+                kids.sort(key=_sibling_key(columns, kids))
         return roots
 
     def _place_later(self, later: list[TreeNode], nodes: list[TreeNode | None],

@@ -706,7 +706,8 @@ class Session:
         if base is not None:
             context = extend_context(base, record, self._data, self._message_json)
         if context is None:
-            context = context_from_path(self._index.path(target), self._data, self._message_json,
+            path = index.row_path(target) if isinstance(index, TreeIndex) else index.path(target)
+            context = context_from_path(path, self._data, self._message_json,
                                         self._prefetch_messages)
         memo.put(target, context)
         return context

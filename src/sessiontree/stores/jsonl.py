@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from .. import _fs, _json
 from .._columns import Columns
+from .._split_scan import scan_file
 from .._scan import FileRecord, Problem, Record, Scanner, read_at, read_ranges
 from .._time import file_stamp, iso_now
 from ..entries import AnyEntry, SessionHeader
@@ -126,18 +127,18 @@ class JsonlFile:
         except FileNotFoundError:
             return LoadResult(None, 0, [], [])
         stream = os.fdopen(fd, "rb", buffering=0, closefd=False)
-        scanner = Scanner(self.path, Columns())
+        columns = Columns()
+        scanner = Scanner(self.path, columns)
         try:
-            scanner.scan(stream)
+            scan_file(stream, scanner, columns)
             scanner.finish()
         except CorruptHeader:
             os.close(fd)
             raise
         st = os.fstat(fd)
         self._adopt(fd, st, scanner)
-        records, scanner.records = scanner.records, []  # the session's index keeps them
-        return LoadResult(scanner.header, scanner.header_line, cast(Columns, records),
-                          scanner.problems)
+        scanner.records = []  # the session's index keeps them
+        return LoadResult(scanner.header, scanner.header_line, columns, scanner.problems)
 
     def _adopt(self, fd: int, st: os.stat_result, scanner: Scanner) -> None:
         if self._read_fd is not None and self._read_fd != fd:

@@ -1,0 +1,242 @@
+"""Scanning a large session file with helper processes, one part of the file each.
+
+Most of a large file's open is msgspec reading every line's JSON (about 1.4 GB/s here), one
+core's work; a machine with another core free can read half the file meanwhile. A file of at
+least :data:`PARALLEL_BYTES` is cut at line starts into parts; each part after the first is
+scanned by a helper process (``python -c``, this package's ``_helper``), which writes its
+columns (:class:`~sessiontree._columns.Columns`) to its standard output as MessagePack, while
+the session's process scans the first part; then it merges the parts in file order.
+
+Invariants:
+* The result is the scan of the whole file by one process: the same records, line numbers,
+  problems and scanner state (``tests/test_scan.py`` compares them).
+* A helper that cannot start, fails, or answers something unreadable costs nothing but time:
+  its part is scanned by the session's process. So is every part when the first part holds
+  no session header (then the header rules of a whole scan apply).
+* Nothing is split when only one CPU is available, or when ``SESSIONTREE_SCAN_PROCESSES`` is
+  ``1`` (it caps the number of processes, the session's own included; default: the CPUs this
+  process may run on, at most 4).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from array import array
+from typing import IO, Any, Literal
+
+import msgspec
+
+from ._columns import _ODD_ROLE, Columns
+from ._scan import Problem, Scanner
+
+__all__ = ["PARALLEL_BYTES", "scan_file"]
+
+PARALLEL_BYTES = 256 << 20
+"""Files at least this large are scanned in parts (smaller ones scan faster than a helper
+process starts and answers)."""
+FIRST_SHARE = 0.52
+"""The share of the file the session's process scans (with one helper): the helper's start and
+answer, and the merge that follows, are balanced against it (measured on a 1.6 GB file)."""
+
+
+class _Part(msgspec.Struct, array_like=True):
+    """A helper's answer: the columns and the scanner state after its part."""
+
+    ids: list[str]
+    stamps: bytes
+    odd_stamps: dict[int, str | None]
+    parents: bytes
+    unresolved: dict[int, str]
+    lines: bytes
+    offsets: bytes
+    lengths: bytes
+    types: tuple[str, bytes]
+    roles: tuple[str, bytes]
+    type_table: list[str]
+    role_table: list[Any]
+    rare: dict[int, tuple[str | None, str | None, str | None, str | None]]
+    duplicates: int
+    forward: bool
+    problems: list[Problem]
+    lineno: int
+    tail: Literal["clean", "unterminated", "torn"]
+    tail_offset: int
+    ends_with_newline: bool
+    last_offset: int
+
+
+_ODD = {"~sessiontree.odd_role": True}
+"""How the role marker of :mod:`sessiontree._columns` travels (it is an object of this process)."""
+
+
+def _encode(scanner: Scanner, columns: Columns) -> bytes:
+    return msgspec.msgpack.encode(_Part(
+        ids=columns.ids, stamps=bytes(columns.stamps), odd_stamps=columns.odd_stamps,
+        parents=columns.parents.tobytes(),
+        unresolved=columns.unresolved, lines=columns.lines.tobytes(),
+        offsets=columns.offsets.tobytes(), lengths=columns.lengths.tobytes(),
+        types=(columns.types.typecode, columns.types.tobytes()),
+        roles=(columns.roles.typecode, columns.roles.tobytes()),
+        type_table=columns._types.by_code,
+        role_table=[_ODD if role is _ODD_ROLE else role for role in columns._roles.by_code],
+        rare=columns.rare, duplicates=columns.duplicates, forward=columns.forward,
+        problems=scanner.problems, lineno=scanner.lineno, tail=scanner.tail,
+        tail_offset=scanner.tail_offset, ends_with_newline=scanner.ends_with_newline,
+        last_offset=scanner.last_offset))
+
+
+def _decode(data: bytes) -> tuple[_Part, Columns]:
+    part = msgspec.msgpack.decode(data, type=_Part)
+    columns = Columns()
+    columns.ids = part.ids
+    columns.stamps = bytearray(part.stamps)
+    columns.odd_stamps = part.odd_stamps
+    for name, code, raw in (("parents", "i", part.parents), ("lines", "I", part.lines),
+                            ("offsets", "q", part.offsets), ("lengths", "I", part.lengths),
+                            ("types", *part.types), ("roles", *part.roles)):
+        column = array(code)
+        column.frombytes(raw)
+        setattr(columns, name, column)
+    columns.unresolved = part.unresolved
+    for value in part.type_table:
+        columns._types[value]  # noqa: B018 (gives it its code, in order)
+    for value in part.role_table:
+        columns._roles[_ODD_ROLE if value == _ODD else value]  # noqa: B018
+    if list(columns._types.by_code) != part.type_table or \
+            len(columns._roles.by_code) != len(part.role_table):
+        raise ValueError("the helper's code tables differ from a fresh one's")
+    columns.rare = part.rare
+    columns.duplicates = part.duplicates
+    columns.forward = part.forward
+    if not (len(columns.parents) == len(columns.lines) == len(columns.offsets) ==
+            len(columns.lengths) == len(columns.types) == len(columns.roles) ==
+            len(columns.stamps) // 24 == len(columns.ids)):
+        raise ValueError("the helper's columns differ in length")
+    return part, columns
+
+
+def _processes() -> int:
+    if getattr(sys, "frozen", False) or not os.path.basename(sys.executable or "").lower() \
+            .startswith(("python", "pypy")):
+        return 1  # no interpreter to start helpers with (an embedded or frozen program)
+    wanted = os.environ.get("SESSIONTREE_SCAN_PROCESSES")
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        available = os.cpu_count() or 1
+    cap = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else 4
+    return max(1, min(available, cap))
+
+
+def _cuts(fd: int, size: int, parts: int) -> list[int]:
+    """Line starts near the part boundaries (fewer when a line spans a boundary)."""
+    cuts: list[int] = []
+    first = FIRST_SHARE if parts == 2 else 1 / parts
+    targets = [int(size * (first + (1 - first) * i / (parts - 1))) for i in range(parts - 1)]
+    for target in targets:
+        at = max(target, cuts[-1] if cuts else 1)
+        while at < size:
+            window = os.pread(fd, 1 << 16, at - 1)
+            newline = window.find(b"\n")
+            if newline >= 0:
+                cut = at + newline  # the byte after the newline at at - 1 + newline
+                if cut < size and (not cuts or cut > cuts[-1]):
+                    cuts.append(cut)
+                break
+            if not window:
+                break
+            at += len(window)
+    return cuts
+
+
+_HELPER = ("import sys; sys.path.insert(0, sys.argv[1]); "
+           "from sessiontree._split_scan import _helper; _helper(*sys.argv[2:])")
+
+
+def _start(path: str, start: int, stop: int | None) -> subprocess.Popen[bytes] | None:
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [sys.executable, "-c", _HELPER, package_parent, path, str(start),
+               str(stop if stop is not None else -1)]
+    try:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError:
+        return None
+
+
+def _helper(path: str, start: str, stop: str) -> None:
+    """A helper process: scan ``path`` from ``start`` to ``stop`` (-1: its end), answer on
+    standard output."""
+    columns = Columns()
+    scanner = Scanner(path, columns)
+    scanner.start_after_header({}, 0)
+    with open(path, "rb", buffering=0) as stream:
+        scanner.scan(stream, int(start), stop=None if int(stop) < 0 else int(stop))
+    sys.stdout.buffer.write(_encode(scanner, columns))
+    sys.stdout.buffer.flush()
+
+
+def _answer(helper: subprocess.Popen[bytes] | None) -> tuple[_Part, Columns] | None:
+    if helper is None:
+        return None
+    assert helper.stdout is not None
+    try:
+        data = helper.stdout.read()
+        status = helper.wait()
+    except OSError:
+        helper.kill()
+        helper.wait()
+        return None
+    finally:
+        helper.stdout.close()
+    if status != 0:
+        return None
+    try:
+        return _decode(data)
+    except (msgspec.DecodeError, ValueError, TypeError):
+        return None
+
+
+def _merge(scanner: Scanner, columns: Columns, part: _Part, part_columns: Columns) -> None:
+    base = scanner.lineno
+    columns.merge(part_columns, base)
+    scanner.problems.extend(Problem(p.line + base, p.kind, p.reason, p.entry_id, p.sidecar)
+                            for p in part.problems)
+    scanner.lineno = base + part.lineno
+    scanner.tail = part.tail
+    if part.tail != "clean":  # (the offset means something only then)
+        scanner.tail_offset = part.tail_offset
+    scanner.ends_with_newline = part.ends_with_newline
+    if part.last_offset >= 0:
+        scanner.last_offset = part.last_offset
+
+
+def scan_file(stream: IO[bytes], scanner: Scanner, columns: Columns) -> None:
+    """Scan a whole file into ``columns`` (the scanner's sink), large files in parts."""
+    fd = stream.fileno()
+    size = os.fstat(fd).st_size
+    processes = _processes() if size >= PARALLEL_BYTES else 1
+    cuts = _cuts(fd, size, processes) if processes > 1 else []
+    if not cuts:
+        scanner.scan(stream)
+        return
+    path = scanner.path or ""
+    bounds = list(zip(cuts, [*cuts[1:], None]))
+    helpers = [_start(path, start, stop) for start, stop in bounds]
+    try:
+        scanner.scan(stream, 0, stop=cuts[0])
+        for helper, (start, stop) in zip(helpers, bounds):
+            answer = _answer(helper) if scanner.header is not None else None
+            if answer is None:
+                scanner.scan(stream, start, stop=stop)
+            else:
+                _merge(scanner, columns, *answer)
+    finally:
+        for helper in helpers:
+            if helper is not None and helper.returncode is None:
+                helper.kill()
+                helper.wait()
+                if helper.stdout is not None:
+                    helper.stdout.close()
