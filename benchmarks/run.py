@@ -1,7 +1,7 @@
 """sessiontree beside pi 0.73.1 on the same generated sessions, in one run; then the operation
 tree and HTML export benchmarks, each beside its own baseline.
 
-    .venv/bin/python benchmarks/run.py [--suites core,listing,optree,html,storage] [--sizes 1k,10k,100k]
+    .venv/bin/python benchmarks/run.py [--suites core,listing,optree,html,storage,async] [--sizes 1k,10k,100k]
                                        [--repeat 5] [--markdown FILE]
 
 ``--sizes 1k,10k,100k,1m`` adds the 1,000,000-entry session (about 1.6 GB, generated on demand
@@ -34,7 +34,9 @@ The ``optree`` suite is ``benchmarks/bench_optree.py`` (incremental totals again
 recompute after every event) and ``html`` is ``benchmarks/bench_html.py`` (time to interactive
 of exported pages in headless Chromium); each prints its own table. ``storage`` (only when
 asked: it generates and loads about two million entries) is ``benchmarks/bench_storage.py``:
-SQLite and PostgreSQL at scale beside JSONL and pi's JSONL, in one run.
+SQLite and PostgreSQL at scale beside JSONL and pi's JSONL, in one run. ``async`` (only when
+asked: it needs ``SESSIONTREE_TEST_POSTGRES``) is ``benchmarks/bench_async.py``: AsyncSession over
+AsyncPostgresStore beside a blocking PostgresStore session, in a thread and called directly.
 """
 
 from __future__ import annotations
@@ -603,7 +605,8 @@ def main() -> None:
     parser.add_argument("--suites", default="core,listing,optree,html",
                         help="comma-separated, of core (beside pi), listing (beside pi), optree, "
                              "html, storage (SQLite and PostgreSQL at scale, a long run: not in "
-                             "the default)")
+                             "the default), async (AsyncSession over PostgreSQL; not in the "
+                             "default)")
     parser.add_argument("--sizes", default="1k,10k,100k", help="comma-separated, of 1k, 10k, 100k, 1m")
     parser.add_argument("--repeat", type=int, default=5, help="calls per timed operation (median, first)")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
@@ -619,12 +622,12 @@ def main() -> None:
         print(json.dumps(measure_listing(args.child_listing, args.repeat)))
         return
 
-    known = {"core", "listing", "optree", "html", "storage"}
+    known = {"core", "listing", "optree", "html", "storage", "async"}
     suites = {s.strip() for s in args.suites.split(",") if s.strip()}
     if suites - known:
         parser.error(f"unknown suite {', '.join(sorted(suites - known))}")
     all_ok = core(args, parser, suites)
-    for suite in ("optree", "html", "storage"):
+    for suite in ("optree", "html", "storage", "async"):
         if suite in suites:
             print(f"\n## {suite}\n", flush=True)
             done = subprocess.run([sys.executable, str(HERE / f"bench_{suite}.py")])

@@ -195,7 +195,35 @@ def test_open_errors_are_typed_and_name_the_file(tmp_path: Path) -> None:
     before = old.read_bytes()
     with pytest.raises(UnsupportedVersion, match="sessiontree migrate"):
         Session.open(old, migrate=False)
-    assert old.read_bytes() == before
+    with pytest.raises(UnsupportedVersion, match="sessiontree migrate"):
+        Session.open(old, read_only=True)  # read-only: no migration, no backup written
+    assert old.read_bytes() == before and sorted(p.name for p in tmp_path.iterdir()) == [
+        "future.jsonl", "old.jsonl"]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_open_read_only_reads_and_refuses_every_write(kind: str, tmp_path: Path,
+                                                     request: pytest.FixtureRequest) -> None:
+    from sessiontree import ReadOnlyStore
+
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    backend = Backend(kind, tmp_path, url)
+    try:
+        with backend.create() as session:
+            first = session.append_message(UserMessage.of("kept"))
+            location = session.url
+        assert location is not None
+        before = stored(reopen(session))
+        with Session.open(location, read_only=True) as reader:
+            assert reader.entry(first).type == "message" and len(reader) == 1
+            for write in (lambda: reader.append_message(UserMessage.of("no")),
+                          lambda: reader.set_label(first, "no"),
+                          lambda: reader.checkout(None)):
+                with pytest.raises(ReadOnlyStore):
+                    write()
+        assert stored(reopen(session)) == before
+    finally:
+        backend.close()
 
 
 def test_strict_open_raises_with_path_line_and_kind(tmp_path: Path) -> None:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from .addressing import resolve_entry
     from .errors import (
         AmbiguousEntry,
+        BlockingCallInLoop,
         ConcurrentModification,
         CopyRefused,
         CorruptHeader,
@@ -139,10 +140,10 @@ _MODULES = {
     "addressing": (
         "resolve_entry"),
     "errors": (
-        "AmbiguousEntry ConcurrentModification CopyRefused CorruptHeader CorruptLine DuplicateId "
-        "EntryNotFound InvalidEntry InvalidLocation InvalidMessage MalformedSource MissingExtra "
-        "ReadOnlyStore SessionLocked SessionLockedError SessionNotFound SessionTreeError "
-        "StoreUnavailable UnsupportedVersion"),
+        "AmbiguousEntry BlockingCallInLoop ConcurrentModification CopyRefused CorruptHeader "
+        "CorruptLine DuplicateId EntryNotFound InvalidEntry InvalidLocation InvalidMessage "
+        "MalformedSource MissingExtra ReadOnlyStore SessionLocked SessionLockedError "
+        "SessionNotFound SessionTreeError StoreUnavailable UnsupportedVersion"),
     "events": (
         "BeforeBranchResult BeforeCompactResult BeforeTreeResult BranchEvent BranchPreparation "
         "CompactEvent CompactPreparation ContextEvent ContextResult EventBus HookFailed "
@@ -204,6 +205,7 @@ __all__ = [
     "register_message_renderer",
     "AsyncPostgresStore",
     "AsyncSession",
+    "BlockingCallInLoop",
     "AsyncSqliteStore",
     "CopyRefused",
     "DuplicateId",

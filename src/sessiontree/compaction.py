@@ -45,6 +45,7 @@ from .summarize.base import (
 )
 
 if TYPE_CHECKING:
+    from ._offload import Offload
     from .session import Session
 
 __all__ = [
@@ -1044,11 +1045,17 @@ def compact(session: Session, summarizer: Summarizer | None = None, *,
 async def acompact(session: Session, summarizer: Summarizer | None = None, *,
                    keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
                    settings: CompactionSettings | None = None, instructions: str | None = None,
-                   cancel: CancelToken | None = None) -> Compaction:
+                   cancel: CancelToken | None = None, offload: Offload | None = None
+                   ) -> Compaction:
     """:func:`compact` for async code: hooks are awaited in the running loop, a summarizer's
     ``asummarize`` is used when it has one (the HTTP adapters do), and the history and turn
-    prefix summaries run concurrently."""
-    state = _begin(session, keep_recent_tokens, reserve_tokens, settings, instructions, cancel)
+    prefix summaries run concurrently. ``offload`` runs the path's reads and the append
+    (default: in the loop's thread; :class:`~sessiontree.AsyncSession` passes its worker)."""
+    from ._offload import inline
+
+    run = offload or inline
+    state = await run(lambda: _begin(session, keep_recent_tokens, reserve_tokens, settings,
+                                     instructions, cancel))
     hook, decider = await session.events.adecide("session_before_compact", state.payload)
     _check_cancelled(session, state, hook, decider)
     result = _hook_result(state, hook)
@@ -1057,6 +1064,7 @@ async def acompact(session: Session, summarizer: Summarizer | None = None, *,
         result = await agenerate_compaction(state.preparation, summarizer,
                                             instructions=instructions, cancel=state.token)
     _check_cancelled(session, state, None, None)
-    entry, event = _append(session, state, result, from_hook)
+    written = result
+    entry, event = await run(lambda: _append(session, state, written, from_hook))
     await session.events.aemit("session_compact", event)
     return entry

@@ -17,6 +17,8 @@
     ├── CopyRefused            a session a copy would not reproduce byte for byte
     ├── ReadOnlyStore          a write to a store opened read-only
     ├── StoreUnavailable       the database could not be reached or the connection was lost
+    ├── BlockingCallInLoop     a blocking call on a session whose store's I/O runs in the event
+    │                          loop, made from that loop's own thread
     ├── MalformedSource        an imported file (another tool's format) that cannot be read
     └── MissingExtra           an optional dependency is not installed
 
@@ -30,6 +32,7 @@ import os
 
 __all__ = [
     "AmbiguousEntry",
+    "BlockingCallInLoop",
     "ConcurrentModification",
     "CopyRefused",
     "CorruptHeader",
@@ -195,6 +198,14 @@ class StoreUnavailable(SessionTreeError):
     The call that raised wrote nothing it did not report (a transaction that did not commit
     is rolled back by the server); retrying once the server is back is safe.
     """
+
+
+class BlockingCallInLoop(SessionTreeError, RuntimeError):
+    """A blocking call (a ``Session`` method) on a session of an
+    :class:`~sessiontree.stores.postgres.AsyncPostgresStore`, made from the thread of the event
+    loop that store's I/O runs in: it would wait for itself. Await the
+    :class:`~sessiontree.AsyncSession` method instead, or run the call with
+    ``asyncio.to_thread``; nothing was read or written."""
 
 
 class MalformedSource(SessionTreeError, ValueError):

@@ -41,6 +41,7 @@ from .summarize.base import (
 )
 
 if TYPE_CHECKING:
+    from ._offload import Offload
     from .events import BeforeTreeResult
     from .session import Session
 
@@ -462,13 +463,18 @@ async def anavigate_tree(session: Session, target_id: str, summarize: bool = Fal
                          instructions: str | None = None, label: str | None = None,
                          cancel: CancelToken | None = None, *,
                          summarizer: Summarizer | None = None, persist: bool = True,
-                         token_budget: int = DEFAULT_BRANCH_TOKEN_BUDGET) -> NavigationResult:
+                         token_budget: int = DEFAULT_BRANCH_TOKEN_BUDGET,
+                         offload: Offload | None = None) -> NavigationResult:
     """:func:`navigate_tree` for async code: handlers are awaited in the running loop and the
     summarizer runs in a worker thread; cancelling the awaiting task cancels the token and
-    writes nothing."""
-    plan = _navigation_plan(session, target_id, summarize, instructions, label, cancel,
-                            summarizer, persist, token_budget)
-    return await _arun(plan) if isinstance(plan, _Plan) else plan
+    writes nothing. ``offload`` runs the reads before the hooks and the writes after them
+    (default: in the loop's thread; :class:`~sessiontree.AsyncSession` passes its worker)."""
+    from ._offload import inline
+
+    run = offload or inline
+    plan = await run(lambda: _navigation_plan(session, target_id, summarize, instructions, label,
+                                              cancel, summarizer, persist, token_budget))
+    return await _arun(plan, run) if isinstance(plan, _Plan) else plan
 
 
 def _decide(plan: _Plan, result: BeforeTreeResult | None, decider: str | None
@@ -499,7 +505,7 @@ def _run(plan: _Plan) -> NavigationResult:
     return done
 
 
-async def _arun(plan: _Plan) -> NavigationResult:
+async def _arun(plan: _Plan, run: Offload) -> NavigationResult:
     import asyncio
 
     bus = plan.session.events
@@ -518,7 +524,8 @@ async def _arun(plan: _Plan) -> NavigationResult:
             raise
         summary = plan.finish_summary(text, details)
     plan.check_cancelled()
-    done = plan.write(summary, from_hook=from_hook)
+    written = summary
+    done = await run(lambda: plan.write(written, from_hook=from_hook))
     await bus.aemit("session_tree", plan.event(done))
     return done
 
@@ -582,9 +589,15 @@ def pop(session: Session, to: str | None = None, *, summarizer: Summarizer | Non
 
 async def apop(session: Session, to: str | None = None, *, summarizer: Summarizer | None = None,
                instructions: str | None = None, cancel: CancelToken | None = None,
-               token_budget: int = DEFAULT_BRANCH_TOKEN_BUDGET) -> NavigationResult:
+               token_budget: int = DEFAULT_BRANCH_TOKEN_BUDGET,
+               offload: Offload | None = None) -> NavigationResult:
     """:func:`pop` for async code (as :func:`anavigate_tree`)."""
-    return await _arun(_pop_plan(session, to, summarizer, instructions, cancel, token_budget))
+    from ._offload import inline
+
+    run = offload or inline
+    plan = await run(lambda: _pop_plan(session, to, summarizer, instructions, cancel,
+                                       token_budget))
+    return await _arun(plan, run)
 
 
 def cherry_pick(session: Session, entry_id: str) -> str:

@@ -81,6 +81,7 @@ from .stores.memory import MemoryLog
 from .stores.url import is_url
 
 if TYPE_CHECKING:
+    from ._offload import Offload
     from .events import EventBus
     from .compaction import CompactionPreparation, CompactionSettings
     from .navigation import NavigationResult
@@ -199,35 +200,50 @@ class Session:
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, strict: bool = False, durable: bool = False,
              lock_timeout: float = 0.0, migrate: bool = True, warn: bool = True,
-             cache_bytes: int = DEFAULT_CACHE_BYTES) -> Session:
-        """Open a session file.
+             cache_bytes: int = DEFAULT_CACHE_BYTES, read_only: bool = False) -> Session:
+        """Open a session file, or a stored session by URL.
 
         Args:
-            path: the ``.jsonl`` file. A file of an older format version (or the first seed's
-                draft format) is migrated in place first, its original kept as
+            path: the ``.jsonl`` file, or a database address with the session's id
+                (``sqlite:///x.db#ID``, ``postgresql://...#ID``; the store is opened for this
+                session and closed with it). A file of an older format version (or the first
+                seed's draft format) is migrated in place first, its original kept as
                 ``<file>.v<N>.bak``.
             strict: raise :class:`~sessiontree.errors.CorruptLine` on the first bad line instead
                 of reporting it in :attr:`problems`.
-            durable: fsync after every append.
-            lock_timeout: the first append takes the writer's lock and keeps it until
-                :meth:`close`; if another process holds it, wait this many seconds for it
-                before raising :class:`~sessiontree.errors.SessionLockedError`.
+            durable: fsync after every append (SQLite: at every commit; PostgreSQL commits
+                durably whatever this says).
+            lock_timeout: JSONL files: the first append takes the writer's lock and keeps it
+                until :meth:`close`; if another process holds it, wait this many seconds for
+                it before raising :class:`~sessiontree.errors.SessionLockedError`. Databases
+                have no session-long lock, so this does not apply to them: each append locks
+                the session's row for its own transaction only; a second appender waits for
+                that transaction (PostgreSQL: until it ends; SQLite: up to the store's
+                ``timeout``, 30 s, then ``SessionLockedError``).
             migrate: set False to refuse (raise) instead of migrating an old file.
             warn: emit one :class:`LoadWarning` when the file has problems.
             cache_bytes: keep decoded lines up to this many bytes of the file (0: none), so
                 that repeated reads of the same entries are not decoded again.
+            read_only: refuse every append, label and leaf marker with
+                :class:`~sessiontree.errors.ReadOnlyStore` (a database store is opened
+                read-only, down to the server's transactions for PostgreSQL); an old file is
+                then not migrated but refused.
 
         Raises:
-            SessionNotFound: the file does not exist.
+            SessionNotFound: the file (or the stored session) does not exist.
             CorruptHeader: the first parsed line is not a session header (the file is untouched).
             CorruptLine: ``strict`` and a bad line.
-            UnsupportedVersion: a newer format version, or an old one with ``migrate=False``.
+            UnsupportedVersion: a newer format version, or an old one with ``migrate=False``
+                or ``read_only``.
+            InvalidLocation: a database address without ``#SESSION_ID``.
+            StoreUnavailable: the database cannot be reached.
         """
         from .migrate import migrate_file, needs_migration
 
         if is_url(path):
-            return cls._open_stored(path, strict=strict, durable=durable, warn=warn)
-        log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout)
+            return cls._open_stored(path, strict=strict, durable=durable, warn=warn,
+                                    cache_bytes=cache_bytes, read_only=read_only)
+        log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, read_only=read_only)
         if not log.exists():
             raise SessionNotFound("no such session file", path=path)
         header = _peek_header(log)
@@ -238,7 +254,7 @@ class Session:
                     f"format version {version} is newer than this library's {CURRENT_VERSION}; "
                     "upgrade sessiontree", path=path, lineno=1)
             if needs_migration(header):
-                if not migrate:
+                if not migrate or read_only:
                     raise UnsupportedVersion(
                         f"format version {version} needs migrating: run 'sessiontree migrate "
                         f"{os.fspath(path)}'", path=path)
@@ -252,7 +268,8 @@ class Session:
         return cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes)
 
     @classmethod
-    def _open_stored(cls, url: str, *, strict: bool, durable: bool, warn: bool) -> Session:
+    def _open_stored(cls, url: str, *, strict: bool, durable: bool, warn: bool,
+                     cache_bytes: int, read_only: bool) -> Session:
         """A session of a database store, by URL; closing the session closes the store."""
         from .stores.url import open_store, parse_location
 
@@ -260,14 +277,14 @@ class Session:
         if where.session_id is None:
             raise InvalidLocation(f"{url}: name the session with #SESSION_ID (see "
                                   "'sessiontree ls URL')")
-        store = open_store(url, durable=durable)
+        store = open_store(url, durable=durable, read_only=read_only)
         try:
             log = store.open_log(where.session_id)
         except BaseException:
             store.close()
             raise
         try:
-            session = cls(log, strict=strict, warn=warn)
+            session = cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes)
         except BaseException:
             store.close()
             raise
@@ -498,8 +515,8 @@ class Session:
         self._load_many(records, "entry")
         return [self._decode(r) for r in records]
 
-    def follow_lines(self, *, idle_timeout: float | None = None,
-                     poll: float = 0.2) -> Iterator[bytes]:
+    def follow_lines(self, *, idle_timeout: float | None = None, poll: float = 0.2,
+                     stop: Callable[[], bool] | None = None) -> Iterator[bytes]:
         """The stored line of each entry appended after what this session has read, by any
         writer, as it lands (PostgreSQL wakes on ``NOTIFY``; files, SQLite and memory are
         looked at every ``poll`` seconds). Only whole lines are handed out. The session itself
@@ -508,19 +525,22 @@ class Session:
         Args:
             idle_timeout: stop after this many seconds without a new entry (``None``: never).
             poll: seconds between looks.
+            stop: also stop once this returns true (asked whenever nothing new came).
         """
         log = self._log
         if not isinstance(log, FollowableLog):
             raise InvalidLocation(f"{type(log).__name__} cannot be followed")
-        stop, touch = idle_stop(idle_timeout)
-        for line in log.follow(poll=poll, stop=stop):
+        idle, touch = idle_stop(idle_timeout)
+        asked = stop
+        for line in log.follow(poll=poll, stop=idle if asked is None else
+                               lambda: idle() or asked()):
             touch()
             yield line
 
-    def follow(self, *, idle_timeout: float | None = None,
-               poll: float = 0.2) -> Iterator[AnyEntry]:
+    def follow(self, *, idle_timeout: float | None = None, poll: float = 0.2,
+               stop: Callable[[], bool] | None = None) -> Iterator[AnyEntry]:
         """:meth:`follow_lines`, each line decoded as a typed entry."""
-        for line in self.follow_lines(idle_timeout=idle_timeout, poll=poll):
+        for line in self.follow_lines(idle_timeout=idle_timeout, poll=poll, stop=stop):
             yield decode_line(line)
 
     def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
@@ -997,12 +1017,14 @@ class Session:
                              instructions: str | None = None, label: str | None = None,
                              cancel: CancelToken | None = None, *,
                              summarizer: Summarizer | None = None,
-                             persist: bool = True) -> NavigationResult:
-        """:meth:`navigate_tree` for async code (async hooks awaited in the running loop)."""
+                             persist: bool = True, offload: Offload | None = None
+                             ) -> NavigationResult:
+        """:meth:`navigate_tree` for async code (async hooks awaited in the running loop;
+        ``offload`` runs the reads and writes between them, default in the loop's thread)."""
         from .navigation import anavigate_tree
 
         return await anavigate_tree(self, target_id, summarize, instructions, label, cancel,
-                                    summarizer=summarizer, persist=persist)
+                                    summarizer=summarizer, persist=persist, offload=offload)
 
     def pop(self, to: str | None = None, *, summarizer: Summarizer | None = None,
             instructions: str | None = None, cancel: CancelToken | None = None
@@ -1014,13 +1036,13 @@ class Session:
         return pop(self, to, summarizer=summarizer, instructions=instructions, cancel=cancel)
 
     async def apop(self, to: str | None = None, *, summarizer: Summarizer | None = None,
-                   instructions: str | None = None, cancel: CancelToken | None = None
-                   ) -> NavigationResult:
-        """:meth:`pop` for async code."""
+                   instructions: str | None = None, cancel: CancelToken | None = None,
+                   offload: Offload | None = None) -> NavigationResult:
+        """:meth:`pop` for async code (as :meth:`anavigate_tree`)."""
         from .navigation import apop
 
         return await apop(self, to, summarizer=summarizer, instructions=instructions,
-                          cancel=cancel)
+                          cancel=cancel, offload=offload)
 
     def cherry_pick(self, entry_id: str) -> str:
         """Copy an entry's message onto the current leaf; returns the copy's id (the new leaf).
@@ -1069,10 +1091,13 @@ class Session:
 
         return export_subtree(self, entry_id, path, ancestors=ancestors, overwrite=overwrite)
 
-    async def abuild_context(self, leaf_id: str | None | UnsetType = UNSET) -> SessionContext:
+    async def abuild_context(self, leaf_id: str | None | UnsetType = UNSET, *,
+                             offload: Offload | None = None) -> SessionContext:
         """:meth:`build_context` with ``for_model=True`` for async code: ``context`` hooks are
-        awaited in the running loop."""
-        context = self.build_context(leaf_id)
+        awaited in the running loop (``offload`` runs the build, default in the loop's thread)."""
+        from ._offload import inline
+
+        context = await (offload or inline)(lambda: self.build_context(leaf_id))
         if not self._hooked("context"):
             return context
         from .events import ContextEvent, context_with_messages
@@ -1121,14 +1146,15 @@ class Session:
     async def acompact(self, summarizer: Summarizer | None = None, *,
                        keep_recent_tokens: int | None = None, reserve_tokens: int | None = None,
                        settings: CompactionSettings | None = None, instructions: str | None = None,
-                       cancel: CancelToken | None = None) -> Compaction:
+                       cancel: CancelToken | None = None, offload: Offload | None = None
+                       ) -> Compaction:
         """:meth:`compact` for async code (hooks awaited in the running loop, the summarizer's
         ``asummarize`` used when it has one). See :func:`sessiontree.compaction.acompact`."""
         from .compaction import acompact
 
         return await acompact(self, summarizer, keep_recent_tokens=keep_recent_tokens,
                               reserve_tokens=reserve_tokens, settings=settings,
-                              instructions=instructions, cancel=cancel)
+                              instructions=instructions, cancel=cancel, offload=offload)
 
     def __repr__(self) -> str:
         where = self.file or "memory"

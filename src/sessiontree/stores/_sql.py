@@ -145,9 +145,15 @@ class SqlStore(ABC):
         with self._errors(), self._reading() as conn:
             return list(conn.execute(self.dialect[name], params).fetchall())
 
+    def _drive(self, flow: Flow[T], conn: Any, *, last: bool = False) -> T:
+        """Run a transaction's steps on a connection of :meth:`_transaction`; its result.
+        ``last``: nothing else runs in this transaction (a driver may commit with it; the
+        transaction's exit then only releases what is left)."""
+        return drive(flow, conn, self.dialect)
+
     def _migrate(self, conn: Any) -> int:
         """Apply the migrations this database lacks in the open transaction; the version."""
-        return drive(migrate_flow(self.dialect), conn, self.dialect)
+        return self._drive(migrate_flow(self.dialect), conn)
 
     def schema_version(self) -> int:
         """The schema version of the database (0 before :meth:`setup`)."""
@@ -334,6 +340,12 @@ class SqlLog:
     def url(self) -> str:
         return self.store.session_url(self.session_id)
 
+    @property
+    def seen_seq(self) -> int:
+        """The append order (``seq``) of the last entry this log has seen: following starts
+        after it."""
+        return self._last_seq
+
     def _params(self, **extra: Any) -> dict[str, Any]:
         return {"sid": self.session_id, **extra}
 
@@ -455,8 +467,8 @@ class SqlLog:
 
     def _catch_up(self) -> LoadResult | None:
         with self.store._errors():
-            self._state, fresh = drive(lock_flow(self.session_id, self._created, self._last_seq,
-                                                 self.url), self._conn, self.store.dialect)
+            self._state, fresh = self.store._drive(
+                lock_flow(self.session_id, self._created, self._last_seq, self.url), self._conn)
         if self._state is None:
             return None
         header = _json.loads(self._state.header) if self._created is None else None
@@ -470,8 +482,9 @@ class SqlLog:
         assert self._conn is not None, "write() outside begin_append()"
         d = self.store.dialect
         with self.store._errors():
-            state, rows = drive(write_flow(self._state, self.session_id, lines, header_line,
-                                           notify=d.driver == "postgres"), self._conn, d)
+            state, rows = self.store._drive(write_flow(self._state, self.session_id, lines,
+                                                       header_line, notify=d.driver == "postgres"),
+                                            self._conn, last=True)
         self._commit()
         self._created = state.created
         self._last_seq = state.last_seq

@@ -16,10 +16,11 @@ Invariants:
 
 from __future__ import annotations
 
+import asyncio
 import re
 import time
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
-from contextlib import asynccontextmanager, contextmanager
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
+from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -34,6 +35,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
                        "'sessiontree[postgres]'") from exc
 
 from ..errors import (
+    BlockingCallInLoop,
     DuplicateId,
     InvalidLocation,
     ReadOnlyStore,
@@ -56,7 +58,7 @@ from ._sql_common import (
 )
 from .base import SessionListing
 
-__all__ = ["AsyncPostgresStore", "PostgresStore", "split_schema", "translate"]
+__all__ = ["AsyncPostgresStore", "PostgresStore", "ThreadView", "split_schema", "translate"]
 
 T = TypeVar("T")
 
@@ -280,11 +282,17 @@ class AsyncPostgresStore:
         """See :class:`PostgresStore`; nothing connects until :meth:`open` (or ``async with``)."""
         self._dsn, self.schema, self._kwargs = _settings(dsn, schema, read_only, durable)
         self.read_only = read_only
+        self.durable = durable
         self._listener: psycopg.AsyncConnection[Any] | None = None
+        self._listening: asyncio.Task[None] | None = None
+        self._listen_lock = asyncio.Lock()  # one listening connection, however many followers
+        self._waiters: dict[str, set[asyncio.Event]] = {}
         self._pool: AsyncConnectionPool[Any] | None = AsyncConnectionPool(
             self._dsn, min_size=1, max_size=max(1, pool_size), kwargs=self._kwargs, open=False,
             timeout=timeout, name="sessiontree-async")
         self._timeout = timeout
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._view: ThreadView | None = None
 
     @classmethod
     def from_url(cls, dsn: str, **options: Any) -> AsyncPostgresStore:
@@ -299,7 +307,9 @@ class AsyncPostgresStore:
         return f"{self.url}#{session_id}"
 
     async def open(self) -> AsyncPostgresStore:
-        """Connect and set the schema up (idempotent)."""
+        """Connect and set the schema up (idempotent). The store belongs to the running event
+        loop from now on."""
+        self._loop = asyncio.get_running_loop()
         try:
             async with self._errors():
                 await self._connection_pool().open(wait=True, timeout=self._timeout)
@@ -441,36 +451,314 @@ class AsyncPostgresStore:
 
     async def follow(self, session_id: str, after_seq: int = 0, *,
                      idle_timeout: float | None = None) -> AsyncIterator[bytes]:
-        """Entry lines appended after ``after_seq``, as they land (woken by ``NOTIFY``), until
-        ``idle_timeout`` seconds pass without one."""
-        async with self._errors():
-            if self._listener is None or self._listener.closed:
-                self._listener = await psycopg.AsyncConnection.connect(self._dsn, **self._kwargs)
-                await self._listener.execute("LISTEN sessiontree")
-        listener = self._listener
-        quiet_since = time.monotonic()
-        while True:
-            rows = await self._query("after_lines", {"sid": session_id, "seq": after_seq,
-                                                     "limit": 1000})
-            for row in rows:
-                after_seq = row[0]
-                yield bytes(row[11])
-            if rows:
-                quiet_since = time.monotonic()
-                continue
-            left = None if idle_timeout is None else idle_timeout - (time.monotonic() - quiet_since)
-            if left is not None and left <= 0:
+        """Entry lines appended after ``after_seq``, as they land, until ``idle_timeout``
+        seconds pass without one (``None``: never).
+
+        Woken by ``NOTIFY``: one listening connection per store reads every notification and
+        wakes the followers of its session, so any number of followers wait on it at once.
+
+        Raises:
+            StoreUnavailable: the server cannot be reached (the listening connection is opened
+                again on the next call).
+        """
+        check_session_id(session_id)
+        with self._woken_by(session_id) as woken:
+            quiet_since = time.monotonic()
+            while True:
+                await self._listen()  # before the query: no notification falls in between
+                woken.clear()
+                rows = await self._query("after_lines", {"sid": session_id, "seq": after_seq,
+                                                         "limit": 1000})
+                for row in rows:
+                    after_seq = row[0]
+                    yield bytes(row[11])
+                if rows:
+                    quiet_since = time.monotonic()
+                    continue
+                left = None if idle_timeout is None else \
+                    idle_timeout - (time.monotonic() - quiet_since)
+                if left is not None and left <= 0:
+                    return
+                await _wait(woken, left)
+
+    async def _wait_for_change(self, session_id: str, timeout: float) -> None:
+        """Until ``session_id`` is notified or ``timeout`` seconds pass."""
+        with self._woken_by(session_id) as woken:
+            await self._listen()
+            await _wait(woken, timeout)
+
+    @contextmanager
+    def _woken_by(self, session_id: str) -> Iterator[asyncio.Event]:
+        """An event the listening task sets when ``session_id`` is notified (registered for the
+        block)."""
+        woken = asyncio.Event()
+        waiting = self._waiters.setdefault(session_id, set())
+        waiting.add(woken)
+        try:
+            yield woken
+        finally:
+            waiting.discard(woken)
+            if not waiting and self._waiters.get(session_id) is waiting:
+                del self._waiters[session_id]
+
+    async def _listen(self) -> None:
+        """Start the listening connection and the task that hands out its notifications (once;
+        again after the connection was lost)."""
+        async with self._listen_lock:
+            if self._listening is not None and not self._listening.done():
                 return
+            if self._pool is None:
+                raise StoreUnavailable("the store is closed", path=self.url)
+            old, self._listener = self._listener, None
+            if old is not None:
+                await old.close()
             async with self._errors():
-                async for note in listener.notifies(timeout=left, stop_after=1):
-                    if note.payload == session_id:
-                        break
+                listener = await psycopg.AsyncConnection.connect(self._dsn, **self._kwargs)
+                try:
+                    await listener.execute("LISTEN sessiontree")
+                except BaseException:
+                    await listener.close()
+                    raise
+            self._listener = listener
+            self._listening = asyncio.create_task(self._dispatch(listener))
+
+    async def _dispatch(self, listener: psycopg.AsyncConnection[Any]) -> None:
+        """Wake the followers of each notified session; when the connection is lost, wake
+        every follower (each asks again, and the next wait listens anew)."""
+        try:
+            async for note in listener.notifies():
+                for woken in self._waiters.get(note.payload, ()):
+                    woken.set()
+        except psycopg.Error:
+            pass  # the connection was lost: the followers find out when they ask again
+        finally:
+            for waiting in self._waiters.values():
+                for woken in waiting:
+                    woken.set()
+
+    def blocking(self) -> ThreadView:
+        """This store as a blocking :class:`~._sql.SqlStore` for code in worker threads (what
+        :class:`~sessiontree.AsyncSession` runs a session over): each statement runs on this
+        store's async pool, in its event loop, while the calling thread waits.
+
+        Raises:
+            StoreUnavailable: the store is not open.
+        """
+        if self._loop is None or self._pool is None:
+            raise StoreUnavailable("the store is not open (async with, or await open())",
+                                   path=self.url)
+        if self._view is None:
+            self._view = ThreadView(self, self._loop)
+        return self._view
 
     async def aclose(self) -> None:
         """Close the pool and the listening connection (idempotent)."""
         pool, self._pool = self._pool, None
         if pool is not None:
             await pool.close()
+        task, self._listening = self._listening, None
+        if task is not None:
+            task.cancel()
+            await asyncio.gather(task, return_exceptions=True)
         listener, self._listener = self._listener, None
         if listener is not None:
             await listener.close()
+
+
+async def _wait(event: asyncio.Event, timeout: float | None) -> None:
+    """Until ``event`` is set or ``timeout`` seconds pass (``None``: no limit)."""
+    try:
+        await asyncio.wait_for(event.wait(), timeout)
+    except asyncio.TimeoutError:
+        pass
+
+
+class ThreadView(SqlStore):
+    """An :class:`AsyncPostgresStore` as a blocking :class:`~._sql.SqlStore`, for a
+    :class:`~sessiontree.Session` run in worker threads (:class:`~sessiontree.AsyncSession`):
+    every statement is handed to the store's event loop and runs on its async pool; the
+    worker thread waits for the result. One statement costs one hand-over (a statement and its
+    rows travel together).
+
+    Invariants: the view owns nothing (the async store's ``aclose`` releases everything;
+    :meth:`close` does nothing); a call from the loop's own thread raises
+    :class:`~sessiontree.errors.BlockingCallInLoop` instead of waiting for itself.
+    """
+
+    dialect = _DIALECT
+
+    def __init__(self, owner: AsyncPostgresStore, loop: asyncio.AbstractEventLoop) -> None:
+        self.async_twin = owner
+        """The async store this view runs on."""
+        self._loop = loop
+        self.read_only = owner.read_only
+        self.durable = owner.durable
+
+    @property
+    def url(self) -> str:
+        return self.async_twin.url
+
+    def call(self, coroutine: Coroutine[Any, Any, T]) -> T:
+        """Run ``coroutine`` in the store's loop and wait for its result.
+
+        Raises:
+            BlockingCallInLoop: called from the loop's own thread.
+            StoreUnavailable: the loop is closed.
+        """
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            coroutine.close()
+            raise BlockingCallInLoop(
+                "a blocking call on a session of an AsyncPostgresStore from its event loop's "
+                "thread (it would wait for itself): await the AsyncSession method, or use "
+                "asyncio.to_thread", path=self.url)
+        try:
+            future = asyncio.run_coroutine_threadsafe(coroutine, self._loop)
+        except RuntimeError as exc:  # the loop is closed
+            coroutine.close()
+            raise StoreUnavailable(f"the store's event loop is gone: {exc}",
+                                   path=self.url) from exc
+        return future.result()
+
+    def setup(self) -> int:
+        return self.call(self.async_twin.setup())
+
+    @contextmanager
+    def _errors(self) -> Iterator[None]:
+        try:
+            yield
+        except (psycopg.Error, PoolTimeout) as exc:
+            pool = self.async_twin._pool
+            error, check = _failure(exc, self.url, pool)
+            if check:
+                self.call(pool.check())  # type: ignore[union-attr]
+            raise error from (None if error is exc else exc)
+
+    def _query(self, name: str, params: dict[str, Any]) -> list[Any]:
+        return self.call(self.async_twin._query(name, params))
+
+    @contextmanager
+    def _reading(self) -> Iterator[Any]:
+        with self._connected(transaction=False) as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self) -> Iterator[Any]:
+        with self._errors(), self._connected(transaction=True) as conn:
+            yield conn
+
+    @contextmanager
+    def _connected(self, *, transaction: bool) -> Iterator[_BlockingConnection]:
+        """A pool connection (in a transaction, or not) for the calling thread, taken with its
+        first statement and given back in one hand-over each."""
+        conn = _BlockingConnection(self.async_twin._connection_pool(), transaction, self.call)
+        try:
+            yield conn
+        except BaseException as exc:
+            conn.finish(exc)
+            raise
+        conn.finish(None)
+
+    def _drive(self, flow: Flow[T], conn: Any, *, last: bool = False) -> T:
+        """The whole flow in one hand-over (its steps are computed in the loop's thread), and
+        with ``last`` the commit too."""
+        assert isinstance(conn, _BlockingConnection)
+        return conn.run(lambda ready: self.async_twin._drive(flow, ready), finish=last)
+
+    def _wait_for_change(self, session_id: str, timeout: float) -> None:
+        self.call(self.async_twin._wait_for_change(session_id, timeout))
+
+    def close(self) -> None:
+        """Nothing: the async store's ``aclose`` releases the pool."""
+
+    def __enter__(self) -> ThreadView:
+        return self
+
+
+class _Rows:
+    """A statement's rows, fetched with it (what a blocking caller reads of a cursor)."""
+
+    def __init__(self, rows: list[Any]) -> None:
+        self._rows = rows
+
+    def fetchone(self) -> Any:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Any]:
+        return self._rows
+
+
+class _BlockingConnection:
+    """The part of a psycopg connection that :mod:`._sql` uses (``execute``,
+    ``cursor().executemany``), over a connection of an async pool: the connection (and the
+    transaction) is taken with the first statement, each statement is one hand-over to the
+    loop, and :meth:`finish` gives it back."""
+
+    def __init__(self, pool: AsyncConnectionPool[Any], transaction: bool,
+                 call: Callable[[Coroutine[Any, Any, Any]], Any]) -> None:
+        self._pool = pool
+        self._transaction = transaction
+        self._call = call
+        self._conn: psycopg.AsyncConnection[Any] | None = None
+        self._stack: AsyncExitStack | None = None
+
+    async def _ready(self) -> psycopg.AsyncConnection[Any]:
+        if self._conn is None:
+            async with AsyncExitStack() as opening:  # a failure on the way gives it all back
+                conn = await opening.enter_async_context(self._pool.connection())
+                if self._transaction:
+                    await opening.enter_async_context(conn.transaction())
+                self._stack, self._conn = opening.pop_all(), conn
+        return self._conn
+
+    def run(self, work: Callable[[psycopg.AsyncConnection[Any]], Coroutine[Any, Any, T]], *,
+            finish: bool = False) -> T:
+        """``await work(connection)`` in the loop; its result. With ``finish``, then commit
+        and give the connection back, in the same hand-over (roll back if ``work`` raised)."""
+        async def run() -> T:
+            try:
+                result = await work(await self._ready())
+            except BaseException as exc:
+                if finish:
+                    await self._close(exc)
+                raise
+            if finish:
+                await self._close(None)
+            return result
+
+        return self._call(run())  # type: ignore[no-any-return]
+
+    async def _close(self, exc: BaseException | None) -> None:
+        stack, self._stack, self._conn = self._stack, None, None
+        if stack is None:
+            return
+        if exc is None:
+            await stack.aclose()
+        else:
+            await stack.__aexit__(type(exc), exc, exc.__traceback__)
+
+    def execute(self, query: str, params: Any = None) -> _Rows:
+        async def statement(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cursor = await conn.execute(query, params)
+            return list(await cursor.fetchall()) if cursor.description is not None else []
+
+        return _Rows(self.run(statement))
+
+    def cursor(self) -> _BlockingConnection:
+        return self
+
+    def executemany(self, query: str, params: Sequence[Any]) -> None:
+        async def statements(conn: psycopg.AsyncConnection[Any]) -> None:
+            async with conn.cursor() as cursor:
+                await cursor.executemany(query, params)
+
+        self.run(statements)
+
+    def finish(self, exc: BaseException | None) -> None:
+        """Commit (or, after ``exc``, roll back) and give the connection back (nothing to do
+        when a :meth:`run` with ``finish`` did)."""
+        if self._stack is not None:
+            self._call(self._close(exc))
