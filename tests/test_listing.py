@@ -14,7 +14,10 @@ from click.testing import CliRunner
 
 from sessiontree import AssistantMessage, Session, UserMessage, list_sessions
 from sessiontree.cli import cli
+from sessiontree import _helpers
+from sessiontree.stores import _jsonl_listing
 from sessiontree.stores._jsonl_listing import INDEX_NAME
+from sessiontree.stores.memory import MemoryLog
 from sessiontree.testing.generate import generate_folder
 from sessiontree.testing.pi import run_node_script
 
@@ -91,6 +94,138 @@ def test_listing_equals_pis_on_a_generated_folder_with_odd_files(tmp_path: Path,
     assert as_pi(ours(tmp_path)) == expected  # builds the index
     assert as_pi(ours(tmp_path)) == expected  # served from the index
     assert as_pi(ours(tmp_path, cwd=CWDS[1])) == [row for row in expected if row["cwd"] == CWDS[1]]
+
+
+def lines_only_a_file_reading_catches(folder: Path) -> None:
+    """Lines pi skips that would look like entries if lines were not read one by one."""
+    header = {"type": "session", "version": 3, "id": "split-lines", "cwd": CWDS[0],
+              "timestamp": "2026-01-02T03:04:05.678Z"}
+
+    def message(i: str, text: str, stamp: int) -> bytes:
+        return json.dumps({"type": "message", "id": i, "parentId": None,
+                           "timestamp": "2026-01-02T03:04:06.000Z",
+                           "message": {"role": "user", "content": text, "timestamp": stamp}}
+                          ).encode()
+
+    whole = message("w", "whole", 1767323045001)
+    (folder / "split-lines.jsonl").write_bytes(b"\n".join([
+        json.dumps(header).encode(),
+        whole,
+        message("p", "pi's prefix, cut", 1799999999999)[:-30],  # a canonical prefix, malformed
+        whole[:40], whole[40:],  # one object over two lines
+        message("x", "two on a line", 1799999999998) + b" " + message("y", "2", 1799999999997),
+        message("z", "two with a comma", 1799999999996) + b"," + whole,
+        b'{"type":"message","id":"q","parentId":null,"message":{"role":"user","content":[1',
+        b'2]}}',  # an array over two lines
+    ]) + b"\n")
+
+
+def test_listing_reads_each_line_on_its_own_as_pi_does(tmp_path: Path, pi: Pi) -> None:
+    lines_only_a_file_reading_catches(tmp_path)
+    expected = pi_list(pi, tmp_path)
+    assert [row["messageCount"] for row in expected] == [1]  # pi skips all but one line
+    assert as_pi(ours(tmp_path, index=False)) == expected
+
+
+def test_listing_with_helper_processes_equals_pis(tmp_path: Path, pi: Pi, monkeypatch: Any) -> None:
+    """Files read by helper processes (and by this one when a helper fails) give pi's rows."""
+    generate_folder(tmp_path, 12, seed=11, min_entries=0, max_entries=200, cwds=CWDS)
+    odd_files(tmp_path)
+    lines_only_a_file_reading_catches(tmp_path)
+    expected = pi_list(pi, tmp_path)
+    assert as_pi(ours(tmp_path, index=False)) == expected
+    monkeypatch.setattr(_jsonl_listing, "PARALLEL_FILES", 1)
+    monkeypatch.setattr(_helpers, "processes", lambda: 3)
+    assert as_pi(ours(tmp_path, index=False)) == expected
+    monkeypatch.setattr(_helpers, "_RUN", "import sys; sys.exit(2)")
+    assert as_pi(ours(tmp_path, index=False)) == expected
+
+
+def one_rule_session(folder: Path) -> Path:
+    """A session whose row needs each of pi's listing rules (every line a valid entry, so
+    that every store can hold it)."""
+    header = {"type": "session", "version": 3, "id": "one-rule", "cwd": CWDS[1],
+              "timestamp": "2026-01-02T03:04:05.678Z"}
+    entries: list[dict[str, Any]] = []
+
+    def add(kind: str, **fields: Any) -> None:
+        entries.append({"type": kind, "id": f"e{len(entries)}",
+                        "parentId": entries[-1]["id"] if entries else None,
+                        "timestamp": f"2026-01-02T03:05:{len(entries):02d}.000Z", **fields})
+
+    add("message", message={"role": "user", "content": [{"type": "image", "data": "x",
+                                                           "mimeType": "image/png"}],
+                            "timestamp": 1767323100000})  # no text: not the first message
+    add("message", message={"role": "user", "timestamp": 1899999999999})  # no content key
+    add("message", message={"role": "toolResult", "toolCallId": "t", "toolName": "x",
+                            "content": [{"type": "text", "text": "late"}], "isError": False,
+                            "timestamp": 1899999999998})  # not a user or assistant message
+    add("message", message={"role": 7, "content": "odd role", "timestamp": 1899999999997})
+    add("session_info", name="  Named \u3000")
+    add("message", message={"role": "user", "content": [{"type": "text", "text": "first"},
+                                                          {"type": "text", "text": "words"}],
+                            "timestamp": "not a number"})  # the entry's time counts
+    add("message", message={"role": "assistant", "content": [{"type": "text", "text": "ok"}],
+                            "timestamp": 1767323200000})
+    add("custom", customType="x", data={"name": "not a name"})
+    path = folder / "one-rule.jsonl"
+    path.write_text("".join(json.dumps(e) + "\n" for e in [header, *entries]), "utf-8")
+    return path
+
+
+def test_every_store_lists_a_session_by_pis_rules(tmp_path: Path, pi: Pi,
+                                                  fresh_postgres_url: str) -> None:
+    """One rule set: the folder listing, Session.listing() (file and memory), and the
+    SQLite and PostgreSQL sessions tables all give pi's row for the same session."""
+    from sessiontree.transfer import copy_sessions
+
+    folder = tmp_path / "folder"
+    folder.mkdir()
+    path = one_rule_session(folder)
+    (expected,) = pi_list(pi, folder)
+    assert (expected["name"], expected["messageCount"], expected["firstMessage"]) == \
+        ("Named", 6, "first words")
+
+    def as_row(listing: Any) -> dict[str, Any]:
+        return {"id": listing.id, "name": listing.name, "messageCount": listing.message_count,
+                "firstMessage": listing.first_message, "modified": listing.modified_ms,
+                "from": listing.modified_from, "entries": listing.entry_count}
+
+    want = {"id": expected["id"], "name": expected["name"],
+            "messageCount": expected["messageCount"], "firstMessage": expected["firstMessage"],
+            "modified": expected["modified"], "from": "message", "entries": 8}
+    (folder_row,) = list_sessions(folder, index=False)
+    with Session.open(path) as session:
+        file_row = session.listing()
+        memory = Session(MemoryLog(path.read_bytes().splitlines()), warn=False)
+        memory_row = memory.listing()
+    rows = {"folder": as_row(folder_row), "file": as_row(file_row), "memory": as_row(memory_row)}
+    for url in (f"sqlite:///{tmp_path / 'store.db'}", fresh_postgres_url):
+        copy_sessions(str(path), url)
+        store_url = url.split("?")[0] if url.startswith("sqlite") else url
+        with Session.open(f"{store_url}#one-rule") as stored:
+            rows[url] = as_row(stored.listing())
+    assert rows == {where: want for where in rows}
+
+
+def test_a_session_without_messages_is_dated_by_its_header_everywhere(
+        tmp_path: Path, fresh_postgres_url: str) -> None:
+    from sessiontree.transfer import copy_sessions
+
+    with Session.create(tmp_path, cwd="/x") as session:
+        session.set_name("only a name")
+        path = session.file
+        created = session.header.timestamp
+    assert path is not None
+    for url in (f"sqlite:///{tmp_path / 'store.db'}", fresh_postgres_url):
+        copy_sessions(path, url)
+    listings = [list_sessions(tmp_path, index=False)[0], Session.open(path).listing(),
+                Session.open(f"sqlite:///{tmp_path / 'store.db'}#{session.id}").listing(),
+                Session.open(f"{fresh_postgres_url}#{session.id}").listing()]
+    from sessiontree._time import iso_to_ms
+
+    assert {(r.modified_ms, r.modified_from, r.name, r.message_count) for r in listings} == \
+        {(iso_to_ms(created), "created", "only a name", 0)}
 
 
 def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from sessiontree import _split_scan
+from sessiontree import _helpers, _split_scan
 from sessiontree._columns import Columns
 from sessiontree._scan import Scanner
 from sessiontree._tree import TreeIndex
@@ -95,7 +95,7 @@ def _scanned_whole(data: bytes, folder: Path, processes: int,
     path = folder / f"split-{processes}.jsonl"
     path.write_bytes(data)
     monkeypatch.setattr(_split_scan, "PARALLEL_BYTES", 1)
-    monkeypatch.setattr(_split_scan, "_processes", lambda: processes)
+    monkeypatch.setattr(_helpers, "processes", lambda: processes)
     merge = _split_scan.__dict__.get("_real_merge", _split_scan._merge)
     monkeypatch.setattr(_split_scan, "_real_merge", merge, raising=False)
     monkeypatch.setattr(_split_scan, "_merge", lambda *a: (MERGED.append(1), merge(*a))[1])
@@ -144,7 +144,7 @@ def test_a_helper_that_fails_costs_only_time(tmp_path: Path,
     data = ODD * 3
     whole = _scanned_whole(data, tmp_path, 1, monkeypatch)
     for code in ("import sys; sys.exit(3)", "import sys; sys.stdout.write('garbage')"):
-        monkeypatch.setattr(_split_scan, "_HELPER", code)
+        monkeypatch.setattr(_helpers, "_RUN", code)
         MERGED.clear()
         assert _scanned_whole(data, tmp_path, 3, monkeypatch) == whole, code
         assert not MERGED

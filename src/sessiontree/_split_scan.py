@@ -3,8 +3,7 @@
 Most of a large file's open is msgspec reading every line's JSON (about 1.4 GB/s here), one
 core's work; a machine with another core free can read half the file meanwhile. A file of at
 least :data:`PARALLEL_BYTES` is cut at line starts into parts; each part after the first is
-scanned by a helper process (``python -c``, this package's ``_helper``), which writes its
-columns (:class:`~sessiontree._columns.Columns`) to its standard output as MessagePack, while
+scanned by a helper process (:mod:`sessiontree._helpers`), which writes its columns (:class:`~sessiontree._columns.Columns`) to its standard output as MessagePack, while
 the session's process scans the first part; then it merges the parts in file order.
 
 Invariants:
@@ -13,21 +12,20 @@ Invariants:
 * A helper that cannot start, fails, or answers something unreadable costs nothing but time:
   its part is scanned by the session's process. So is every part when the first part holds
   no session header (then the header rules of a whole scan apply).
-* Nothing is split when only one CPU is available, or when ``SESSIONTREE_SCAN_PROCESSES`` is
-  ``1`` (it caps the number of processes, the session's own included; default: the CPUs this
-  process may run on, at most 4).
+* Nothing is split when :func:`sessiontree._helpers.processes` says one process
+  (``SESSIONTREE_PROCESSES=1``, one CPU, no interpreter to start).
 """
 
 from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from array import array
 from typing import IO, Any, Literal
 
 import msgspec
 
+from . import _helpers
 from ._columns import _ODD_ROLE, Columns
 from ._scan import Problem, Scanner
 
@@ -117,19 +115,6 @@ def _decode(data: bytes) -> tuple[_Part, Columns]:
     return part, columns
 
 
-def _processes() -> int:
-    if getattr(sys, "frozen", False) or not os.path.basename(sys.executable or "").lower() \
-            .startswith(("python", "pypy")):
-        return 1  # no interpreter to start helpers with (an embedded or frozen program)
-    wanted = os.environ.get("SESSIONTREE_SCAN_PROCESSES")
-    try:
-        available = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        available = os.cpu_count() or 1
-    cap = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else 4
-    return max(1, min(available, cap))
-
-
 def _cuts(fd: int, size: int, parts: int) -> list[int]:
     """Line starts near the part boundaries (fewer when a line spans a boundary)."""
     cuts: list[int] = []
@@ -151,21 +136,6 @@ def _cuts(fd: int, size: int, parts: int) -> list[int]:
     return cuts
 
 
-_HELPER = ("import sys; sys.path.insert(0, sys.argv[1]); "
-           "from sessiontree._split_scan import _helper; _helper(*sys.argv[2:])")
-
-
-def _start(path: str, start: int, stop: int | None) -> subprocess.Popen[bytes] | None:
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = [sys.executable, "-c", _HELPER, package_parent, path, str(start),
-               str(stop if stop is not None else -1)]
-    try:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, close_fds=True)
-    except OSError:
-        return None
-
-
 def _helper(path: str, start: str, stop: str) -> None:
     """A helper process: scan ``path`` from ``start`` to ``stop`` (-1: its end), answer on
     standard output."""
@@ -174,24 +144,12 @@ def _helper(path: str, start: str, stop: str) -> None:
     scanner.start_after_header({}, 0)
     with open(path, "rb", buffering=0) as stream:
         scanner.scan(stream, int(start), stop=None if int(stop) < 0 else int(stop))
-    sys.stdout.buffer.write(_encode(scanner, columns))
-    sys.stdout.buffer.flush()
+    _helpers.reply(_encode(scanner, columns))
 
 
 def _answer(helper: subprocess.Popen[bytes] | None) -> tuple[_Part, Columns] | None:
-    if helper is None:
-        return None
-    assert helper.stdout is not None
-    try:
-        data = helper.stdout.read()
-        status = helper.wait()
-    except OSError:
-        helper.kill()
-        helper.wait()
-        return None
-    finally:
-        helper.stdout.close()
-    if status != 0:
+    data = _helpers.answer(helper)
+    if data is None:
         return None
     try:
         return _decode(data)
@@ -217,14 +175,15 @@ def scan_file(stream: IO[bytes], scanner: Scanner, columns: Columns) -> None:
     """Scan a whole file into ``columns`` (the scanner's sink), large files in parts."""
     fd = stream.fileno()
     size = os.fstat(fd).st_size
-    processes = _processes() if size >= PARALLEL_BYTES else 1
+    processes = _helpers.processes() if size >= PARALLEL_BYTES else 1
     cuts = _cuts(fd, size, processes) if processes > 1 else []
     if not cuts:
         scanner.scan(stream)
         return
     path = scanner.path or ""
     bounds = list(zip(cuts, [*cuts[1:], None]))
-    helpers = [_start(path, start, stop) for start, stop in bounds]
+    helpers = [_helpers.start("sessiontree._split_scan:_helper", path, str(start),
+                             str(stop if stop is not None else -1)) for start, stop in bounds]
     try:
         scanner.scan(stream, 0, stop=cuts[0])
         for helper, (start, stop) in zip(helpers, bounds):
@@ -235,8 +194,4 @@ def scan_file(stream: IO[bytes], scanner: Scanner, columns: Columns) -> None:
                 _merge(scanner, columns, *answer)
     finally:
         for helper in helpers:
-            if helper is not None and helper.returncode is None:
-                helper.kill()
-                helper.wait()
-                if helper.stdout is not None:
-                    helper.stdout.close()
+            _helpers.finish(helper)

@@ -16,7 +16,7 @@ import functools
 import os
 import warnings
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -25,7 +25,7 @@ from . import _json
 from ._index import EntryIndex, LazyIndex
 from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
 from ._scan import Problem, Record
-from ._time import iso_now, iso_to_ms, new_entry_id, uuid7
+from ._time import iso_now, new_entry_id, uuid7
 from ._tree import TreeIndex, TreeNode, js_trim
 from .context import (
     EMPTY_CONTEXT,
@@ -602,13 +602,6 @@ class Session:
 
         return optree_from_session(self, resolve_files=resolve_files)
 
-    def _message_payloads(self) -> Iterator[tuple[Record, dict[str, Any]]]:
-        for record in self._index.records():
-            if record.type == "message":
-                message = self._data(record).get("message")
-                if isinstance(message, dict):
-                    yield record, message
-
     def children(self, entry_id: str) -> list[AnyEntry]:
         """Direct children of an entry, in file order.
 
@@ -736,26 +729,23 @@ class Session:
         """This session as a listing row (pi's ``SessionInfo``)."""
         if is_indexed(self._log):
             return self._log.listing()
-        header = self.header
-        from ._listing import ListingStats
+        from ._listing import ListingLine, listing_line, row_of_lines
+        from .stores._jsonl_listing import read_listing
 
-        stats = ListingStats()
-        for record, message in self._message_payloads():
-            stats.add(record.timestamp, message)
-        first, modified, messages = stats.first, stats.modified, stats.messages
-        source: Literal["message", "created", "file"] = "message"
-        if modified is None:
-            modified, source = iso_to_ms(header.timestamp), "created"
         location = path or self.file or ""
-        if modified is None and location and os.path.exists(location):
-            modified, source = int(os.stat(location).st_mtime * 1000), "file"
-        return SessionListing(
-            path=os.path.abspath(location) if self.file else location, id=header.id,
-            cwd=header.cwd, name=self.name,
-            parent_session=header.parent_session or None, created=header.timestamp,
-            modified_ms=modified or 0, message_count=messages, entry_count=len(self),
-            first_message=first or "(no messages)", modified_from=source,
-        )
+        if self.file is not None:  # what pi's listing reads: the file
+            row = read_listing(self.file)
+            if row is not None:
+                return row if path is None else msgspec.structs.replace(row, path=location)
+        header = self.header
+        lines = getattr(self._log, "lines", ())  # a memory log's lines, its header first
+        parsed = [line for line in map(listing_line, lines) if line is not None]
+        parsed = parsed[next((i + 1 for i, line in enumerate(parsed) if line.type == "session"),
+                             0):]
+        first = ListingLine(type="session", id=header.id, cwd=header.cwd,
+                            timestamp=header.timestamp,
+                            parentSession=header.parent_session or None)
+        return row_of_lines(first, parsed, location, None)
 
     # -- appending -----------------------------------------------------------------------------
 

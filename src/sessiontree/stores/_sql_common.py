@@ -35,11 +35,12 @@ from collections.abc import Generator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, TypeVar
 
+import msgspec
+
 from .. import _json
-from .._listing import ListingStats, message_of
+from .._listing import ListingStats, listing_line, listing_row
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
-from .._tree import js_trim
 from ..errors import ConcurrentModification, InvalidEntry, InvalidLocation
 from .base import SessionListing
 from .url import check_session_id
@@ -116,6 +117,11 @@ _MIGRATIONS = [
     ALTER TABLE sessiontree_entries ADD COLUMN last_model BIGINT;
     CREATE INDEX sessiontree_entries_depth ON sessiontree_entries (session_id, segment, depth);
     """,
+    # v3: the latest user or assistant message time as pi's listing counts it (NULL: none yet,
+    # or a row written before: then it is taken from modified_ms when that is not the header's)
+    """
+    ALTER TABLE sessiontree_sessions ADD COLUMN activity_ms BIGINT;
+    """,
 ]
 """Schema versions, in order: a migration's position (from 1) is its version. Never edit one
 that shipped; append a new one."""
@@ -128,7 +134,7 @@ ENTRY_COLUMNS = "seq, segment, id, parent_id, type, timestamp, role, custom_type
 _AGGREGATES = "depth, last_compaction, last_thinking, last_model"
 _ENVELOPE = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
 _SESSION_COLUMNS = ("session_id, header, cwd, created, parent_session, name, first_message, "
-                    "message_count, entry_count, last_seq, modified_ms")
+                    "message_count, entry_count, last_seq, modified_ms, activity_ms")
 
 _CHAIN = """
         WITH RECURSIVE chain (segment, upto, depth, hops) AS (
@@ -181,10 +187,11 @@ _STATEMENTS = {
             "AND segment = :segment AND depth BETWEEN :low AND :high ORDER BY depth",
     "insert_session": f"INSERT INTO sessiontree_sessions ({_SESSION_COLUMNS}) VALUES (:sid, :header, "
                       ":cwd, :created, :parent_session, :name, :first_message, :message_count, "
-                      ":entry_count, :last_seq, :modified_ms)",
+                      ":entry_count, :last_seq, :modified_ms, :activity_ms)",
     "update_session": "UPDATE sessiontree_sessions SET name = :name, first_message = :first_message, "
                       "message_count = :message_count, entry_count = :entry_count, "
-                      "last_seq = :last_seq, modified_ms = :modified_ms WHERE session_id = :sid",
+                      "last_seq = :last_seq, modified_ms = :modified_ms, activity_ms = :activity_ms "
+                      "WHERE session_id = :sid",
     "list": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions "
             "ORDER BY modified_ms DESC, session_id LIMIT :limit",
     "list_cwd": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE cwd = :cwd "
@@ -259,18 +266,19 @@ class SessionState:
     cwd: str
     created: str
     parent_session: str | None
-    name: str | None
     stats: ListingStats
+    """The listing's counts (pi's rules, :mod:`sessiontree._listing`), the name included."""
     entry_count: int
     last_seq: int
-    modified_ms: int
 
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> SessionState:
         (sid, header, cwd, created, parent, name, first, messages, entries, last_seq,
-         modified) = row
-        return cls(sid, bytes(header), cwd, created, parent, name,
-                   ListingStats(messages, first, modified), entries, last_seq, modified)
+         modified, activity) = row
+        if activity is None and messages and modified != iso_to_ms(created):
+            activity = modified  # a row written before schema version 3
+        return cls(sid, bytes(header), cwd, created, parent,
+                   ListingStats(messages, first, activity, name), entries, last_seq)
 
     @classmethod
     def new(cls, header_line: bytes) -> SessionState:
@@ -284,31 +292,35 @@ class SessionState:
             value = header.get(key)
             return value if isinstance(value, str) else None
 
-        created = text("timestamp") or ""
-        modified = iso_to_ms(created) or 0
-        return cls(sid, header_line, text("cwd") or "", created, text("parentSession") or None,
-                   None, ListingStats(), 0, 0, modified)
+        return cls(sid, header_line, text("cwd") or "", text("timestamp") or "",
+                   text("parentSession") or None, ListingStats(), 0, 0)
+
+    @property
+    def name(self) -> str | None:
+        return self.stats.name
 
     def params(self) -> dict[str, Any]:
         """The parameters of ``insert_session`` and ``update_session``."""
-        modified = self.stats.modified if self.stats.modified is not None else self.modified_ms
+        modified, _ = self.stats.modified(self.created, None)
+        activity = self.stats.activity
         return {"sid": self.session_id, "header": self.header, "cwd": self.cwd,
                 "created": self.created, "parent_session": self.parent_session, "name": self.name,
                 "first_message": self.stats.first, "message_count": self.stats.messages,
-                "entry_count": self.entry_count, "last_seq": self.last_seq, "modified_ms": modified}
+                "entry_count": self.entry_count, "last_seq": self.last_seq,
+                "modified_ms": modified, "activity_ms": int(activity) if activity is not None
+                else None}
 
 
 def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:
-    """A listing from a row selected as the sessions table's columns."""
+    """A listing from a row selected as the sessions table's columns (pi's rules, the same
+    code as a folder's listing: :func:`sessiontree._listing.listing_row`)."""
     state = SessionState.from_row(row)
-    # a user message, or a time other than the header's, came from a message
-    from_message = bool(state.stats.first) or state.modified_ms != iso_to_ms(state.created)
-    return SessionListing(
-        path=url, id=state.session_id, cwd=state.cwd, name=state.name,
-        parent_session=state.parent_session, created=state.created,
-        modified_ms=state.modified_ms, message_count=state.stats.messages,
-        entry_count=state.entry_count, first_message=state.stats.first or "(no messages)",
-        modified_from="message" if from_message else "created")
+    header = {"id": state.session_id, "cwd": state.cwd, "timestamp": state.created,
+              "parentSession": state.parent_session}
+    listing = listing_row(header, state.stats, url, None, state.entry_count)
+    if listing.modified_from == "file":  # no file: a header without a time, no message
+        return msgspec.structs.replace(listing, modified_from="created")
+    return listing
 
 
 # -- appends -----------------------------------------------------------------------------------
@@ -416,12 +428,10 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
         placed[rec.id] = (seq, segment, mine)
         state.last_seq = seq
         state.entry_count += 1
-        if rec.type == "session_info":
-            state.name = js_trim(rec.name or "") or None
-        elif rec.type == "message":
-            message = message_of(line)
-            if message is not None:
-                state.stats.add(rec.timestamp, message)
+        if rec.type == "session_info" or rec.type == "message":
+            counted = listing_line(line)
+            if counted is not None:
+                state.stats.add((counted,))
         rec.line = seq + 1
         rows.append(NewRow({
             "sid": state.session_id, "seq": seq, "segment": segment, "id": rec.id,

@@ -1,0 +1,82 @@
+"""Helper processes for work that splits: scanning a large file, listing a large folder.
+
+A helper is ``python -c`` running one function of this package with string arguments; it
+answers on its standard output (MessagePack) and the caller decodes the answer.
+
+Invariants:
+* A helper that cannot start, fails, or answers something unreadable costs only time: its
+  caller is told ``None`` and does the work itself.
+* No helper is started when only one CPU is available, in a frozen or embedded program (no
+  Python interpreter to start), or when ``SESSIONTREE_PROCESSES`` is ``1`` (it caps the
+  number of processes, the caller's own included; default: the CPUs this process may run on,
+  at most 4).
+* A caller ends every helper it started, whatever happens (:func:`finish`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+__all__ = ["answer", "finish", "processes", "reply", "start"]
+
+_RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib; "
+        "module, function = sys.argv[2].split(':'); "
+        "getattr(importlib.import_module(module), function)(*sys.argv[3:])")
+
+
+def processes() -> int:
+    """How many processes work that splits may use (this one included)."""
+    if getattr(sys, "frozen", False) or not os.path.basename(sys.executable or "").lower() \
+            .startswith(("python", "pypy")):
+        return 1
+    wanted = os.environ.get("SESSIONTREE_PROCESSES")
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        available = os.cpu_count() or 1
+    cap = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else 4
+    return max(1, min(available, cap))
+
+
+def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
+    """Start ``module:function`` of this package with ``arguments`` in a helper process."""
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    command = [sys.executable, "-c", _RUN, package_parent, function, *arguments]
+    try:
+        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, close_fds=True)
+    except OSError:
+        return None
+
+
+def answer(helper: subprocess.Popen[bytes] | None) -> bytes | None:
+    """The helper's whole answer once it has exited, ``None`` if it failed."""
+    if helper is None or helper.stdout is None:
+        return None
+    try:
+        data = helper.stdout.read()
+        status = helper.wait()
+    except OSError:
+        return None
+    finally:
+        finish(helper)
+    return data if status == 0 else None
+
+
+def finish(helper: subprocess.Popen[bytes] | None) -> None:
+    """End a helper (if it still runs) and close its pipe."""
+    if helper is None:
+        return
+    if helper.returncode is None and helper.poll() is None:
+        helper.kill()
+        helper.wait()
+    if helper.stdout is not None:
+        helper.stdout.close()
+
+
+def reply(data: bytes) -> None:
+    """What a helper function calls to answer."""
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
