@@ -102,6 +102,12 @@ def _entry_decoder() -> msgspec.json.Decoder[Entry]:
     return msgspec.json.Decoder(Entry)
 
 
+@functools.cache
+def _entries_decoder() -> msgspec.json.Decoder[list[Entry]]:
+    """Many stored lines joined into one JSON array, in one call."""
+    return msgspec.json.Decoder(list[Entry])
+
+
 class _MessageOnly(msgspec.Struct):
     message: msgspec.Raw = msgspec.Raw(b"")
 
@@ -497,8 +503,19 @@ class Session:
         missing = [r for r in records if r.cached is None or getattr(r.cached, field) is None]
         if len(missing) > 1:
             fill, admit = _FILL[field], self._cache.admit
-            for record, raw in zip(missing, self._read_many(missing)):
-                slot = record.cached if record.cached is not None else admit(record, len(raw))
+            raws = self._read_many(missing)
+            slots = [record.cached if record.cached is not None else admit(record, len(raw))
+                     for record, raw in zip(missing, raws)]
+            if field == "entry":  # one decoder call for them all (each line is one JSON value)
+                try:
+                    entries = _entries_decoder().decode(b"[" + b",".join(raws) + b"]")
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    pass  # an unknown type or an odd line among them: one at a time
+                else:
+                    for slot, entry in zip(slots, entries):
+                        slot.entry = entry
+                    return
+            for slot, raw in zip(slots, raws):
                 fill(slot, raw)
 
     def _decode(self, record: Record) -> AnyEntry:
