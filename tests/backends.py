@@ -13,6 +13,8 @@ from typing import Any
 import pytest
 
 from sessiontree import Session
+from sessiontree._json import dumps, loads
+from sessiontree._time import uuid7
 from sessiontree.stores.memory import MemoryLog
 
 BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
@@ -88,6 +90,23 @@ class Backend:
     def reopen(self, session: Session, **kwargs: Any) -> Session:
         return reopen(session, **kwargs)
 
+    def load(self, path: str | Path) -> Session:
+        """The session of a JSONL file, put into this backend line for line (in a database
+        under a new session id, so that one file can be loaded more than once)."""
+        data = Path(path).read_bytes()
+        self._count += 1
+        if self.kind == "jsonl":
+            target = self.tmp_path / f"loaded{self._count}" / Path(path).name
+            target.parent.mkdir(parents=True)
+            target.write_bytes(data)
+            return Session.open(target)
+        header, *lines = [line for line in data.splitlines() if line.strip()]
+        if self.kind == "memory":
+            return Session(MemoryLog([header, *lines]))
+        fields = loads(header)
+        fields["id"] = uuid7()
+        return Session(self.store.open_log(self.store.import_lines(dumps(fields), lines)))
+
     def lines(self, session: Session) -> list[bytes]:
         return stored_lines(session)
 
@@ -127,6 +146,21 @@ def stored_lines(session: Session) -> list[bytes]:
     if session.id not in store.session_ids():
         return []
     return list(store.export_lines(session.id)[1])
+
+
+def stored_file(session: Session, path: str | Path) -> Path:
+    """The session as a JSONL file at ``path`` (its header and entry lines as stored), for
+    pi or the file-based checks."""
+    log = session._log
+    if isinstance(log, MemoryLog):
+        header = log.lines[0]
+    elif session.file is not None:
+        header = Path(session.file).read_bytes().splitlines()[0]
+    else:
+        header = log.store.export_lines(session.id)[0]  # type: ignore[attr-defined]
+    target = Path(path)
+    target.write_bytes(b"".join(line + b"\n" for line in [header, *stored_lines(session)]))
+    return target
 
 
 def stored(session: Session) -> bytes:

@@ -62,7 +62,7 @@ from sessiontree.summarize import CancelToken, SummaryCancelled, SummaryFailed, 
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import ensure_pi, run_node_script
 
-from .backends import Backend, reopen, stored
+from .backends import Backend, reopen, stored, stored_file
 
 PI_DIR = Path(__file__).parent / "pi"
 
@@ -253,9 +253,10 @@ def ours(session: Session, leaf: str, keep: int, typed: bool = False) -> dict[st
 
 @pytest.mark.parametrize("name", [g[0] for g in GENERATED] + ["hand"])
 def test_prepare_compaction_equals_pis(name: str, generated: dict[str, Path],
-                                       pi_results: dict[tuple[str, int], Any]) -> None:
+                                       pi_results: dict[tuple[str, int], Any],
+                                       backend: Backend) -> None:
     checked = split = compacted = 0
-    with Session.open(generated[name]) as session:
+    with backend.load(generated[name]) as session:
         for (file_name, keep), results in pi_results.items():
             if file_name != name:
                 continue
@@ -278,32 +279,32 @@ def test_prepare_compaction_equals_pis(name: str, generated: dict[str, Path],
         assert split > 0, "no split-turn case"
 
 
-def test_typed_paths_give_the_same_preparation(generated: dict[str, Path]) -> None:
-    with Session.open(generated["hand"]) as session:
+def test_typed_paths_give_the_same_preparation(generated: dict[str, Path],
+                                               backend: Backend) -> None:
+    with backend.load(generated["hand"]) as session:
         for leaf in probe_leaves(session):
             for keep in (20000, 300, 1):
                 assert ours(session, leaf, keep, typed=True) == ours(session, leaf, keep)
 
 
 def test_compacted_generated_files_load_in_pi_with_the_same_context(
-        pi_modules: Path, generated: dict[str, Path], tmp_path: Path) -> None:
+        pi_modules: Path, generated: dict[str, Path], tmp_path: Path, backend: Backend) -> None:
     from .test_pi_interop import PROBE
 
-    files = []
+    files, sessions = [], []
     for name in ("linear", "compacted", "hand"):
-        copy = tmp_path / f"{name}.jsonl"
-        copy.write_bytes(generated[name].read_bytes())
-        with Session.open(copy) as session:
+        with backend.load(generated[name]) as session:
             if session.path_ids()[-1] and session.entry(session.path_ids()[-1]).type == "compaction":
                 session.append_message(user("one more"))
             # (hand: the last 300 tokens are one tool result with no cut point after it, where
             # pi keeps everything; 400 reaches back to a user message)
             entry = session.compact(keep_recent_tokens=400 if name == "hand" else 2000)
             assert entry is not None
-        files.append(copy)
+            files.append(stored_file(session, tmp_path / f"{name}.jsonl"))
+        sessions.append(session)
     results = run_node_script(PROBE, str(pi_modules), "read", payload=[str(f) for f in files])
-    for file, pi in zip(files, results):
-        with Session.open(file) as session:
+    for stored_session, pi in zip(sessions, results):
+        with reopen(stored_session) as session:
             assert pi["unchanged"]
             assert pi["leaf"] == session.leaf_id
             assert pi["context"] == session.build_context().to_builtins()

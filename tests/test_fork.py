@@ -16,7 +16,7 @@ from sessiontree import CorruptHeader, EntryNotFound, LoadWarning, Session
 from sessiontree._json import loads
 from sessiontree.fork import ForkError, subtree_lines
 
-from .backends import Backend, reopen, stored, stored_lines
+from .backends import Backend, reopen, stored, stored_file, stored_lines
 from .conftest import CONFORMANCE
 from .navhelpers import branched, generate, reply, user
 from .test_navigation import build, trees
@@ -34,8 +34,23 @@ def header(path: str | Path) -> dict[str, Any]:
 
 
 @pytest.fixture
-def session(tmp_path: Path) -> Session:
-    return Session.create(tmp_path / "src", cwd="/home/dev/proj")
+def session(backend: Backend) -> Session:
+    """A new session on each backend (memory, jsonl, sqlite, postgres)."""
+    return backend.create(cwd="/home/dev/proj")
+
+
+def address(session: Session) -> str | Session:
+    """What ``Session.fork_from`` takes for a stored session: its file or its URL (an
+    in-memory session has none: the session itself)."""
+    return session.file or session.url or session
+
+
+def held(session: Session) -> list[str]:
+    """What the session's store holds: the files of its folder, or the stored session ids."""
+    if session.file is not None:
+        return sorted(p.name for p in Path(session.file).parent.iterdir())
+    store = getattr(session._log, "store", None)
+    return store.session_ids() if store is not None else []
 
 
 def pi_label_bug_case(session: Session) -> dict[str, str]:
@@ -51,14 +66,7 @@ def pi_label_bug_case(session: Session) -> dict[str, str]:
 # -- create_branched_session --------------------------------------------------------------------
 
 
-@pytest.fixture
-def stored_session(backend: Backend) -> Session:
-    """A new session on each backend (memory, jsonl, sqlite, postgres)."""
-    return backend.create(cwd="/home/dev/proj")
-
-
-def test_the_pi_label_bug_case_is_fixed(stored_session: Session) -> None:
-    session = stored_session
+def test_the_pi_label_bug_case_is_fixed(session: Session) -> None:
     ids = pi_label_bug_case(session)
     source = stored(session)
     with session.create_branched_session(ids["a2"]) as fork:
@@ -90,8 +98,7 @@ def test_the_pi_label_bug_case_is_fixed(stored_session: Session) -> None:
     assert h.cwd == "/home/dev/proj" and h.version == 3 and h.id != session.id
 
 
-def test_fork_ending_at_a_label_entry(stored_session: Session) -> None:
-    session = stored_session
+def test_fork_ending_at_a_label_entry(session: Session) -> None:
     ids = pi_label_bug_case(session)
     with session.create_branched_session(ids["label"]) as fork:
         assert [e.type for e in fork.path()] == ["message", "message", "label"]
@@ -116,12 +123,13 @@ def msgspec_unset() -> Any:
     return msgspec.UNSET
 
 
-def test_in_memory_fork_of_a_file_writes_nothing(session: Session, tmp_path: Path) -> None:
+def test_in_memory_fork_writes_nothing(session: Session) -> None:
     ids = branched(session)
-    before = sorted(p.name for p in (tmp_path / "src").iterdir())
+    before, lines = held(session), stored(session)
     with session.create_branched_session(ids["a3"], in_memory=True) as fork:
-        assert fork.file is None and len(fork) == 7
-    assert sorted(p.name for p in (tmp_path / "src").iterdir()) == before
+        assert fork.file is None and fork.url is None and len(fork) == 7
+        fork.append_message(user("only in memory"))
+    assert held(session) == before and stored(session) == lines
 
 
 def test_fork_to_a_chosen_file(session: Session, tmp_path: Path) -> None:
@@ -136,15 +144,15 @@ def test_fork_to_a_chosen_file(session: Session, tmp_path: Path) -> None:
     assert not (tmp_path / "other.jsonl").exists()
 
 
-def test_fork_files_load_identically_in_pi(session: Session, tmp_path: Path,
-                                           pi_modules: Path) -> None:  # noqa: F811
+def test_forks_load_identically_in_pi(session: Session, tmp_path: Path,
+                                      pi_modules: Path) -> None:  # noqa: F811
     ids = pi_label_bug_case(session)
     session.branch(ids["a1"])
     session.append_message(user("q2b"))
     session.set_label(ids["a1"], "branch point")
     with session.create_branched_session(ids["a2"]) as a, \
-            session.create_branched_session(ids["label"]) as b:
-        files = [Path(a.file or ""), Path(b.file or "")]
+            session.create_branched_session(ids["label"]) as b:  # in the session's store
+        files = [stored_file(a, tmp_path / "a.jsonl"), stored_file(b, tmp_path / "b.jsonl")]
     for path, pi in zip(files, pi_read(pi_modules, files)):
         assert_same(path, pi)
         assert len(pi["tree"]) == 1 or pi["tree"][0][1] == 0
@@ -156,23 +164,23 @@ def test_fork_files_load_identically_in_pi(session: Session, tmp_path: Path,
 def test_fork_from_copies_every_branch_byte_for_byte(session: Session, tmp_path: Path) -> None:
     ids = branched(session)
     session.set_label(ids["q2"], "first try")
-    assert session.file is not None
-    with Session.fork_from(session.file, directory=tmp_path / "out") as fork:
+    with Session.fork_from(address(session), directory=tmp_path / "out") as fork:
         assert fork.file is not None
-        assert entry_lines(fork.file) == entry_lines(session.file)
+        assert entry_lines(fork.file) == stored_lines(session)
         assert fork.leaf_id == session.leaf_id
         assert fork.labels() == session.labels()
         h = header(fork.file)
-        assert h["parentSession"] == str(Path(session.file).resolve()) and h["cwd"] == session.cwd
+        parent = str(Path(session.file).resolve()) if session.file else session.url
+        assert h.get("parentSession") == parent and h["cwd"] == session.cwd
         assert Path(fork.file).name.endswith(f"_{h['id']}.jsonl")
 
 
 def test_fork_from_takes_an_entry_id_for_one_path(session: Session, tmp_path: Path) -> None:
     ids = branched(session)
     session.set_label(ids["q2"], "first try")
-    assert session.file is not None
+    parent = str(Path(session.file).resolve()) if session.file else session.url
     with session.create_branched_session(ids["a2"], directory=tmp_path / "a") as expected, \
-            Session.fork_from(session.file, ids["a2"], directory=tmp_path / "b") as by_path, \
+            Session.fork_from(address(session), ids["a2"], directory=tmp_path / "b") as by_path, \
             Session.fork_from(session, ids["a2"], directory=tmp_path / "c") as by_session:
         assert expected.file is not None
         copied = [line for line in entry_lines(expected.file) if b'"type":"label"' not in line]
@@ -181,16 +189,17 @@ def test_fork_from_takes_an_entry_id_for_one_path(session: Session, tmp_path: Pa
             lines = entry_lines(fork.file)
             assert [line for line in lines if b'"type":"label"' not in line] == copied
             assert fork.labels().keys() == expected.labels().keys()  # re-created, new ids
-            assert header(fork.file)["parentSession"] == str(Path(session.file).resolve())
+            assert header(fork.file).get("parentSession") == parent
         assert ids["a3"] not in by_path and by_path.label(ids["q2"]) == "first try"
+    before = held(session)
     with pytest.raises(EntryNotFound):
-        Session.fork_from(session.file, "0badc0de", directory=tmp_path / "d")
+        Session.fork_from(address(session), "0badc0de", directory=tmp_path / "d")
     assert not (tmp_path / "d").exists() or not list((tmp_path / "d").iterdir())
+    assert held(session) == before
 
 
-def test_fork_from_copies_every_branch_on_every_backend(stored_session: Session,
-                                                       tmp_path: Path) -> None:
-    session = stored_session
+def test_fork_from_copies_every_branch_into_the_sources_store(session: Session,
+                                                             tmp_path: Path) -> None:
     ids = branched(session)
     session.set_label(ids["q2"], "first try")
     target: dict[str, Any] = {"directory": tmp_path / "out"} if session.file is not None else \
@@ -199,6 +208,13 @@ def test_fork_from_copies_every_branch_on_every_backend(stored_session: Session,
         assert stored_lines(fork) == stored_lines(session)
         assert fork.leaf_id == session.leaf_id and fork.labels() == session.labels()
         assert (fork.url is None) == (session.url is None) and fork.id != session.id
+    if session.url is not None and session.file is None:
+        # by address: the store opened for the source stays open for the fork living in it
+        with Session.fork_from(session.url, ids["a2"]) as fork:
+            assert fork.url is not None and fork.url.split("#")[0] == session.url.split("#")[0]
+            fork.append_message(user("continued in the fork"))
+            assert [m.role for m in fork.build_context().messages][-1] == "user"
+        assert fork._owned_store is None  # closed with the fork
 
 
 def test_fork_from_with_another_cwd(session: Session, tmp_path: Path) -> None:
@@ -221,14 +237,16 @@ def test_fork_from_bad_sources(tmp_path: Path) -> None:
     assert not (tmp_path / "o").exists()
 
 
-def test_fork_from_cuts_parent_cycles(tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
-    source = tmp_path / "cycle.jsonl"
-    shutil.copyfile(CONFORMANCE / "parent-cycle.jsonl", source)
-    with Session.fork_from(source, directory=tmp_path / "o") as fork:
-        assert fork.file is not None
-        path = Path(fork.file)
-    with Session.open(path, strict=True) as again:  # no cycle left: strict open succeeds
-        assert again.problems == []
+def test_fork_from_cuts_parent_cycles(backend: Backend, tmp_path: Path,
+                                     pi_modules: Path) -> None:  # noqa: F811
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LoadWarning)  # the cycle, reported
+        source = backend.load(CONFORMANCE / "parent-cycle.jsonl")
+    assert [p.kind for p in source.problems] == ["cycle"]
+    with source, Session.fork_from(source) as fork:  # into the source's store
+        path = stored_file(fork, tmp_path / "fork.jsonl")
+        with reopen(fork, strict=True) as again:  # no cycle left: strict open succeeds
+            assert again.problems == []
     assert_same(path, pi_read(pi_modules, [path])[0])  # pi no longer hangs on it
 
 
@@ -290,17 +308,17 @@ def test_export_subtree_fixes_labels_set_or_cleared_outside(session: Session,
     assert len(lines) == len(kept) + 2
 
 
-def test_exports_of_generated_pi_sessions_load_in_pi(tmp_path: Path,
+def test_exports_of_generated_pi_sessions_load_in_pi(backend: Backend, tmp_path: Path,
                                                      pi_modules: Path) -> None:  # noqa: F811
     source = generate(tmp_path / "gen.jsonl", entries=400, seed=11)
-    with Session.open(source) as session:
+    with backend.load(source) as session:
         leaves = session.leaves()
         picks = [leaves[0], leaves[len(leaves) // 2], leaves[-1]]
         files = []
         for n, leaf in enumerate(picks):
-            with session.create_branched_session(leaf, directory=tmp_path / "forks") as fork:
+            with session.create_branched_session(leaf) as fork:  # in the session's store
                 assert fork.build_context().to_builtins() == session.build_context(leaf).to_builtins()
-                files.append(Path(fork.file or ""))
+                files.append(stored_file(fork, tmp_path / f"fork{n}.jsonl"))
             files.append(Path(session.export_branch(leaf, tmp_path / f"branch{n}.jsonl")))
         middle = session.path_ids(picks[1])[len(session.path_ids(picks[1])) // 2]
         files.append(Path(session.export_subtree(middle, tmp_path / "sub.jsonl")))
@@ -312,20 +330,18 @@ def test_exports_of_generated_pi_sessions_load_in_pi(tmp_path: Path,
 # -- properties -----------------------------------------------------------------------------------
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=trees(), data=st.data())
-def test_fork_context_equals_the_source_leafs(tmp_path: Path, spec: list[tuple[int, str]],
+def test_fork_context_equals_the_source_leafs(backend: Backend, spec: list[tuple[int, str]],
                                               data: st.DataObject) -> None:
-    folder = tmp_path / f"p{len(list(tmp_path.iterdir()))}"
-    with Session.create(folder, cwd="/p") as session:
+    with backend.create(cwd="/p") as session:
         ids = build(session, spec)
         leaf = data.draw(st.sampled_from(ids))
-        with session.create_branched_session(leaf) as fork:
-            path = fork.file
-        assert path is not None
+        with session.create_branched_session(leaf) as fork:  # in the session's store
+            pass
         with warnings.catch_warnings():
             warnings.simplefilter("error", LoadWarning)
-            reopened = Session.open(path, strict=True)
+            reopened = reopen(fork, strict=True)
         with reopened:
             assert reopened.build_context().to_builtins() == session.build_context(leaf).to_builtins()
             assert len(reopened.tree()) == 1

@@ -382,11 +382,11 @@ def build(session: Session, spec: list[tuple[int, str]]) -> list[str]:
     return ids
 
 
-@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(spec=trees(), data=st.data(), summarize=st.booleans())
-def test_navigating_gives_the_targets_context(tmp_path: Path, spec: list[tuple[int, str]],
+def test_navigating_gives_the_targets_context(backend: Backend, spec: list[tuple[int, str]],
                                               data: st.DataObject, summarize: bool) -> None:
-    with Session.create(tmp_path / f"s{len(list(tmp_path.iterdir()))}", cwd="/p") as session:
+    with backend.create(cwd="/p") as session:
         ids = build(session, spec)
         target = data.draw(st.sampled_from(ids))
         start = data.draw(st.sampled_from(ids))

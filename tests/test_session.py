@@ -62,8 +62,8 @@ def test_create_uses_pis_folder_layout(tmp_path: Path) -> None:
     assert default_session_dir("C:\\work\\x", tmp_path) == tmp_path / "--C--work-x--"
 
 
-def test_appends_chain_and_advance_the_leaf(tmp_path: Path) -> None:
-    with Session.create(tmp_path) as session:
+def test_appends_chain_and_advance_the_leaf(backend: Backend) -> None:
+    with backend.create() as session:
         a = session.append_message(UserMessage.of("q1"))
         b = session.append_message(AssistantMessage.of("a1", provider="p", model="m"))
         assert session.leaf_id == b
@@ -74,8 +74,8 @@ def test_appends_chain_and_advance_the_leaf(tmp_path: Path) -> None:
         assert entry.timestamp.endswith("Z") and len(entry.timestamp) == 24
 
 
-def test_branch_and_reset_leaf_make_branches_and_roots(tmp_path: Path) -> None:
-    with Session.create(tmp_path) as session:
+def test_branch_and_reset_leaf_make_branches_and_roots(backend: Backend) -> None:
+    with backend.create() as session:
         a = session.append_message(UserMessage.of("q1"))
         b = session.append_message(AssistantMessage.of("a1"))
         session.branch(a)
@@ -91,24 +91,24 @@ def test_branch_and_reset_leaf_make_branches_and_roots(tmp_path: Path) -> None:
         assert session.leaf_id == d
 
 
-def test_reopen_puts_the_leaf_on_the_last_line(tmp_path: Path) -> None:
-    session = Session.create(tmp_path)
+def test_reopen_puts_the_leaf_on_the_last_line(backend: Backend) -> None:
+    session = backend.create()
     a = session.append_message(UserMessage.of("q1"))
     b = session.append_message(AssistantMessage.of("a1"))
     session.branch(a)
     session.close()
-    with Session.open(session.file or "") as reopened:
+    with reopen(session) as reopened:
         assert reopened.leaf_id == b
 
 
-def test_checkout_persists_the_leaf_in_a_marker(tmp_path: Path) -> None:
-    session = Session.create(tmp_path)
+def test_checkout_persists_the_leaf_in_a_marker(backend: Backend) -> None:
+    session = backend.create()
     a = session.append_message(UserMessage.of("q1"))
     session.append_message(AssistantMessage.of("a1"))
     marker = session.checkout(a)
     assert marker is not None
     session.close()
-    with Session.open(session.file or "") as reopened:
+    with reopen(session) as reopened:
         entry = reopened.entry(reopened.leaf_id or "")
         assert isinstance(entry, Custom) and entry.custom_type == "sessiontree.checkout"
         assert entry.data == {"targetId": a} and entry.parent_id == a
@@ -141,12 +141,12 @@ def test_labels_and_names(backend: Backend) -> None:
         assert session.name is None
 
 
-def test_append_message_accepts_on_disk_dicts(tmp_path: Path) -> None:
-    with Session.create(tmp_path) as session:
+def test_append_message_accepts_on_disk_dicts(backend: Backend) -> None:
+    with backend.create() as session:
         mid = session.append_message({"role": "user", "content": "plain", "extra": [1.0, 0.000009]})
-        stored = lines(session.file or "")[-1]["message"]
-        assert stored["role"] == "user" and stored["extra"] == [1, 0.000009]
-        assert isinstance(stored["timestamp"], int)
+        written = loads(stored_lines(session)[-1])["message"]
+        assert written["role"] == "user" and written["extra"] == [1, 0.000009]
+        assert isinstance(written["timestamp"], int)
         assert b'"extra":[1,0.000009]' in session.raw_line(mid)
         for bad in ({"content": "no role"}, {"role": "branchSummary", "summary": "x"}):
             with pytest.raises(InvalidEntry):
@@ -154,8 +154,8 @@ def test_append_message_accepts_on_disk_dicts(tmp_path: Path) -> None:
         assert session.leaf_id == mid
 
 
-def test_append_compaction_checks_the_first_kept_entry(tmp_path: Path) -> None:
-    with Session.create(tmp_path) as session:
+def test_append_compaction_checks_the_first_kept_entry(backend: Backend) -> None:
+    with backend.create() as session:
         a = session.append_message(UserMessage.of("q1"))
         session.append_message(AssistantMessage.of("a1"))
         with pytest.raises(EntryNotFound):
@@ -165,18 +165,20 @@ def test_append_compaction_checks_the_first_kept_entry(tmp_path: Path) -> None:
         assert [m.role for m in context.messages] == ["compactionSummary", "user", "assistant"]
 
 
-def test_extend_keeps_ids_and_refuses_bad_entries(tmp_path: Path) -> None:
+def test_extend_keeps_ids_and_refuses_bad_entries(backend: Backend) -> None:
     source = Session.in_memory()
     a = source.append_message(UserMessage.of("q"))
     source.append_custom("ext", {"k": 1})
-    with Session.create(tmp_path) as target:
+    with backend.create() as target:
         assert target.extend(source.entries()) == source.ids()
-        size = os.path.getsize(target.file or "")
-        with pytest.raises(InvalidEntry):
+        before = stored(target)
+        with pytest.raises(InvalidEntry):  # DuplicateId from a database
             target.extend([{"type": "custom", "id": a, "parentId": None, "timestamp": "t"}])
         with pytest.raises(InvalidEntry):
             target.extend([{"type": "custom", "id": "fresh", "parentId": "ghost", "timestamp": "t"}])
-        assert os.path.getsize(target.file or "") == size
+        assert stored(target) == before and target.leaf_id == source.leaf_id
+        with reopen(target) as again:
+            assert again.ids() == source.ids()
 
 
 def test_open_errors_are_typed_and_name_the_file(tmp_path: Path) -> None:
@@ -246,10 +248,8 @@ def test_load_warning_summarizes_the_problems(tmp_path: Path) -> None:
     session.close()
 
 
-def test_unknown_types_and_roles_are_kept(tmp_path: Path) -> None:
-    path = tmp_path / "u.jsonl"
-    shutil.copyfile(CONFORMANCE / "unknown-type-and-fields.jsonl", path)
-    with Session.open(path) as session:
+def test_unknown_types_and_roles_are_kept(backend: Backend) -> None:
+    with backend.load(CONFORMANCE / "unknown-type-and-fields.jsonl") as session:
         kinds = {type(e).__name__ for e in session.entries()}
         assert "UnknownEntry" in kinds
         unknown = next(e for e in session.entries() if isinstance(e, UnknownEntry))

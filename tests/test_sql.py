@@ -139,3 +139,26 @@ def test_an_append_to_a_deleted_or_recreated_session_raises(store: Any) -> None:
         session.append_message(UserMessage.of("lost?"))
     with Session(store.open_log(session.id)) as stored:
         assert len(stored) == 1
+
+
+def test_lone_surrogates_are_stored_and_ids_with_one_refused(store: Any) -> None:
+    from sessiontree import InvalidEntry
+
+    with Session.create(cwd="/p\ud800", store=store) as session:
+        first = session.append_message(UserMessage.of("half a pair: \ud83d"))
+        session.set_label(first, "lab\udc00el")
+        session.set_name("name \ud800")
+        line = session.raw_line(first)
+        before = list(store.export_lines(session.id)[1])
+        with pytest.raises(InvalidEntry, match="lone surrogate"):
+            session.extend([{"type": "custom", "id": "x\ud800", "parentId": None,
+                             "timestamp": "t"}])
+        assert list(store.export_lines(session.id)[1]) == before  # nothing written
+    (listing,) = store.list_sessions()
+    # UTF-8 columns hold U+FFFD where JSON held a lone surrogate, as JavaScript encodes it
+    assert (listing.first_message, listing.name, listing.cwd) == (
+        "half a pair: \ufffd", "name \ufffd", "/p\ufffd")
+    with Session(store.open_log(session.id)) as again:
+        assert again.raw_line(first) == line and b"\\ud83d" in line  # the line's own bytes
+        assert again.label(first) == "lab\ufffdel"
+        assert again.entry(first).message.content[0].text == "half a pair: \ud83d"  # type: ignore[union-attr]

@@ -280,7 +280,8 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
 
     Args:
         leaf_id: the last entry of the path to copy.
-        in_memory: keep the fork in memory (default: when the source is in memory).
+        in_memory: keep the fork in memory (default: when the source is in memory and neither
+            ``path`` nor ``directory`` is given).
         path: the new file (default: ``<timestamp>_<id>.jsonl`` in ``directory``); an existing
             folder means a file of the default name in it.
         directory: the folder for the new file (default: the source's folder, or pi's folder
@@ -294,7 +295,8 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
         ForkError: ``path`` exists.
     """
     session.entry(leaf_id)
-    memory = session.url is None if in_memory is None else in_memory
+    memory = (session.url is None and path is None and directory is None) if in_memory is None \
+        else in_memory
     _before(session, leaf_id, "path", memory)
     lines, _ = branch_lines(session, leaf_id)
     header = _header(session, cwd, with_parent=not memory)
@@ -329,8 +331,10 @@ def fork_from(source: str | os.PathLike[str] | Session, entry_id: str | None = N
     ``parentSession`` = the source file. The fork is returned open, its leaf the last entry.
 
     Args:
-        source: a session file (a path), or an open session (its ``session_before_branch``
-            and ``session_branch`` handlers run).
+        source: a session file (a path), a stored session's address (``sqlite:///x.db#ID``,
+            ``postgresql://...#ID``: the fork goes into that store, which stays open until the
+            fork is closed), or an open session (its ``session_before_branch`` and
+            ``session_branch`` handlers run).
         entry_id: fork only the path to this entry (default: every branch).
         cwd: the working directory of the new session.
         in_memory: keep the fork in memory.
@@ -363,7 +367,11 @@ def fork_from(source: str | os.PathLike[str] | Session, entry_id: str | None = N
         warnings.simplefilter("ignore", LoadWarning)  # bad lines are simply not copied, as pi
         opened = Session.open(source, migrate=False)
     with opened:
-        return fork(opened)
+        forked = fork(opened)
+        owned = opened._owned_store  # a database opened for the source by its address
+        if owned is not None and getattr(forked._log, "store", None) is owned:
+            forked._owned_store, opened._owned_store = owned, None  # the fork lives in it
+        return forked
 
 
 def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,

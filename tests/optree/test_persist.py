@@ -34,7 +34,7 @@ from sessiontree.optree.persist import (
     optree_from_session,
 )
 
-from ..backends import Backend, reopen, stored_lines
+from ..backends import Backend, reopen, stored_file, stored_lines
 from .conftest import Clock, Ids
 
 REPO = Path(__file__).resolve().parents[2]
@@ -126,10 +126,11 @@ def test_session_round_trip_rebuilds_the_tree(backend: Backend) -> None:
     assert len(customs) == 40  # one entry per change
 
 
-def test_loaded_tree_has_no_unfinished_marks_when_everything_ended(tmp_path: Path) -> None:
-    session = Session.create(tmp_path)
+def test_loaded_tree_has_no_unfinished_marks_when_everything_ended(backend: Backend) -> None:
+    session = backend.create()
     full_run(session, Clock(), Ids())
-    tree = load_optree(session.file or "")
+    with reopen(session) as reopened:
+        tree = optree_from_session(reopened)
     assert not any(op.unfinished for op in tree.ops.values())
     assert not any(run.unfinished for run in tree.runs.values())
 
@@ -169,16 +170,17 @@ def test_context_is_the_same_with_and_without_op_events(backend: Backend) -> Non
     assert len(with_ops) == len(plain) + len(list(with_ops.custom_entries("sessiontree.op")))
 
 
-def test_pi_reads_the_file_with_the_same_context(tmp_path: Path) -> None:
+def test_pi_reads_the_file_with_the_same_context(backend: Backend, tmp_path: Path) -> None:
     from sessiontree.testing.pi import ensure_pi, run_node_script
 
     modules = ensure_pi()
-    session = Session.create(tmp_path)
+    session = backend.create()
     full_run(session, Clock(), Ids())
     session.close()
     probe = REPO / "tests" / "pi" / "pi_probe.mjs"
-    (result,) = run_node_script(probe, str(modules), "read", payload=[session.file])
-    with Session.open(session.file or "") as ours:
+    path = stored_file(session, tmp_path / "exported.jsonl")
+    (result,) = run_node_script(probe, str(modules), "read", payload=[str(path)])
+    with reopen(session) as ours:
         assert result["unchanged"]
         assert result["leaf"] == ours.leaf_id
         assert result["context"] == ours.build_context().to_builtins()
@@ -189,8 +191,10 @@ KILLED_RUN = textwrap.dedent("""
     import os, signal, sys
     from sessiontree import Session
     from sessiontree.optree import OpTreeBuilder, Usage
-    session = Session.create(sys.argv[1])
-    print(session.file, flush=True)
+    where = sys.argv[1]  # a folder, or a database store's address
+    stored = where.startswith(("sqlite:", "postgresql:"))
+    session = Session.create(cwd="/k", store=where) if stored else Session.create(where)
+    print(session.url, flush=True)
     root = OpTreeBuilder({"agentId": "root"}, sink=session)
     turn = root.begin_turn()
     done = root.begin_op(turn, "llm", {"provider": "anthropic", "model": "claude-sonnet-4"})
@@ -206,12 +210,16 @@ KILLED_RUN = textwrap.dedent("""
 """)
 
 
-def test_a_killed_run_leaves_a_valid_partial_tree(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-c", KILLED_RUN, str(tmp_path)],
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_a_killed_run_leaves_a_valid_partial_tree(kind: str, tmp_path: Path,
+                                                  request: pytest.FixtureRequest) -> None:
+    where = str(tmp_path) if kind == "jsonl" else f"sqlite:///{tmp_path / 's.db'}" \
+        if kind == "sqlite" else request.getfixturevalue("postgres_url")
+    done = subprocess.run([sys.executable, "-c", KILLED_RUN, where],
                           check=False, capture_output=True, text=True, cwd=REPO)
-    assert done.returncode == -signal.SIGKILL
-    file = done.stdout.strip()
-    tree = load_optree(file)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with Session.open(done.stdout.strip()) as killed:
+        tree = killed.optree()
     assert tree.problems == []
     root = tree.root
     assert root is not None and root.unfinished and root.ended_at is None
@@ -245,9 +253,9 @@ def test_a_torn_last_line_keeps_everything_before_it(tmp_path: Path) -> None:
     assert node.unfinished and node.accounting[0].usage == Usage(input=3, output=1)
 
 
-def test_problems_are_reported_not_dropped(tmp_path: Path) -> None:
+def test_problems_are_reported_not_dropped(backend: Backend) -> None:
     clock, ids = Clock(), Ids()
-    session = Session.create(tmp_path)
+    session = backend.create()
     b = OpTreeBuilder(clock=clock, ids=ids, sink=session, prices=NO_PRICES)
     op = b.begin_op(b.begin_turn(), "llm")
     b.end_session(True)
@@ -300,15 +308,20 @@ def test_batched_logs_fold_to_the_same_tree(backend: Backend) -> None:
     same_tree(loaded, root.tree)
 
 
-def test_large_payloads_go_to_blobs(tmp_path: Path) -> None:
+def test_large_payloads_go_to_blobs(backend: Backend) -> None:
     clock, ids = Clock(), Ids()
-    session = Session.create(tmp_path)
+    session = backend.create()
     sink = SessionSink(session, blob_threshold=1000)
     b = OpTreeBuilder(clock=clock, ids=ids, sink=sink, prices=NO_PRICES)
     op = b.begin_op(b.begin_turn(), "tool")
     big = {"data": "x" * 5000}
     b.set_request(op, {"kind": "tool", "payload": big, "size": 5012})
     b.set_response(op, {"payload": "small"})
+    if session.file is None:  # blobs live beside a file: elsewhere the payload stays inline
+        with reopen(session) as reopened:
+            request = reopened.optree().ops[op].request
+        assert request is not None and request.blob is None and request.payload == big
+        return
     tree = load_optree(session.file or "")
     request = tree.ops[op].request
     assert request is not None and request.blob is not None and request.size == 5012
@@ -320,10 +333,16 @@ def test_large_payloads_go_to_blobs(tmp_path: Path) -> None:
     assert max(len(line) for line in Path(session.file or "").read_bytes().splitlines()) < 1000
 
 
-def test_child_run_in_another_session_file(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_child_run_in_another_session(kind: str, tmp_path: Path,
+                                      request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
+    backend = Backend(kind, tmp_path, url)
+    request.addfinalizer(backend.close)
     clock, ids = Clock(), Ids()
-    parent_session = Session.create(tmp_path)
-    child_session = Session.create(tmp_path)
+    parent_session = backend.create()
+    child_session = Session.create(Path(parent_session.file).parent) if parent_session.file \
+        else backend.create()  # a file beside the parent's, or a session of its store
     parent = OpTreeBuilder({"agentId": "parent"}, clock=clock, ids=ids, sink=parent_session,
                            prices=NO_PRICES)
     sub = parent.begin_op(parent.begin_turn(), "session")
@@ -331,40 +350,46 @@ def test_child_run_in_another_session_file(tmp_path: Path) -> None:
                           prices=NO_PRICES)
     child.account_llm(child.begin_op(child.begin_turn(), "llm"), Usage(input=4, output=2))
     child.end_session(True)
-    name = os.path.basename(child_session.file or "")
+    # a file names a file beside it; a stored session another session of its store
+    name = os.path.basename(child_session.file) if child_session.file else child_session.id
     parent.attach_child_session(sub, child.run_id, file=name)
     parent.end_op(sub)
     parent.end_session(True)
-    assert parent.rollup.tokens_in == 0  # the child lives in another file
-    tree = load_optree(parent_session.file or "")
+    assert parent.rollup.tokens_in == 0  # the child lives in another session
+    with reopen(parent_session) as reopened:
+        tree = reopened.optree()
+        alone = reopened.optree(resolve_files=False)
     assert tree.problems == []
     linked = tree.ops[sub]
     assert (linked.child, linked.child_file) == (child.run_id, name)
     assert tree.runs[parent.run_id].rollup.tokens_in == 4
     assert tree.runs[child.run_id].parent is not None
-    alone = load_optree(parent_session.file or "", resolve_files=False)
     assert child.run_id not in alone.runs and "not loaded" in render_ascii(alone)
+    missing = OpTreeBuilder(clock=clock, ids=ids, sink=parent_session, prices=NO_PRICES)
+    lost = missing.begin_op(missing.begin_turn(), "session")
+    missing.attach_child_session(lost, "run-nowhere", file="no-such-session")
+    assert "names missing" in "".join(p.reason for p in parent_session.optree().problems)
 
 
-def test_session_without_an_operation_tree(tmp_path: Path) -> None:
-    session = Session.create(tmp_path)
+def test_session_without_an_operation_tree(backend: Backend) -> None:
+    session = backend.create()
     session.append_message(UserMessage(content="hi", timestamp=1))
     tree = optree_from_session(session)
     assert tree.runs == {} and tree.root is None
     assert optree_to_builtins(tree) == {"version": 1, "roots": [], "problems": []}
 
 
-def test_session_optree_method(tmp_path: Path) -> None:
-    session = Session.create(tmp_path)
+def test_session_optree_method(backend: Backend) -> None:
+    session = backend.create()
     root = full_run(session, Clock(), Ids())
     tree = session.optree()
     assert tree.problems == [] and tree.root is not None and tree.root.run_id == root.run_id
     assert tree.runs[root.run_id].rollup == root.rollup
 
 
-def test_attaching_an_unrecorded_child_writes_its_events(tmp_path: Path) -> None:
+def test_attaching_an_unrecorded_child_writes_its_events(backend: Backend) -> None:
     clock, ids = Clock(), Ids()
-    session = Session.create(tmp_path)
+    session = backend.create()
     parent = OpTreeBuilder(clock=clock, ids=ids, sink=session, prices=NO_PRICES)
     sub = parent.begin_op(parent.begin_turn(), "session")
     loose = OpTreeBuilder({"agentId": "loose"}, clock=clock, ids=ids, prices=NO_PRICES)

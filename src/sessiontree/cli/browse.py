@@ -10,7 +10,7 @@ import click
 
 from ..errors import MissingExtra
 from ..views import FILTER_MODES, FilterMode
-from ._app import SESSION, cli, reports_errors
+from ._app import SESSION, cli, open_session, reports_errors
 
 __all__ = ["browse"]
 
@@ -43,5 +43,17 @@ def browse(file: str, summarizer_spec: str | None, mode: FilterMode) -> None:
         from ..summarize import summarizer_from_spec
 
         summarizer = summarizer_from_spec(summarizer_spec)
-    BrowseApp(file, summarizer=summarizer, summarizer_name=_summarizer_name(summarizer_spec),
-              mode=mode).run()
+    from ..stores.url import is_url
+
+    if not is_url(file):
+        BrowseApp(file, summarizer=summarizer, summarizer_name=_summarizer_name(summarizer_spec),
+                  mode=mode).run()
+        return
+    # a stored session is opened here (one row), so that a missing one or an unreachable
+    # database is reported before the browser starts; its tree loads in the browser's worker
+    session = open_session(file)
+    try:
+        BrowseApp(file, summarizer=summarizer, summarizer_name=_summarizer_name(summarizer_spec),
+                  mode=mode, opener=lambda _: session).run()
+    finally:
+        session.close()

@@ -166,7 +166,8 @@ def cherry_pick(file: str, entry_id: str | None, by_label: str | None, as_json: 
 def fork(file: str, entry_id: str | None, by_label: str | None, output: str | None,
          cwd: str | None, as_json: bool) -> None:
     """Start a new session from FILE: the path from the root to entry ID (pi's /fork), or every
-    branch when ID is not given (pi's --fork). FILE is not changed."""
+    branch when ID is not given (pi's --fork). FILE is not changed. A session in a database
+    forks into the same database (its address is printed) unless -o names a file."""
     from ..fork import fork_from
 
     with open_session(file) as session, copying(len(session)):
@@ -175,9 +176,9 @@ def fork(file: str, entry_id: str | None, by_label: str | None, output: str | No
         with new:
             if as_json:
                 parent = new.header.parent_session
-                echo_json(_json.dumps({"file": new.file, "id": new.id, "leafId": new.leaf_id,
-                                       "entries": len(new),
+                echo_json(_json.dumps({"file": new.file, "url": new.url, "id": new.id,
+                                       "leafId": new.leaf_id, "entries": len(new),
                                        "parentSession": parent if isinstance(parent, str)
                                        else None}))
             else:
-                click.echo(new.file)
+                click.echo(new.url)  # the file, or the fork's address in the source's database

@@ -472,7 +472,8 @@ class OpTreeBuilder:
             child: a builder of another run (its tree is merged into this one), a run of this
                 tree, or a run id; with ``file``, a run id stored in another session file.
             file: the session file (relative name) holding the child run, when it is not the
-                file this run is written to.
+                file this run is written to; for a session in a database, the id of the
+                session of the same store that holds it.
             record_child: write the child's events to this builder's listeners before the
                 link. Default: when the child builder has listeners of its own that this one
                 does not share (it was recorded elsewhere) no; when it has none, yes.

@@ -189,38 +189,73 @@ def optree_from_session(session: Any, *, resolve_files: bool = True,
 
     Args:
         session: a :class:`sessiontree.Session`.
-        resolve_files: load child runs that live in other session files (named relative to
-            this file by ``op.child`` events) into the same tree.
+        resolve_files: load child runs that live in other sessions (``op.child`` events name
+            them: a file relative to this session's file, or for a session in a database the
+            child session's id in the same store) into the same tree.
         mark_open: mark what never ended as ``unfinished`` (a killed run's open ops).
     """
     tree = OpTree()
     fold_events(_session_events(session), tree=tree, mark_open=False)
-    file = getattr(session, "file", None)
-    if resolve_files and file is not None:
-        seen = {os.path.realpath(file)}
+    children = _Children.of(session) if resolve_files else None
+    if children is not None:
+        seen = {children.own}
         while True:
             pending = [op for op in tree.ops.values()
                        if op.child_file and op.child not in tree.runs
-                       and os.path.realpath(Path(file).parent / op.child_file) not in seen]
+                       and children.key(op.child_file) not in seen]
             if not pending:
                 break
             for op in pending:
                 assert op.child_file is not None
-                other = Path(file).parent / op.child_file
-                seen.add(os.path.realpath(other))
-                if not other.is_file():
+                seen.add(children.key(op.child_file))
+                child_session = children.open(op.child_file)
+                if child_session is None:
                     tree.problems.append(LoadProblem(
                         index=-1, custom_type=ev.CHILD,
-                        reason=f"child run {op.child!r} of op {op.op_id!r} names missing file "
-                               f"{op.child_file!r}"))
+                        reason=f"child run {op.child!r} of op {op.op_id!r} names missing "
+                               f"{children.kind} {op.child_file!r}"))
                     continue
-                from ..session import Session
-
-                with Session.open(other) as child_session:
+                with child_session:
                     fold_events(_session_events(child_session), tree=tree, mark_open=False)
     if mark_open:
         mark_unfinished(tree)
     return tree
+
+
+class _Children:
+    """Where the child sessions of a session are: files beside its file, or sessions of its
+    database store."""
+
+    def __init__(self, kind: str, own: str, key: Any, open_child: Any) -> None:
+        self.kind, self.own, self.key, self.open = kind, own, key, open_child
+
+    @classmethod
+    def of(cls, session: Any) -> _Children | None:
+        from ..session import Session
+
+        file = getattr(session, "file", None)
+        if file is not None:
+            folder = Path(file).parent
+
+            def open_file(name: str) -> Session | None:
+                other = folder / name
+                return Session.open(other) if other.is_file() else None
+
+            return cls("file", os.path.realpath(file),
+                       lambda name: os.path.realpath(folder / name), open_file)
+        store = getattr(getattr(session, "_log", None), "store", None)
+        if store is None or getattr(session, "url", None) is None:
+            return None  # in memory: no other sessions to look in
+
+        def open_stored(session_id: str) -> Session | None:
+            from ..errors import InvalidLocation, SessionNotFound
+
+            try:
+                return Session(store.open_log(session_id), warn=False)
+            except (SessionNotFound, InvalidLocation):
+                return None
+
+        return cls("session", session.id, lambda name: name, open_stored)
 
 
 def _session_events(session: Any) -> Iterable[tuple[str, Any, str | None]]:

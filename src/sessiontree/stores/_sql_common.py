@@ -26,6 +26,10 @@ context is built from the leaf's row and the path's suffix, never reading the wh
 
 Statements use ``:name`` parameters; :func:`dialect` renders them for the driver. Every value is
 a bound parameter: no statement is built from data.
+
+Text columns hold UTF-8: a lone surrogate (JSON may escape one, pi writes them) is stored as
+U+FFFD in the envelope and listing columns, as JavaScript's UTF-8 encoders write it; the line
+keeps its exact bytes. An id or parent id with a lone surrogate cannot be a key and is refused.
 """
 
 from __future__ import annotations
@@ -55,6 +59,7 @@ __all__ = [
     "ROOT",
     "SessionState",
     "check_session_id",
+    "column_text",
     "dialect",
     "listing_from_row",
     "lock_flow",
@@ -66,6 +71,28 @@ __all__ = [
 
 Driver = Literal["sqlite", "postgres"]
 _T = TypeVar("_T")
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def column_text(value: str | None) -> str | None:
+    """``value`` for a text column: lone surrogates become U+FFFD (UTF-8 has no form for them)."""
+    if value is None or value.isascii():
+        return value
+    return _SURROGATE.sub("\ufffd", value)
+
+
+def _key(value: str | None, entry_id: str | None) -> str | None:
+    """An id or parent id for a key column.
+
+    Raises:
+        InvalidEntry: it holds a lone surrogate.
+    """
+    if value is not None and not value.isascii() and _SURROGATE.search(value):
+        raise InvalidEntry(f"an id with a lone surrogate cannot be stored in a database: "
+                           f"{value!r}", entry_id=entry_id)
+    return value
+
 
 # -- the schema --------------------------------------------------------------------------------
 
@@ -303,9 +330,11 @@ class SessionState:
         """The parameters of ``insert_session`` and ``update_session``."""
         modified, _ = self.stats.modified(self.created, None)
         activity = self.stats.activity
-        return {"sid": self.session_id, "header": self.header, "cwd": self.cwd,
-                "created": self.created, "parent_session": self.parent_session, "name": self.name,
-                "first_message": self.stats.first, "message_count": self.stats.messages,
+        return {"sid": self.session_id, "header": self.header, "cwd": column_text(self.cwd),
+                "created": column_text(self.created),
+                "parent_session": column_text(self.parent_session),
+                "name": column_text(self.name), "first_message": column_text(self.stats.first),
+                "message_count": self.stats.messages,
                 "entry_count": self.entry_count, "last_seq": self.last_seq,
                 "modified_ms": modified, "activity_ms": int(activity) if activity is not None
                 else None}
@@ -434,10 +463,12 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
                 state.stats.add((counted,))
         rec.line = seq + 1
         rows.append(NewRow({
-            "sid": state.session_id, "seq": seq, "segment": segment, "id": rec.id,
-            "parent_id": rec.parent_id, "type": rec.type, "timestamp": rec.timestamp,
-            "role": rec.role, "custom_type": rec.custom_type, "target_id": rec.target_id,
-            "label": rec.label, "name": rec.name, "line": line, "depth": mine.depth,
+            "sid": state.session_id, "seq": seq, "segment": segment,
+            "id": _key(rec.id, rec.id), "parent_id": _key(rec.parent_id, rec.id),
+            "type": column_text(rec.type), "timestamp": column_text(rec.timestamp),
+            "role": column_text(rec.role), "custom_type": column_text(rec.custom_type),
+            "target_id": column_text(rec.target_id), "label": column_text(rec.label),
+            "name": column_text(rec.name), "line": line, "depth": mine.depth,
             "last_compaction": mine.last_compaction, "last_thinking": mine.last_thinking,
             "last_model": mine.last_model}, rec))
     return rows
