@@ -32,7 +32,7 @@ def test_session_import_loads_only_what_a_session_file_needs() -> None:
             "s = Session.create(os.path.dirname(path)); s.append_message(UserMessage.of('hi'))\n"
             "s.close(); s = Session.open(s.file); s.build_context().messages; s.close()\n"
             "unwanted = {'sessiontree.events', 'sessiontree.stores._sql_common', 'pathlib', "
-            "'sessiontree.stores._jsonl_listing', 'sessiontree._listing', 'json'}\n"
+            "'sessiontree.stores._jsonl_listing', 'sessiontree._listing', 'json', 'subprocess'}\n"
             "print(sorted(unwanted & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"

@@ -6,18 +6,21 @@ answers on its standard output (MessagePack) and the caller decodes the answer.
 Invariants:
 * A helper that cannot start, fails, or answers something unreadable costs only time: its
   caller is told ``None`` and does the work itself.
-* No helper is started when only one CPU is available, in a frozen or embedded program (no
-  Python interpreter to start), or when ``SESSIONTREE_PROCESSES`` is ``1`` (it caps the
-  number of processes, the caller's own included; default: the CPUs this process may run on,
-  at most 4).
+* No helper is started when only one CPU is free (the CPUs this process may run on, less the
+  other tasks running at that moment), in a frozen or embedded program (no Python
+  interpreter to start), or when ``SESSIONTREE_PROCESSES`` is ``1`` (it caps the number of
+  processes, the caller's own included; default 4).
 * A caller ends every helper it started, whatever happens (:func:`finish`).
 """
 
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import subprocess
 
 __all__ = ["answer", "finish", "processes", "reply", "start"]
 
@@ -37,11 +40,24 @@ def processes() -> int:
     except (AttributeError, OSError):
         available = os.cpu_count() or 1
     cap = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else 4
-    return max(1, min(available, cap))
+    return max(1, min(available - _busy(), cap))
+
+
+def _busy() -> int:
+    """How many other tasks are running right now (``/proc/loadavg``; 0 where unknown): a
+    helper on a CPU that another program keeps busy would slow this process down."""
+    try:
+        with open("/proc/loadavg", "rb") as stream:
+            running = int(stream.read().split()[3].split(b"/")[0])
+    except (OSError, ValueError, IndexError):
+        return 0
+    return max(0, running - 1)  # this process is one of them
 
 
 def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
     """Start ``module:function`` of this package with ``arguments`` in a helper process."""
+    import subprocess  # (not at import: a session that starts no helper never needs it)
+
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     command = [sys.executable, "-c", _RUN, package_parent, function, *arguments]
     try:
