@@ -95,6 +95,7 @@ def _scanned_whole(data: bytes, folder: Path, processes: int,
     path = folder / f"split-{processes}.jsonl"
     path.write_bytes(data)
     monkeypatch.setattr(_split_scan, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(_split_scan, "HEAD_START", 0)  # equal parts, even of a small file
     monkeypatch.setattr(_helpers, "processes", lambda: processes)
     merge = _split_scan.__dict__.get("_real_merge", _split_scan._merge)
     monkeypatch.setattr(_split_scan, "_real_merge", merge, raising=False)
