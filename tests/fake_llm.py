@@ -379,15 +379,24 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 events = (_chat_events if api == "openai_chat" else _responses_events)(body, reply, text)
                 self._stream(events, reply, named=api == "openai_responses")
                 return
+            message: dict[str, Any] = {"role": "assistant", "content": text or None,
+                                       "refusal": None}
+            if reply.tool_calls:
+                message["tool_calls"] = [
+                    {"id": f"call_fake{index}", "type": "function",
+                     "function": {"name": name, "arguments": json.dumps(arguments)}}
+                    for index, (name, arguments) in enumerate(reply.tool_calls)]
+            prompt, output, cached = reply.usage
             self._send(200, {
                 "id": "chatcmpl-9fake0000000000000000000",
                 "object": "chat.completion",
                 "created": int(time.time()),
                 "model": body["model"],
-                "choices": [{"index": 0, "message": {"role": "assistant", "content": text,
-                                                     "refusal": None},
-                             "logprobs": None, "finish_reason": "stop"}],
-                "usage": {"prompt_tokens": 812, "completion_tokens": 64, "total_tokens": 876},
+                "choices": [{"index": 0, "message": message, "logprobs": None,
+                             "finish_reason": "tool_calls" if reply.tool_calls else "stop"}],
+                "usage": {"prompt_tokens": prompt + cached, "completion_tokens": output,
+                          "total_tokens": prompt + cached + output,
+                          "prompt_tokens_details": {"cached_tokens": cached}},
                 "system_fingerprint": "fp_fake",
             }, reply.headers)
 

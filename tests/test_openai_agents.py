@@ -1,5 +1,6 @@
 """The OpenAI Agents SDK session: a real ``Agent`` run by ``Runner.run`` against a Responses API
-server on 127.0.0.1, its history kept as a pi session tree that pi itself reads."""
+and a Chat Completions server on 127.0.0.1, its history kept as a pi session tree that pi itself
+reads."""
 
 from __future__ import annotations
 
@@ -10,7 +11,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Agent, OpenAIResponsesModel, Runner, function_tool, set_tracing_disabled
+from agents import (
+    Agent,
+    OpenAIChatCompletionsModel,
+    OpenAIResponsesModel,
+    Runner,
+    function_tool,
+    set_tracing_disabled,
+)
 from agents.memory import Session as SdkSession
 from agents.memory import SessionSettings
 from openai import AsyncOpenAI
@@ -18,6 +26,7 @@ from openai import AsyncOpenAI
 from sessiontree import Session
 from sessiontree.integrations.openai_agents import SessionTreeSession
 
+from .fake_llm import OPENAI_KEY, FakeLLM, Reply
 from .fake_responses import API_KEY, FakeResponses, call, reasoning, text
 from .test_pi_interop import assert_same, pi_modules, pi_read  # noqa: F401  (fixture)
 
@@ -113,6 +122,74 @@ def test_runner_turns_tool_call_branch_and_both_branches_replay(
     assert_same(file, answer)
 
 
+
+def test_chat_completions_model_turns_tool_call_branch_and_both_branches_replay(
+        tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
+    """The same story through the SDK's Chat Completions model: what the session stores is
+    what the SDK sends back as chat messages, request after request, on either branch."""
+    server = FakeLLM().start()
+    server.then(Reply(text="", tool_calls=[("get_weather", {"city": "Lyon"})]),
+                Reply(text="It is sunny and 21C in Lyon."),
+                Reply(text="Tomorrow brings rain."),
+                Reply(text="Nice is sunny too."))
+    client = AsyncOpenAI(base_url=f"{server.url}/v1", api_key=OPENAI_KEY, max_retries=0)
+    agent = Agent(name="weather", instructions="Answer briefly.", tools=[get_weather],
+                  model=OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client))
+    session = SessionTreeSession.create(tmp_path, cwd="/home/dev/app", model="gpt-4.1")
+
+    async def run() -> dict[str, Any]:
+        first = await Runner.run(agent, "What's the weather in Lyon?", session=session)
+        turn1_end = session.item_ids()[-1]
+        second = await Runner.run(agent, "And tomorrow?", session=session)
+        branch_a = await session.get_items()
+        leaf_a = session.tree.leaf_id
+        session.checkout(turn1_end)
+        third = await Runner.run(agent, "And in Nice?", session=session)
+        branch_b = await session.get_items()
+        session.checkout(leaf_a)
+        replay_a = await session.get_items()
+        await client.close()
+        return {"outputs": [first.final_output, second.final_output, third.final_output],
+                "a": branch_a, "b": branch_b, "replay_a": replay_a}
+
+    try:
+        seen = asyncio.run(run())
+    finally:
+        server.stop()
+    assert seen["outputs"] == ["It is sunny and 21C in Lyon.", "Tomorrow brings rain.",
+                               "Nice is sunny too."]
+    assert CITIES[-1:] == ["Lyon"]
+    # every request passed the server's check against openai's own request types
+    assert [r.path for r in server.requests] == ["/v1/chat/completions"] * 4
+    sent = [[(m["role"], m.get("content"), m.get("tool_calls") and
+              [c["function"]["name"] for c in m["tool_calls"]]) for m in r.body["messages"]]
+            for r in server.requests]
+    turn1 = [("system", "Answer briefly.", None), ("user", "What's the weather in Lyon?", None),
+             ("assistant", None, ["get_weather"]), ("tool", "sunny, 21C in Lyon", None),
+             ("assistant", "It is sunny and 21C in Lyon.", None)]
+    assert sent[1] == turn1[:4]
+    assert sent[2] == turn1 + [("user", "And tomorrow?", None)]
+    assert sent[3] == turn1 + [("user", "And in Nice?", None)]  # branch B never saw branch A
+    tool_call = server.requests[2].body["messages"][2]["tool_calls"][0]
+    assert server.requests[2].body["messages"][3]["tool_call_id"] == tool_call["id"]
+    # both branches replay what was stored on them, and they share turn 1
+    assert seen["replay_a"] == seen["a"]
+    assert seen["a"][:-2] == seen["b"][:-2] and seen["a"][-2:] != seen["b"][-2:]
+    assert seen["b"][-2] == {"content": "And in Nice?", "role": "user"}
+
+    file = Path(session.tree.file or "")
+    session.close()
+    with Session.open(file, strict=True) as tree:
+        assert len(tree.leaves()) == 2
+        messages = tree.build_context().to_builtins()["messages"]
+        assert [m["role"] for m in messages] == ["user", "assistant", "toolResult", "assistant",
+                                                 "user", "assistant"]
+        assert messages[1]["content"][0]["name"] == "get_weather"
+        assert messages[2]["content"][0]["text"] == "sunny, 21C in Lyon"
+    (answer,) = pi_read(pi_modules, [file])
+    assert_same(file, answer)
+
+
 HOSTED = [
     {"role": "user", "content": [
         {"type": "input_text", "text": "What is in these?"},
@@ -177,9 +254,19 @@ def test_history_follows_compaction_and_branch_summaries() -> None:
                                     "status": "completed", "content": [
                                         {"type": "output_text", "text": "a1", "annotations": []}]},
                                    {"role": "user", "content": "q2"}]))
-    kept = session.item_ids()[-1]
+    first_question, kept = session.item_ids()[0], session.item_ids()[-1]
     session.tree.append_compaction("Earlier: q1 was answered.", kept, 1000)
     items = asyncio.run(session.get_items())
     assert items[0]["role"] == "user" and "Earlier: q1 was answered." in \
         items[0]["content"][0]["text"]
     assert items[1:] == [{"role": "user", "content": "q2"}]
+
+    # going back to q1 with a summary of the branch left: the summary is the next user item,
+    # after q1's history, and nothing of the abandoned branch (compaction included) follows
+    session.tree.branch_with_summary(first_question, "Tried q2; it went nowhere.")
+    items = asyncio.run(session.get_items())
+    assert items[0] == {"role": "user", "content": "q1"}
+    assert len(items) == 2 and items[1]["role"] == "user"
+    assert "Tried q2; it went nowhere." in items[1]["content"][0]["text"]
+    asyncio.run(session.add_items([{"role": "user", "content": "q3"}]))
+    assert asyncio.run(session.get_items())[2:] == [{"role": "user", "content": "q3"}]
