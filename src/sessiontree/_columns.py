@@ -139,7 +139,11 @@ class Columns(Sequence[Record]):
             self.unresolved[row] = parent_id
         elif parent >= row:
             self.forward = True
-        self._add_stamps(row, [record.timestamp])
+        stamp = record.timestamp
+        if type(stamp) is str and len(stamp) == _STAMP and stamp.isascii():
+            self.stamps += stamp.encode("ascii")
+        else:
+            self._add_stamps(row, [stamp])
         self.lines.append(record.line)
         if self.located:
             located = cast(FileRecord, record)

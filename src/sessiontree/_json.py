@@ -30,7 +30,9 @@ JSONError = ValueError
 # exact tokenizing pass below runs for nothing) but never misses a number.
 _MAYBE_FLOAT_DIFF = re.compile(rb"[:,\[]-?[0-9]+(?:\.[0-9]+)?e|[:,\[]-?[0-9]+\.0[,\]}]")
 # JavaScript objects list integer-like keys ("0", "17") first, in ascending order.
-_MAYBE_INDEX_KEY = re.compile(rb'[{,]"(?:0|[1-9][0-9]{0,9})":')
+# (A prefilter: a match inside a string only costs the exact, slower path; leaving out the
+# preceding "{" or "," makes the search about 2.5 times faster.)
+_MAYBE_INDEX_KEY = re.compile(rb'"(?:0|[1-9][0-9]{0,9})":')
 _INDEX_KEY = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
