@@ -1,13 +1,13 @@
 """Envelopes stored by column: a compact, append-only sequence of entry records.
 
 A session of a million entries cannot afford one object per entry with its integers (about 450
-bytes each). :class:`Columns` keeps each envelope field in its own column instead: ids and
-ids in a list, timestamps as 24 ASCII bytes each in one ``bytearray`` (pi's form
+bytes each). :class:`Columns` keeps each envelope field in its own column instead: ids in a
+list, timestamps as 24 ASCII bytes each in one ``bytearray`` (pi's form
 ``2026-01-15T09:00:01.000Z``; any other value in a dict by row), parents (as row numbers),
 line numbers, byte offsets, lengths, type and role codes in ``array``s, and the rare fields
-(custom type, label target, label, name) in a dict by row; about 190 bytes an entry. A :class:`~sessiontree._scan.Record` is made from the
-columns when a row is first asked for, and the same object is handed out from then on (the
-decoded-line cache hangs on it).
+(custom type, label target, label, name) in a dict by row; about 190 bytes an entry. A
+:class:`~sessiontree._scan.Record` is made from the columns when a row is first asked for, and
+the same object is handed out from then on (the decoded-line cache hangs on it).
 
 Invariants:
 * Rows are in the order they were added (file order for a scanned log); a row never changes
