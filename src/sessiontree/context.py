@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, Protocol
+from operator import attrgetter
+from typing import Any, Protocol, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -47,9 +48,11 @@ __all__ = [
     "entry_message",
     "extend_context",
     "is_placeholder_summary",
+    "kept_after_compaction",
     "typed_messages",
 ]
 
+T = TypeVar("T")
 
 NO_CONTENT_SUMMARY = "No content to summarize"
 """The placeholder pi 0.73.1 stores as a branch summary when the abandoned entries hold no
@@ -354,6 +357,19 @@ def _change_model(data: Mapping[str, Any]) -> ModelRef:
     return ModelRef(provider=data.get("provider", UNSET), model_id=data.get("modelId", UNSET))
 
 
+_item_id = attrgetter("id")
+
+
+def kept_after_compaction(path: Sequence[T], compaction_at: int, first_kept: Any,
+                          id_of: Callable[[T], Any]) -> list[T]:
+    """The entries of ``path`` a context built after its compaction at ``compaction_at`` goes
+    on with, in order: from the entry ``first_kept`` names up to the compaction (none when that
+    id is not before it on the path), then everything after the compaction."""
+    start = next((i for i in range(compaction_at - 1, -1, -1) if id_of(path[i]) == first_kept),
+                 compaction_at)  # ids on a path are unique: searching back finds the same one
+    return [*path[start:compaction_at], *path[compaction_at + 1:]]
+
+
 def context_from_path(
     path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
     load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None] | None = None,
@@ -381,10 +397,8 @@ def context_from_path(
     if compaction_at >= 0:
         compaction = load(path[compaction_at])
         messages.append(entry_message(compaction))  # type: ignore[arg-type]
-        first_kept = compaction.get("firstKeptEntryId")
-        start = next((i for i in range(compaction_at - 1, -1, -1) if path[i].id == first_kept),
-                     compaction_at)  # ids on a path are unique: searching back finds the same one
-        emitted = [*path[start:compaction_at], *path[compaction_at + 1:]]
+        emitted = kept_after_compaction(path, compaction_at, compaction.get("firstKeptEntryId"),
+                                        _item_id)
     if prefetch is not None:
         prefetch([item for item in emitted if _emits(item)])
     model: ModelRef | None = None

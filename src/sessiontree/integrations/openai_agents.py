@@ -27,8 +27,10 @@ import json
 import os
 import threading
 from collections.abc import Callable
+from operator import itemgetter
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..context import kept_after_compaction
 from ..errors import MissingExtra
 from ..importers.responses import AssistantInfo, ToolCalls, entry_items, item_entry
 from ..session import Session
@@ -96,9 +98,8 @@ class SessionTreeSession:
         path = [json.loads(self.tree.raw_line(i)) for i in self.tree.path_ids()]
         last = max((i for i, e in enumerate(path) if e.get("type") == "compaction"), default=-1)
         if last >= 0:
-            first_kept = path[last].get("firstKeptEntryId")
-            start = next((i for i in range(last) if path[i].get("id") == first_kept), last)
-            path = [path[last], *path[start:last], *path[last + 1:]]
+            path = [path[last], *kept_after_compaction(path, last, path[last].get(
+                "firstKeptEntryId"), itemgetter("id"))]
         return [(entry["id"], item) for entry in path for item in entry_items(entry)]
 
     def item_ids(self) -> list[str]:
