@@ -139,11 +139,7 @@ class Columns(Sequence[Record]):
             self.unresolved[row] = parent_id
         elif parent >= row:
             self.forward = True
-        stamp = record.timestamp
-        if type(stamp) is str and len(stamp) == _STAMP and stamp.isascii():
-            self.stamps += stamp.encode("ascii")
-        else:
-            self._add_stamps(row, [stamp])
+        self._add_stamp(row, record.timestamp)
         self.lines.append(record.line)
         if self.located:
             located = cast(FileRecord, record)
@@ -289,11 +285,14 @@ class Columns(Sequence[Record]):
         except TypeError:
             pass
         for row, stamp in enumerate(stamps, start):
-            if isinstance(stamp, str) and len(stamp) == _STAMP and stamp.isascii():
-                self.stamps += stamp.encode("ascii")
-            else:
-                self.stamps += _NO_STAMP
-                self.odd_stamps[row] = stamp
+            self._add_stamp(row, stamp)
+
+    def _add_stamp(self, row: int, stamp: str | None) -> None:
+        if isinstance(stamp, str) and len(stamp) == _STAMP and stamp.isascii():
+            self.stamps += stamp.encode("ascii")
+        else:
+            self.stamps += _NO_STAMP
+            self.odd_stamps[row] = stamp
 
     def timestamp(self, row: int) -> str | None:
         """The row's ``timestamp``."""
