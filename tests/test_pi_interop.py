@@ -42,10 +42,13 @@ from sessiontree import (
 from sessiontree._json import dumps, loads
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import (
+    PI_0_73,
+    PI_1_5,
     PI_VERSION,
     PiUnavailable,
     default_pi_dir,
     ensure_pi,
+    pi_dist,
     run_node_script,
 )
 
@@ -634,6 +637,27 @@ def test_a_missing_pi_fails_instead_of_skipping(tmp_path: Path, monkeypatch: pyt
     unavailable = Pi("pi 0.73.1 is required by the interoperability tests and could not be installed: x")
     with pytest.raises(pytest.fail.Exception, match="could not be installed"):
         unavailable.read([])
+    assert default_pi_dir(PI_1_5) == tmp_path / "elsewhere-1.5.2"
+    with pytest.raises(PiUnavailable, match="node"):
+        ensure_pi(tmp_path / "nowhere", release=PI_1_5)
+
+
+def test_both_pis_install_and_pi_1_5_loads_its_session_manager() -> None:
+    """Both releases install side by side from npm; pi 1.5.2's install replaces the dependency the
+    registry does not serve with the generated empty package, and its session manager loads."""
+    modules = {release: ensure_pi(release=release) for release in (PI_0_73, PI_1_5)}
+    assert modules[PI_0_73] != modules[PI_1_5]
+    stub = json.loads((modules[PI_1_5] / "marked-cjk-friendly" / "package.json").read_text("utf-8"))
+    assert stub["version"] == "0.0.0"
+    script = ("const m = await import(process.argv[1]);"
+              "console.log(JSON.stringify([m.CURRENT_SESSION_VERSION, typeof m.buildSessionProjection,"
+              " typeof m.SessionManager.list]));")
+    for release, projection in ((PI_0_73, "undefined"), (PI_1_5, "function")):
+        manager = (pi_dist(modules[release], release) / "core" / "session-manager.js").as_uri()
+        done = subprocess.run(["node", "--input-type=module", "-e", script, manager],
+                              capture_output=True, text=True, check=False)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout) == [3, projection, "function"], release
 
 
 def test_the_benchmark_runs_beside_pi_with_equal_digests(pi: Pi) -> None:
