@@ -1,4 +1,4 @@
-"""Compaction (FORMAT.md section 14): pi's own prepareCompaction on generated and hand-written
+"""Compaction (format-spec.md section 14): pi's own prepareCompaction on generated and hand-written
 sessions agrees with ours; the pure functions on small cases; compact() on real files (one
 entry or nothing, events, bad input); properties of cut points and kept suffixes.
 """

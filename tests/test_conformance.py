@@ -154,7 +154,7 @@ def test_case(name: str, tmp_path: Path) -> None:
 
 
 def check_fork(path: Path, block: dict[str, Any]) -> None:
-    """``create_branched_session(leaf_arg)``: a new file beside the source (FORMAT.md 18.6)."""
+    """``create_branched_session(leaf_arg)``: a new file beside the source (format-spec.md 18.6)."""
     import re
 
     before = path.read_bytes()

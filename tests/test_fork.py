@@ -1,4 +1,4 @@
-"""Forks and exports (FORMAT.md 13, 17 i, 18.6; seeds/000 subtree export), on real files, and
+"""Forks and exports (format-spec.md 13, 17 i, 18.6; seeds/000 subtree export), on real files, and
 checked in pi itself where it matters."""
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ def held(session: Session) -> list[str]:
 
 
 def pi_label_bug_case(session: Session) -> dict[str, str]:
-    """FORMAT.md section 13: q1, a1, a label on q1, q2, a2 (pi#5669)."""
+    """format-spec.md section 13: q1, a1, a label on q1, q2, a2 (pi#5669)."""
     ids = {"q1": session.append_message(user("q1"))}
     ids["a1"] = session.append_message(reply("a1"))
     ids["label"] = session.set_label(ids["q1"], "L")

@@ -1,4 +1,4 @@
-"""JSONL concurrency with real processes (FORMAT.md 18.5): one writing process per session holds
+"""JSONL concurrency with real processes (format-spec.md 18.5): one writing process per session holds
 the writer's lock for the life of its session; pi, which takes no lock, may append meanwhile and
 its lines are read in before our next append; readers never see a partial line as an entry."""
 

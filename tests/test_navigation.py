@@ -1,4 +1,4 @@
-"""navigate_tree as pi's /tree (seed 001, FORMAT.md 12, 17 g/h, 18.6), on real files."""
+"""navigate_tree as pi's /tree (seed 001, format-spec.md 12, 17 g/h, 18.6), on real files."""
 
 from __future__ import annotations
 

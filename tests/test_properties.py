@@ -1,6 +1,6 @@
 """Hypothesis: random sequences of appends, branches, labels and resets keep every invariant.
 
-The reference below is a second, deliberately naive implementation of FORMAT.md sections 10 and
+The reference below is a second, deliberately naive implementation of format-spec.md sections 10 and
 12 over the file's parsed lines; the library must agree with it on every leaf.
 """
 
@@ -89,7 +89,7 @@ def ms(timestamp: str) -> int:
 
 
 def reference_context(entries: list[dict[str, Any]], leaf: str | None) -> dict[str, Any]:
-    """FORMAT.md section 10, written as plainly as possible."""
+    """format-spec.md section 10, written as plainly as possible."""
     if leaf is None:
         return {"messages": [], "thinkingLevel": "off", "model": None}
     by_id = {e["id"]: e for e in entries}

@@ -1,7 +1,7 @@
 """JSON exactly as JavaScript's ``JSON.stringify`` writes it, and a tolerant strict parser.
 
 pi writes every line with ``JSON.stringify``; a line we write must be byte-identical to what pi
-would write for the same value (FORMAT.md section 2). msgspec already agrees with JavaScript on
+would write for the same value (format-spec.md section 2). msgspec already agrees with JavaScript on
 strings (``\\b \\t \\n \\f \\r``, other control characters as lowercase ``\\u00xx``, everything else
 raw) and on most numbers; it differs on floats that are integral (``1.0``) or that it writes with
 an exponent (``9e-6``, ``1e16``). Those are rewritten here. Strings holding lone surrogates, which

@@ -2,7 +2,7 @@
 every store (a folder of JSONL files, ``Session.listing()``, the database stores' sessions
 table, which keeps the counts as entries are appended so that a listing never reads them).
 
-The rules (pi 0.73.1; FORMAT.md section 13, "Listing"), over the lines that parse, in order:
+The rules (pi 0.73.1; format-spec.md section 13, "Listing"), over the lines that parse, in order:
 
 * ``message_count``: every ``message`` entry.
 * activity: over the ``message`` entries whose message has a string ``role`` that is ``user``

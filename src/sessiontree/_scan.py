@@ -1,6 +1,6 @@
 """One pass over a session log's lines: the header, one envelope per entry, and the load report.
 
-Invariants (FORMAT.md section 18.1):
+Invariants (format-spec.md section 18.1):
 * Every physical line is counted (1-based), blank ones included; blank lines are skipped silently.
 * The header is the first line that parses. Anything else before it that does not parse is
   reported as ``corrupt``; a header that is not ``{"type":"session","id":<str>}``, or a file in

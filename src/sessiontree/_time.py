@@ -33,7 +33,7 @@ def iso_to_ms(text: object) -> int | None:
     """Epoch milliseconds of an ISO timestamp ending in ``Z`` or a numeric offset; else ``None``.
 
     This is ``new Date(text).getTime()`` for the forms pi writes; other strings give ``None``
-    (JavaScript's parse of other forms is implementation-defined, FORMAT.md section 11).
+    (JavaScript's parse of other forms is implementation-defined, format-spec.md section 11).
     """
     if not isinstance(text, str):
         return None

@@ -1,6 +1,6 @@
 """The tree over indexed entries: parents, paths, children, roots, labels, name. No I/O.
 
-Invariants (FORMAT.md sections 12 and 18.1):
+Invariants (format-spec.md sections 12 and 18.1):
 * For a duplicate id the later line wins; the earlier line is not a node.
 * A root is an entry whose ``parentId`` is null, names no indexed entry (an orphan), or was chosen
   to break a cycle (the first member in file order of each cycle). After that, following parents

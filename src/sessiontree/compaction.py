@@ -1,4 +1,4 @@
-"""Compaction exactly as pi 0.73.1 does it (FORMAT.md section 14), then one entry.
+"""Compaction exactly as pi 0.73.1 does it (format-spec.md section 14), then one entry.
 
 The pure functions here work on a root-to-leaf path of entries (on-disk dicts or typed
 entries) and on messages (on-disk dicts or typed messages); :func:`compact` is the only one
@@ -586,7 +586,7 @@ class CompactionPreparation(msgspec.Struct, frozen=True):
 
 
 def _context_messages(path: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The messages of ``buildSessionContext`` over a root-to-leaf path (FORMAT.md 10)."""
+    """The messages of ``buildSessionContext`` over a root-to-leaf path (format-spec.md 10)."""
     last = next((i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), -1)
 
     def emit(entries: Iterable[Mapping[str, Any]], out: list[Mapping[str, Any]]) -> None:

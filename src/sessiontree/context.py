@@ -1,6 +1,6 @@
 """Building the model context from a root-to-leaf path, exactly as pi's ``buildSessionContext``.
 
-Rules (FORMAT.md section 10): over the whole path the last ``thinking_level_change`` sets the
+Rules (format-spec.md section 10): over the whole path the last ``thinking_level_change`` sets the
 thinking level (default ``"off"``) and the later of ``model_change`` and assistant messages sets
 the model. Without a compaction every path entry emits its message; with one, the last
 compaction's summary comes first, then the path entries before it starting at its
@@ -84,7 +84,7 @@ class SessionContext:
     """The messages to send to a model from one leaf, with the thinking level and model.
 
     ``messages`` are typed; :meth:`to_builtins` and :meth:`to_json` give pi's exact JSON shape
-    (FORMAT.md section 11), stored messages unchanged, unknown fields included.
+    (format-spec.md section 11), stored messages unchanged, unknown fields included.
 
     A session keeps the contexts it built for its last few leaves; the typed messages of a
     context are shared with the session's copy (as pi shares its message objects), so treat them

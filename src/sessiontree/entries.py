@@ -1,7 +1,7 @@
 """The session header and every version 3 entry type, as one tagged union on ``type``.
 
 Invariants:
-* Field order is pi's key order on disk (FORMAT.md section 4): ``type, id, parentId, timestamp``
+* Field order is pi's key order on disk (format-spec.md section 4): ``type, id, parentId, timestamp``
   then the payload, except ``custom`` and ``custom_message`` whose payload comes first.
 * Optional keys default to ``msgspec.UNSET`` so that an absent key stays absent when written.
 * An entry of a type this library does not know, or one whose fields do not fit its type, is an

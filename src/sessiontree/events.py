@@ -291,7 +291,7 @@ class BranchEvent:
 @dataclass(frozen=True, kw_only=True)
 class CompactPreparation:
     """``session_before_compact``: a compaction is about to be computed and appended
-    (FORMAT.md section 14; the fields are :func:`sessiontree.compaction.prepare_compaction`'s).
+    (format-spec.md section 14; the fields are :func:`sessiontree.compaction.prepare_compaction`'s).
 
     Attributes:
         first_kept_entry_id: the first entry the context keeps after the compaction.

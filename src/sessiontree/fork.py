@@ -4,10 +4,10 @@ and exports of one path or one subtree.
 Invariants:
 * The source is never written to.
 * A copied entry is its stored line, byte for byte, except where its ``parentId`` must change:
-  a child of a dropped label entry (FORMAT.md 17 i), an exported subtree's top entry (without
+  a child of a dropped label entry (format-spec.md 17 i), an exported subtree's top entry (without
   ancestors), an entry that closed a parent cycle (made a root, so pi does not hang).
 * Copied entries keep their ids; only the new label entries get new ones.
-* A new file is written whole: a temporary file in the same folder, fsync, rename (FORMAT.md
+* A new file is written whole: a temporary file in the same folder, fsync, rename (format-spec.md
   18.3), named ``<timestamp>_<session id>.jsonl`` unless the caller names it; its header has a
   new UUIDv7 id, the current time, and ``parentSession`` = the source file's absolute path.
 * A fork with no entries creates no file (decision f): it is written on its first append.
@@ -270,7 +270,7 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
                             path: str | os.PathLike[str] | None = None,
                             directory: str | os.PathLike[str] | None = None,
                             cwd: str | None = None) -> Session:
-    """A new session holding the root-to-``leaf_id`` path (pi's ``/fork``; FORMAT.md 13, 18.6).
+    """A new session holding the root-to-``leaf_id`` path (pi's ``/fork``; format-spec.md 13, 18.6).
 
     Label entries of the path are dropped and the labels set on its entries re-created after
     it, with their original timestamps; the children of dropped label entries are re-parented

@@ -1,6 +1,6 @@
 """Format migrations: version 1 -> 2 -> 3, and the first seed's draft format (version 0).
 
-Invariants (FORMAT.md sections 9, 17 e and k, 18.3, 18.4):
+Invariants (format-spec.md sections 9, 17 e and k, 18.3, 18.4):
 * ``MIGRATIONS[i]`` turns version ``i + 1`` into version ``i + 2``; each works on a list of
   plain dicts (header first), in place, and is a no-op on files already past its version.
 * Version 1 -> 2 draws every new id against the ids already drawn, so it never duplicates one.

@@ -6,14 +6,14 @@ Invariants:
   a cancelled, aborted or failed operation writes nothing and leaves the leaf where it was.
 * A branch summary is appended at the new position (``parentId`` = the new leaf) and records
   where the user came from (``fromId`` = the abandoned leaf, ``"root"`` when there was none;
-  FORMAT.md 17 h).
-* A leaf move without a summary is persisted with a checkout marker (FORMAT.md 17 g), or by the
+  format-spec.md 17 h).
+* A leaf move without a summary is persisted with a checkout marker (format-spec.md 17 g), or by the
   label entry the caller asked for, so that pi and sessiontree agree on the leaf after a reload.
 * No empty summary is written: when the abandoned entries hold no message to summarize (only
   markers, labels, custom or settings entries, or pi's "No content to summarize" placeholder),
   the move is made without a summary (pi 0.73.1 would store the placeholder).
 * The helpers :func:`collect_entries_for_branch_summary` and :func:`prepare_branch_entries`
-  are pi's (FORMAT.md section 12) and do no I/O beyond reading the session.
+  are pi's (format-spec.md section 12) and do no I/O beyond reading the session.
 """
 
 from __future__ import annotations
@@ -164,7 +164,7 @@ def default_summarizer() -> Summarizer:
     return ExtractiveSummarizer()
 
 
-# -- pure helpers (FORMAT.md section 12) ---------------------------------------------------------
+# -- pure helpers (format-spec.md section 12) ---------------------------------------------------
 
 
 def collect_entries_for_branch_summary(session: Session, old_leaf_id: str | None,

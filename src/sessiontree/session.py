@@ -7,7 +7,7 @@ Invariants:
   one pass over the file and ``build_context`` costs O(depth).
 * A line once written is never re-serialized: copies reuse its bytes.
 * On open the leaf is the last entry in file order (pi's rule); ``branch``/``reset_leaf`` move it
-  in memory only, ``checkout`` persists the move with a marker entry (FORMAT.md 17 g).
+  in memory only, ``checkout`` persists the move with a marker entry (format-spec.md 17 g).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ if TYPE_CHECKING:
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
 
 CHECKOUT_CUSTOM_TYPE = "sessiontree.checkout"
-"""``customType`` of the marker entry that persists a leaf move (FORMAT.md 17 g)."""
+"""``customType`` of the marker entry that persists a leaf move (format-spec.md 17 g)."""
 
 _PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
 
@@ -131,7 +131,7 @@ class LoadWarning(UserWarning):
 
 def _ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: str,
                    payload: Mapping[str, Any]) -> dict[str, Any]:
-    """An entry object in pi's key order for its type (FORMAT.md section 4)."""
+    """An entry object in pi's key order for its type (format-spec.md section 4)."""
     body = {k: v for k, v in payload.items() if k not in ("type", "id", "parentId", "timestamp")}
     envelope = {"id": entry_id, "parentId": parent_id, "timestamp": timestamp}
     if kind in _PAYLOAD_FIRST:
@@ -302,7 +302,7 @@ class Session:
                session_id: str | None = None, parent_session: str | None = None,
                root: str | os.PathLike[str] | None = None, durable: bool = False,
                store: Store | str | None = None) -> Session:
-        """Start a new session. Nothing is stored until the first append (FORMAT.md 17 f).
+        """Start a new session. Nothing is stored until the first append (format-spec.md 17 f).
 
         Without ``directory`` (or ``root``, or ``store``) the file goes where pi keeps its
         sessions, under the home directory: ``~/.pi/agent/sessions/--<cwd>--/``, so pi lists and
@@ -767,7 +767,7 @@ class Session:
     # -- appending -----------------------------------------------------------------------------
 
     def _integrate(self, fresh: LoadResult | None) -> None:
-        """Index what another writer appended (FORMAT.md 18.5); our leaf stays where it is."""
+        """Index what another writer appended (format-spec.md 18.5); our leaf stays where it is."""
         if fresh is None:
             return
         if self._header_data is None and fresh.header is not None:
@@ -990,7 +990,7 @@ class Session:
             details=details, from_hook=from_hook))
 
     def checkout(self, entry_id: str | None) -> str | None:
-        """Move the leaf so that the move survives a reload, in pi too (FORMAT.md 17 g).
+        """Move the leaf so that the move survives a reload, in pi too (format-spec.md 17 g).
 
         Appends a ``sessiontree.checkout`` custom entry under the target (a new root for
         ``None``), unless the target is already the last line.

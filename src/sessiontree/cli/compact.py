@@ -1,5 +1,5 @@
 """The ``compact`` command: summarize a session's history before the cut point into one
-``compaction`` entry, exactly as pi lays it out (FORMAT.md section 14).
+``compaction`` entry, exactly as pi lays it out (format-spec.md section 14).
 
 The file gains one line and stays loadable by pi; when there is nothing to compact, or the
 summarizer fails, nothing is written.

@@ -1,6 +1,6 @@
 """Commands that move around a session or copy parts of it: checkout, pop, cherry-pick, fork.
 
-Every command writes only what pi can read (FORMAT.md 17 g, h, i): a checkout marker, a
+Every command writes only what pi can read (format-spec.md 17 g, h, i): a checkout marker, a
 branch summary, a copied entry, or a new session file; the file stays loadable by pi.
 """
 

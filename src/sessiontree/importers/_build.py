@@ -14,7 +14,7 @@ Invariants:
 * Each node's first entry carries ``"source": {"id": <source id>, ...}`` (pi ignores unknown
   entry fields and never rewrites lines), so a re-import can be matched entry by entry.
 * The ``sessiontree.import`` entry is the last line, its parent the source's current leaf: after
-  a reload pi and sessiontree both start from that leaf (the rule of FORMAT.md 17 g).
+  a reload pi and sessiontree both start from that leaf (the rule of format-spec.md 17 g).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Listing a folder of JSONL sessions as pi's ``SessionManager.list`` does, fast, with a cache.
 
-Invariants (FORMAT.md section 13, "Listing"):
+Invariants (format-spec.md section 13, "Listing"):
 * A row is what pi's ``buildSessionInfo`` computes from the file, by the rules of
   :mod:`sessiontree._listing` (the same code counts ``Session.listing()`` and the database
   stores' rows). Lines that do not parse are skipped as pi skips them; a file whose first

@@ -1,4 +1,4 @@
-"""JSONL session files, where and how pi keeps them (FORMAT.md sections 1, 2, 8, 17, 18).
+"""JSONL session files, where and how pi keeps them (format-spec.md sections 1, 2, 8, 17, 18).
 
 Invariants:
 * Opening reads the file once, in chunks, keeping only envelopes and byte offsets.

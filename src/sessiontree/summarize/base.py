@@ -4,7 +4,7 @@ A summarizer turns messages into text within a token budget. It may be offline (
 deterministic and extractive) or call a model. It must honour cancellation: when the token is
 cancelled it raises :class:`SummaryCancelled` and nothing is written by the caller.
 
-This module also holds the text layouts pi stores around summaries (FORMAT.md sections 12 and
+This module also holds the text layouts pi stores around summaries (format-spec.md sections 12 and
 14): the branch summary preamble and the ``<read-files>``/``<modified-files>`` tags.
 """
 
@@ -115,7 +115,7 @@ class Summarizer(Protocol):
 
 BRANCH_SUMMARY_PREAMBLE = ("The user explored a different conversation branch before returning here.\n"
                            "Summary of that exploration:\n\n")
-"""What pi puts before every branch summary it stores (FORMAT.md section 12)."""
+"""What pi puts before every branch summary it stores (format-spec.md section 12)."""
 
 
 def _files(details: Any, key: str, attribute: str) -> Sequence[str]:
