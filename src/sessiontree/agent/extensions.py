@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Protocol, Union, runtime_checkable
 
 from msgspec import UNSET
 
-from ..renderers import MessageRenderer, register_message_renderer
+from .._renderer_registry import MessageRenderer, register_message_renderer
 from .events import ExtensionMessage
 from .tools import Tool
 

@@ -12,6 +12,7 @@ from typing import Any, TypeVar
 import click
 
 from ..errors import SessionTreeError
+from ._progress import loading
 
 __all__ = ["SESSION", "SESSION_MAYBE", "cli", "echo_json", "json_option", "open_session", "reports_errors"]
 
@@ -89,7 +90,6 @@ def open_session(path: str, **kwargs: Any) -> Any:
     """Open a session (a file or a database URL with ``#SESSION_ID``), printing load problems
     to stderr as one warning line."""
     from ..session import LoadWarning, Session
-    from ._progress import loading
 
     with warnings.catch_warnings(record=True) as caught, loading(path):
         warnings.simplefilter("always", LoadWarning)
@@ -104,7 +104,3 @@ def echo_json(data: bytes) -> None:
     out = sys.stdout.buffer
     out.write(data + b"\n")
     out.flush()
-
-
-def is_terminal() -> bool:
-    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"

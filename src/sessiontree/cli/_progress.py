@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 from collections.abc import Callable, Iterator
 
-from ._app import is_terminal
-
-__all__ = ["LARGE_FILE_BYTES", "LARGE_SESSION_ENTRIES", "copying", "loading", "progress"]
+__all__ = ["LARGE_FILE_BYTES", "LARGE_SESSION_ENTRIES", "copying", "is_terminal", "loading",
+           "progress"]
 
 LARGE_FILE_BYTES = 32 * 1024 * 1024
 """Files at least this large get a loading indicator (about 20,000 pi entries)."""
@@ -23,6 +23,11 @@ LARGE_SESSION_ENTRIES = 10_000
 """Copies of sessions with at least this many entries get an indicator."""
 
 Advance = Callable[[int], None]
+
+
+def is_terminal() -> bool:
+    """Whether a person is watching stdout (a terminal, and not ``TERM=dumb``)."""
+    return sys.stdout.isatty() and os.environ.get("TERM") != "dumb"
 
 
 def _noop(_: int) -> None:

@@ -11,7 +11,8 @@ from typing import Any
 import click
 
 from ..errors import MissingExtra, SessionTreeError
-from ._app import SESSION_MAYBE, cli, is_terminal, open_session, reports_errors
+from ._app import SESSION_MAYBE, cli, open_session, reports_errors
+from ._progress import is_terminal
 
 __all__ = ["chat"]
 
