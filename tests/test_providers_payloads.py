@@ -1,4 +1,5 @@
-"""``SessionContext.to_openai_chat()``, ``.to_openai_responses()`` and ``.to_anthropic()``.
+"""A session's context as request bodies: ``chat_request(context)``, ``responses_request(context)``
+and ``anthropic_request(context)`` (``sessiontree.providers``).
 
 Each body is validated against the provider SDK's own request types with unknown keys
 forbidden (``tests/sdk_payloads.py``), compared with what pi 0.73.1's own provider code builds
@@ -30,7 +31,13 @@ from sessiontree import (
     ToolResultMessage,
     UserMessage,
 )
-from sessiontree.providers import ToolSpec, prepare_messages
+from sessiontree.providers import (
+    ToolSpec,
+    anthropic_request,
+    chat_request,
+    prepare_messages,
+    responses_request,
+)
 from sessiontree.providers.openai_responses import short_hash
 from sessiontree.testing.pi import run_node_script
 
@@ -98,9 +105,9 @@ def scenario() -> SessionContext:
 
 def bodies(context: SessionContext) -> dict[str, dict[str, Any]]:
     return {
-        "openai-completions": context.to_openai_chat(system=SYSTEM, tools=TOOLS, **TARGETS["openai-completions"]),
-        "openai-responses": context.to_openai_responses(system=SYSTEM, tools=TOOLS, **TARGETS["openai-responses"]),
-        "anthropic-messages": context.to_anthropic(system=SYSTEM, tools=TOOLS, **TARGETS["anthropic-messages"]),
+        "openai-completions": chat_request(context, system=SYSTEM, tools=TOOLS, **TARGETS["openai-completions"]),
+        "openai-responses": responses_request(context, system=SYSTEM, tools=TOOLS, **TARGETS["openai-responses"]),
+        "anthropic-messages": anthropic_request(context, system=SYSTEM, tools=TOOLS, **TARGETS["anthropic-messages"]),
     }
 
 
@@ -255,12 +262,12 @@ def test_defaults_come_from_the_context_and_lone_surrogates_are_removed() -> Non
     s.append_model_change("openai", "gpt-4.1-mini")
     s.append_message(UserMessage(content="broken \ud83d pair"))
     context = s.build_context()
-    chat = context.to_openai_chat()
+    chat = chat_request(context)
     assert chat == {"model": "gpt-4.1-mini", "messages": [{"role": "user", "content": "broken  pair"}]}
-    assert context.to_anthropic(model="claude-haiku-4-5", max_tokens=100)["max_tokens"] == 100
+    assert anthropic_request(context, model="claude-haiku-4-5", max_tokens=100)["max_tokens"] == 100
     check("openai_chat", chat)
     empty = Session.in_memory().build_context()
-    assert empty.to_openai_responses() == {"input": [], "store": False}
+    assert responses_request(empty) == {"input": [], "store": False}
 
 
 def test_prepare_messages_never_changes_its_input() -> None:

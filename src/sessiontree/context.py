@@ -160,56 +160,6 @@ class SessionContext:
         """The messages as a model receives them (:func:`convert_to_llm`)."""
         return convert_to_llm(self.messages)
 
-    def _target(self, model: str | None, provider: str | None) -> dict[str, Any]:
-        ref = self.model
-        return {"model": model if model is not None else
-                (ref.model_id if ref is not None and isinstance(ref.model_id, str) else None),
-                "provider": provider if provider is not None else
-                (ref.provider if ref is not None and isinstance(ref.provider, str) else None)}
-
-    def to_openai_chat(self, *, system: str | None = None, tools: Sequence[Any] = (),
-                       model: str | None = None, provider: str | None = None,
-                       max_tokens: int | None = None) -> dict[str, Any]:
-        """The OpenAI Chat Completions request body for this context (``model``,
-        ``messages``, ``tools``...); see :mod:`sessiontree.providers.openai_chat`.
-
-        Args:
-            system: the system prompt, if any.
-            tools: the tools the model may call (:class:`~sessiontree.providers.ToolSpec`,
-                dicts with ``name``/``description``/``parameters``, or agent tools).
-            model: the model (default: the context's model id; left out when unknown).
-            provider: the target provider (default: the context's); replies of the same
-                provider, API and model keep their thinking and tool call ids as they are.
-            max_tokens: the output budget, if any.
-        """
-        from .providers.openai_chat import chat_request
-
-        return chat_request(self.messages, system=system, tools=tools, max_tokens=max_tokens,
-                            **self._target(model, provider))
-
-    def to_openai_responses(self, *, system: str | None = None, tools: Sequence[Any] = (),
-                            model: str | None = None, provider: str | None = None,
-                            max_tokens: int | None = None) -> dict[str, Any]:
-        """The OpenAI Responses request body for this context (``model``, ``input``,
-        ``tools``, ``store: false``); see :mod:`sessiontree.providers.openai_responses`.
-        Arguments as :meth:`to_openai_chat`."""
-        from .providers.openai_responses import responses_request
-
-        return responses_request(self.messages, system=system, tools=tools,
-                                 max_tokens=max_tokens, **self._target(model, provider))
-
-    def to_anthropic(self, *, system: str | None = None, tools: Sequence[Any] = (),
-                     model: str | None = None, provider: str | None = None,
-                     max_tokens: int | None = None) -> dict[str, Any]:
-        """The Anthropic Messages request body for this context (``model``, ``max_tokens``,
-        ``system``, ``messages``, ``tools``); see :mod:`sessiontree.providers.anthropic`.
-        Arguments as :meth:`to_openai_chat` (``max_tokens`` defaults to 8192, the API
-        requires one)."""
-        from .providers.anthropic import anthropic_request
-
-        return anthropic_request(self.messages, system=system, tools=tools,
-                                 max_tokens=max_tokens, **self._target(model, provider))
-
     def __repr__(self) -> str:
         return (f"SessionContext({len(self._data)} messages, thinking_level={self.thinking_level!r}, "
                 f"model={self.model!r})")

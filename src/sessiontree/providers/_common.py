@@ -24,11 +24,11 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Union
 
 import msgspec
 
-from ..context import convert_to_llm
+from ..context import SessionContext, convert_to_llm
 from ..messages import (
     AgentMessage,
     AssistantMessage,
@@ -41,12 +41,29 @@ from ..messages import (
 )
 
 __all__ = [
-    "LlmMessage", "ToolSpec", "as_tool_spec", "json_arguments", "prepare_messages", "sanitize",
-    "sanitize_id",
+    "LlmMessage", "RequestSource", "ToolSpec", "as_tool_spec", "json_arguments", "prepare_messages",
+    "request_target", "sanitize", "sanitize_id",
 ]
 
 LlmMessage = UserMessage | AssistantMessage | ToolResultMessage
 """A message in the form a model API takes (after :func:`prepare_messages`)."""
+
+RequestSource = Union[SessionContext, Sequence[Union[AgentMessage, UnknownMessage]]]
+"""What a request is built from: a session's context, or context messages oldest first."""
+
+
+def request_target(source: RequestSource, model: str | None, provider: str | None,
+                   ) -> tuple[Sequence[AgentMessage | UnknownMessage], str | None, str | None]:
+    """The messages, model and provider of a request: a context gives its messages, and its
+    model and provider where the caller gives none (left out when the context has none)."""
+    if not isinstance(source, SessionContext):
+        return source, model, provider
+    ref = source.model
+    if model is None and ref is not None and isinstance(ref.model_id, str):
+        model = ref.model_id
+    if provider is None and ref is not None and isinstance(ref.provider, str):
+        provider = ref.provider
+    return source.messages, model, provider
 
 
 class ToolSpec(msgspec.Struct, frozen=True):

@@ -34,7 +34,15 @@ from ..messages import (
     ToolResultMessage,
     UnknownMessage,
 )
-from ._common import ToolSpec, as_tool_spec, prepare_messages, sanitize, sanitize_id
+from ._common import (
+    RequestSource,
+    ToolSpec,
+    as_tool_spec,
+    prepare_messages,
+    request_target,
+    sanitize,
+    sanitize_id,
+)
 from ._http import AnthropicEndpoint
 from .base import Assembly, HttpModel
 
@@ -146,20 +154,23 @@ def anthropic_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
     return out
 
 
-def anthropic_request(messages: Sequence[AgentMessage | UnknownMessage], *,
+def anthropic_request(source: RequestSource, *,
                       model: str | None = None, provider: str | None = None,
                       system: str | None = None, tools: Sequence[ToolSpec | Any] = (),
                       max_tokens: int | None = None) -> dict[str, Any]:
     """A whole Messages request body (without ``stream``).
 
     Args:
-        messages: context messages, oldest first.
-        model: the model (``model`` is left out when ``None``).
+        source: a session's context (:meth:`Session.build_context
+            <sessiontree.Session.build_context>`), whose model and provider are the defaults
+            of ``model`` and ``provider``; or context messages, oldest first.
+        model: the model (``model`` is left out when there is none).
         provider: the target provider (see :func:`anthropic_messages`).
         system: the system prompt, if any.
         tools: the tools the model may call.
         max_tokens: the output budget (default :data:`DEFAULT_MAX_TOKENS`; the API requires it).
     """
+    messages, model, provider = request_target(source, model, provider)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model

@@ -34,7 +34,16 @@ from ..messages import (
     UnknownMessage,
     UserMessage,
 )
-from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
+from ._common import (
+    RequestSource,
+    ToolSpec,
+    as_tool_spec,
+    json_arguments,
+    prepare_messages,
+    request_target,
+    sanitize,
+    sanitize_id,
+)
 from ._http import OpenAIEndpoint
 from .base import Assembly, HttpModel
 
@@ -133,21 +142,24 @@ def chat_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
     return out
 
 
-def chat_request(messages: Sequence[AgentMessage | UnknownMessage], *, model: str | None = None,
+def chat_request(source: RequestSource, *, model: str | None = None,
                  provider: str | None = None, system: str | None = None,
                  tools: Sequence[ToolSpec | Any] = (), max_tokens: int | None = None,
                  system_role: Literal["system", "developer"] = "system") -> dict[str, Any]:
     """A whole Chat Completions request body (without ``stream``).
 
     Args:
-        messages: context messages, oldest first.
-        model: the model (``model`` is left out when ``None``).
+        source: a session's context (:meth:`Session.build_context
+            <sessiontree.Session.build_context>`), whose model and provider are the defaults
+            of ``model`` and ``provider``; or context messages, oldest first.
+        model: the model (``model`` is left out when there is none).
         provider: the target provider (see :func:`chat_messages`).
         system: the system prompt, if any.
         tools: the tools the model may call.
         max_tokens: the output budget (``max_completion_tokens``), if any.
         system_role: see :func:`chat_messages`.
     """
+    messages, model, provider = request_target(source, model, provider)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model

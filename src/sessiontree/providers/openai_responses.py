@@ -37,7 +37,16 @@ from ..messages import (
     UnknownMessage,
     UserMessage,
 )
-from ._common import ToolSpec, as_tool_spec, json_arguments, prepare_messages, sanitize, sanitize_id
+from ._common import (
+    RequestSource,
+    ToolSpec,
+    as_tool_spec,
+    json_arguments,
+    prepare_messages,
+    request_target,
+    sanitize,
+    sanitize_id,
+)
 from ._http import OpenAIEndpoint
 from .base import Assembly, HttpModel
 
@@ -199,7 +208,7 @@ def responses_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
     return out
 
 
-def responses_request(messages: Sequence[AgentMessage | UnknownMessage], *,
+def responses_request(source: RequestSource, *,
                       model: str | None = None, provider: str | None = None,
                       system: str | None = None, tools: Sequence[ToolSpec | Any] = (),
                       max_tokens: int | None = None,
@@ -208,14 +217,17 @@ def responses_request(messages: Sequence[AgentMessage | UnknownMessage], *,
     it (the conversation lives in the session, not on the server).
 
     Args:
-        messages: context messages, oldest first.
-        model: the model (``model`` is left out when ``None``).
+        source: a session's context (:meth:`Session.build_context
+            <sessiontree.Session.build_context>`), whose model and provider are the defaults
+            of ``model`` and ``provider``; or context messages, oldest first.
+        model: the model (``model`` is left out when there is none).
         provider: the target provider (see :func:`responses_input`).
         system: the system prompt, if any.
         tools: the tools the model may call.
         max_tokens: the output budget (``max_output_tokens``), if any.
         system_role: see :func:`responses_input`.
     """
+    messages, model, provider = request_target(source, model, provider)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model
