@@ -1,6 +1,6 @@
 """Helper processes for work that splits: scanning a large file, listing a large folder.
 
-A helper is ``python -c`` running one function of this package with string arguments; it
+A helper is ``python -I -c`` running one function of this package with string arguments; it
 answers on its standard output (MessagePack) and the caller decodes the answer.
 
 Invariants:
@@ -11,6 +11,9 @@ Invariants:
   interpreter to start), or when ``SESSIONTREE_PROCESSES`` is ``1`` (it caps the number of
   processes, the caller's own included; default 4).
 * A caller ends every helper it started, whatever happens (:func:`finish`).
+* A helper is isolated (``-I``): neither the folder it starts in nor ``PYTHONPATH``, user
+  site-packages or other ``PYTHON*`` variables reach its import path, so a ``typing.py`` in
+  the folder where ``sessiontree ls`` runs is never imported.
 """
 
 from __future__ import annotations
@@ -59,7 +62,7 @@ def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
     import subprocess  # (not at import: a session that starts no helper never needs it)
 
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = [sys.executable, "-c", _RUN, package_parent, function, *arguments]
+    command = [sys.executable, "-I", "-c", _RUN, package_parent, function, *arguments]
     try:
         return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                 stderr=subprocess.DEVNULL, close_fds=True)

@@ -1,0 +1,48 @@
+"""Helper processes (``sessiontree._helpers``) run isolated: nothing from the folder they start
+in, nor from ``PYTHONPATH``, is imported by them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from sessiontree import _helpers, list_sessions
+from sessiontree.stores import _jsonl_listing
+from sessiontree.testing.generate import generate_folder
+
+PLANTED = ("typing", "msgspec", "struct", "os", "enum", "functools", "sitecustomize",
+           "usercustomize")
+
+
+def plant(folder: Path, marker: Path) -> None:
+    """Modules that a helper would import if this folder were on its import path; each one
+    leaves ``marker`` behind when imported."""
+    folder.mkdir()
+    for name in PLANTED:
+        (folder / f"{name}.py").write_text(
+            f"open({str(marker)!r}, 'a').write({name!r} + '\\n')\n", "utf-8")
+
+
+def test_a_helper_never_imports_modules_from_its_folder_or_pythonpath(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    sessions = tmp_path / "sessions"
+    sessions.mkdir()
+    generate_folder(sessions, 6, seed=3, min_entries=1, max_entries=20)
+    marker = tmp_path / "imported"
+    plant(tmp_path / "cwd", marker)
+    plant(tmp_path / "pythonpath", marker)
+    expected = [(row.path, row.message_count) for row in list_sessions(sessions, index=False)]
+
+    monkeypatch.chdir(tmp_path / "cwd")
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path / "pythonpath"))
+    monkeypatch.setattr(_jsonl_listing, "PARALLEL_FILES", 1)
+    monkeypatch.setattr(_helpers, "processes", lambda: 3)
+    answers: list[bytes | None] = []
+    real_answer = _helpers.answer
+    monkeypatch.setattr(_helpers, "answer", lambda h: answers.append(real_answer(h)) or answers[-1])
+    rows = [(row.path, row.message_count) for row in list_sessions(sessions, index=False)]
+
+    assert not marker.exists(), marker.read_text()
+    assert len(answers) == 2 and None not in answers  # both helpers ran and answered
+    assert rows == expected
