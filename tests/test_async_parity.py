@@ -469,6 +469,28 @@ def test_async_session_matches_the_session(async_kind: tuple[str, str | None],
         "before_tree", "before_tree", "before_tree", "before_compact", "context"]
 
 
+def test_reading_a_new_async_session_whole_then_appending_chains(
+        async_kind: tuple[str, str | None], tmp_path: Path) -> None:
+    """Issue 23 point 1 through AsyncSession, each whole-tree read on a fresh session."""
+    kind, url = async_kind
+
+    async def run() -> None:
+        async with AsyncBackend(kind, tmp_path, url) as backend:
+            for read in ("ids", "leaves", "tree", "entries", "labels", "branch_points",
+                         "optree", "problems"):
+                session = await backend.create()
+                await getattr(session, read)()
+                made = [await session.append_message(UserMessage.of(f"q{i}")) for i in range(3)]
+                assert await session.ids() == made, read
+                assert await session.path_ids() == made, read
+                await session.aclose()
+                again = await backend.reopen(session)
+                assert await again.ids() == made and await again.leaves() == made[-1:], read
+                await again.aclose()
+
+    asyncio.run(run())
+
+
 # -- follow, cancellation, the loop's own thread, addresses --------------------------------------
 
 

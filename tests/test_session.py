@@ -7,6 +7,7 @@ import json
 import os
 import shutil
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -72,6 +73,28 @@ def test_appends_chain_and_advance_the_leaf(backend: Backend) -> None:
         entry = session.entry(b)
         assert isinstance(entry, MessageEntry) and entry.parent_id == a
         assert entry.timestamp.endswith("Z") and len(entry.timestamp) == 24
+
+
+WHOLE_TREE_READS: dict[str, Callable[[Session], object]] = {
+    "ids": Session.ids, "leaves": Session.leaves, "tree": Session.tree,
+    "entries": lambda s: list(s.entries()), "labels": Session.labels,
+    "branch_points": Session.branch_points, "optree": Session.optree,
+    "problems": lambda s: s.problems,
+}
+"""What loads a session's whole tree (issue 23 point 1: done before the first append, each
+made a database session's appends raise after committing, each a new root)."""
+
+
+@pytest.mark.parametrize("read", WHOLE_TREE_READS)
+def test_reading_a_new_session_whole_then_appending_chains(backend: Backend, read: str) -> None:
+    with backend.create() as session:
+        WHOLE_TREE_READS[read](session)
+        made = [session.append_message(UserMessage.of(f"q{i}")) for i in range(3)]
+        assert session.ids() == made and session.leaves() == made[-1:]
+        assert session.path_ids() == made
+    with backend.reopen(session) as again:
+        assert again.ids() == made and again.path_ids() == made
+        assert [node.entry.id for node in again.tree()] == made[:1]
 
 
 def test_branch_and_reset_leaf_make_branches_and_roots(backend: Backend) -> None:

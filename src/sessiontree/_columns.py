@@ -84,10 +84,11 @@ class _Codes(dict[Any, int]):
 class Columns(Sequence[Record]):
     """Envelopes of one log by column (see the module docstring)."""
 
-    def __init__(self, located: bool = True) -> None:
+    def __init__(self, located: bool | None = True) -> None:
         """Args:
-            located: rows are :class:`FileRecord` (with byte offset and length); else
-                plain :class:`Record` (a database log's).
+            located: rows are :class:`FileRecord` (with byte offset and length); ``False``:
+                plain :class:`Record` (a database log's); ``None``: as the first row added is
+                (what an empty log's records are cannot be told from none of them).
         """
         self.located = located
         self.ids: list[str] = []
@@ -117,7 +118,7 @@ class Columns(Sequence[Record]):
     def of(cls, records: Iterable[Record]) -> Columns:
         """Columns holding these records (each kept as the object of its row)."""
         listed = list(records)
-        columns = cls(located=all(isinstance(r, FileRecord) for r in listed))
+        columns = cls(located=all(isinstance(r, FileRecord) for r in listed) if listed else None)
         columns.add_batch(listed, keep=True)
         return columns
 
@@ -141,6 +142,8 @@ class Columns(Sequence[Record]):
             self.forward = True
         self._add_stamp(row, record.timestamp)
         self.lines.append(record.line)
+        if self.located is None:
+            self.located = isinstance(record, FileRecord)
         if self.located:
             located = cast(FileRecord, record)
             self.offsets.append(located.offset)
@@ -176,6 +179,8 @@ class Columns(Sequence[Record]):
         count = len(batch)
         if not count:
             return
+        if self.located is None:
+            self.located = isinstance(batch[0], FileRecord)
         start = len(self.ids)
         ids = list(map(_get_id, batch))
         self.ids += ids
