@@ -491,6 +491,42 @@ def test_reading_a_new_async_session_whole_then_appending_chains(
     asyncio.run(run())
 
 
+def test_nul_characters_are_stored_through_every_async_path(
+        async_kind: tuple[str, str | None], tmp_path: Path) -> None:
+    """Issue 23 point 10: a NUL in cwd, message, label, name and custom type through
+    AsyncSession and the async stores' own ``append``; answers alike before and after a
+    reopen (PostgreSQL's columns hold U+FFFD, its lines the NUL)."""
+    kind, url = async_kind
+
+    async def run() -> None:
+        async with AsyncBackend(kind, tmp_path, url) as backend:
+            session = await backend.create(cwd="/w\x00")
+            first = await session.append_message(UserMessage.of("q\x00"))
+            await session.set_label(first, "l\x00")
+            await session.append_custom("c\x00")
+            await session.set_name("n\x00")
+            answers = (await session.label(first), session.name, await session.labels())
+            held = "\ufffd" if kind.startswith("postgres") else "\x00"
+            assert answers[:2] == (f"l{held}", f"n{held}")
+            store = backend.store
+            if hasattr(store, "aclose"):  # an async store: its own append and listing
+                await store.append(session.id, [{
+                    "type": "custom", "id": "abcd0001", "parentId": session.leaf_id,
+                    "timestamp": "2026-01-01T00:00:00.000Z", "customType": "t\x00"}])
+                (listing,) = [found for found in await store.list_sessions(cwd="/w\x00")
+                              if found.id == session.id]
+                assert listing.cwd == f"/w{held}" and listing.first_message == f"q{held}"
+                (*_, custom) = await store.read(session.id)
+                assert custom.custom_type == "t\x00"
+            await session.aclose()
+            again = await backend.reopen(session)
+            assert (await again.label(first), again.name, await again.labels()) == answers
+            assert (await again.entry(first)).message.content[0].text == "q\x00"
+            await again.aclose()
+
+    asyncio.run(run())
+
+
 # -- follow, cancellation, the loop's own thread, addresses --------------------------------------
 
 

@@ -218,6 +218,16 @@ def test_random_sqlite_sessions_keep_every_invariant(ops: list[tuple[Any, ...]])
         check_database(store, ops)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ops=OPS)
+def test_random_postgres_sessions_keep_every_invariant(postgres_url: str,
+                                                        ops: list[tuple[Any, ...]]) -> None:
+    from sessiontree.stores.postgres import PostgresStore
+
+    with PostgresStore.from_url(postgres_url) as store:
+        check_database(store, ops)
+
+
 @given(OPS)
 def test_contexts_remembered_and_extended_step_by_step_equal_the_reference(
         ops: list[tuple[Any, ...]]) -> None:

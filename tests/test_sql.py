@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from sessiontree import Session, UserMessage
+from sessiontree import Custom, Session, UserMessage
 from sessiontree.errors import ConcurrentModification
 from sessiontree.stores._sql_common import dialect
 from sessiontree.testing.generate import generate_session
@@ -162,3 +162,76 @@ def test_lone_surrogates_are_stored_and_ids_with_one_refused(store: Any) -> None
         assert again.raw_line(first) == line and b"\\ud83d" in line  # the line's own bytes
         assert again.label(first) == "lab\ufffdel"
         assert again.entry(first).message.content[0].text == "half a pair: \ud83d"  # type: ignore[union-attr]
+
+
+NUL = "\x00"
+
+
+def nul_session_file(folder: Path) -> tuple[Path, str]:
+    """A valid pi session with a NUL (``\\u0000``) in its cwd, first message, label, name,
+    custom type and a label's target; the path and the first entry's id."""
+    with Session.create(folder, cwd=f"/p{NUL}q") as made:
+        first = made.append_message(UserMessage.of(f"first{NUL}message"))
+        made.append_custom(f"ext{NUL}", {"k": NUL})
+        made.set_label(first, f"lab{NUL}el")
+        made.extend([{"type": "label", "id": "f00dfeed", "parentId": made.leaf_id,
+                      "timestamp": "2026-01-01T00:00:00.000Z", "targetId": f"gone{NUL}",
+                      "label": "x"}])
+        made.set_name(f"na{NUL}me")
+        return Path(made.file or ""), first
+
+
+def test_nul_characters_are_stored_and_the_lines_keep_their_bytes(store: Any,
+                                                                   tmp_path: Path) -> None:
+    """Issue 23 point 10: PostgreSQL text cannot hold NUL; a pi file holding one is copied all
+    the same (its columns hold U+FFFD there, as for a lone surrogate), SQLite keeps it."""
+    path, first = nul_session_file(tmp_path / "files")
+    data = path.read_bytes()
+    assert b"\\u0000" in data
+    result = copy_sessions(str(path), store.url)
+    (session_id,) = result.copied
+    header, lines = store.export_lines(session_id)
+    assert b"".join(line + b"\n" for line in [header, *lines]) == data  # byte for byte
+    held = "\ufffd" if store.dialect.driver == "postgres" else NUL
+    (listing,) = store.list_sessions()
+    assert (listing.cwd, listing.first_message, listing.name) == (
+        f"/p{held}q", f"first{held}message", f"na{held}me")
+    assert [s.id for s in store.list_sessions(cwd=f"/p{NUL}q")] == [session_id]
+    with Session(store.open_log(session_id)) as stored:
+        assert stored.label(first) == f"lab{held}el" and stored.name == f"na{held}me"
+        (custom,) = [e for e in stored.entries() if isinstance(e, Custom)]
+        assert custom.custom_type == f"ext{NUL}"  # decoded from the line's own bytes
+        assert stored.entry(first).message.content[0].text == f"first{NUL}message"  # type: ignore[union-attr]
+        assert stored.labels()[first][0] == f"lab{held}el"
+    with Session.open(str(path)) as source:
+        assert source.label(first) == f"lab{NUL}el"  # the file itself is untouched
+
+
+def test_a_session_with_nul_answers_alike_before_and_after_a_reopen(store: Any) -> None:
+    from sessiontree import EntryNotFound, InvalidEntry
+
+    held = "\ufffd" if store.dialect.driver == "postgres" else NUL
+    with Session.create(cwd=f"/w{NUL}", store=store) as session:
+        first = session.append_message(UserMessage.of(f"q{NUL}"))
+        session.set_label(first, f"l{NUL}")
+        session.append_custom(f"c{NUL}")
+        session.set_name(f"n{NUL}")
+        answers = (session.label(first), session.name, session.labels(), session.ids())
+        assert answers[:2] == (f"l{held}", f"n{held}")
+        odd_id = {"type": "custom", "id": f"x{NUL}y", "parentId": session.leaf_id,
+                  "timestamp": "2026-01-01T00:00:00.000Z", "customType": "t"}
+        if store.dialect.driver == "postgres":
+            before = list(store.export_lines(session.id)[1])
+            with pytest.raises(InvalidEntry, match="NUL") as refused:
+                session.extend([odd_id])
+            assert refused.value.entry_id == f"x{NUL}y"
+            assert list(store.export_lines(session.id)[1]) == before  # nothing written
+            with pytest.raises(EntryNotFound):
+                session.entry(f"x{NUL}y")
+            assert session.label(f"x{NUL}y") is None and session.path_ids(first) == [first]
+        else:
+            session.extend([odd_id])
+            assert session.entry(f"x{NUL}y").id == f"x{NUL}y"
+    with Session(store.open_log(session.id)) as again:
+        assert (again.label(first), again.name, again.labels()) == answers[:3]
+        assert again.ids()[:len(answers[3])] == answers[3]

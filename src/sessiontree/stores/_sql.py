@@ -171,9 +171,9 @@ class SqlStore(ABC):
             DuplicateId: a session with this id exists.
         """
         self._writable()
-        state = SessionState.new(_json.dumps(header))
+        state = SessionState.new(_json.dumps(header), self.dialect)
         with self._transaction() as conn:
-            conn.execute(self.dialect["insert_session"], state.params())
+            conn.execute(self.dialect["insert_session"], state.params(self.dialect))
         return state.session_id
 
     def append(self, session_id: str,
@@ -202,7 +202,7 @@ class SqlStore(ABC):
         """
         params: dict[str, Any] = {"limit": limit if limit is not None else 2**62}
         if cwd is not None:
-            params["cwd"] = cwd
+            params["cwd"] = self.dialect.text(cwd)  # as the column holds it
         rows = self._query("list" if cwd is None else "list_cwd", params)
         return [listing_from_row(row, self.session_url(row[0])) for row in rows]
 
@@ -289,15 +289,16 @@ class SqlStore(ABC):
             InvalidEntry: a line that is not an entry, or a bad header.
         """
         self._writable()
-        state = SessionState.new(header_line)
+        d = self.dialect
+        state = SessionState.new(header_line, d)
         records = envelopes(lines)
         with self._transaction() as conn:
-            conn.execute(self.dialect["insert_session"], state.params())
-            rows = plan_rows(state, lines, records, {}, orphans=True)
+            conn.execute(d["insert_session"], state.params(d))
+            rows = plan_rows(state, lines, records, {}, d, orphans=True)
             for start in range(0, len(rows), 1000):
                 conn.cursor().executemany(self.dialect["insert_entry"],
                                           [row.params for row in rows[start:start + 1000]])
-            conn.execute(self.dialect["update_session"], state.params())
+            conn.execute(d["update_session"], state.params(d))
         return state.session_id
 
     def follow(self, session_id: str, after_seq: int, *, poll: float = 0.2,
@@ -388,12 +389,16 @@ class SqlLog:
         return LoadResult(header if isinstance(header, dict) else None, 1, records, [])
 
     def record(self, entry_id: str) -> Record | None:
+        if not self.store.dialect.holds(entry_id):
+            return None  # not an id the database can hold (Dialect.key)
         rows = self.store._query("by_id", self._params(id=entry_id))
         return record_from_row(rows[0]) if rows else None
 
     def path(self, leaf_id: str) -> Sequence[Record]:
         """The path to ``leaf_id``: a :class:`LazyPath` that reads chunks from the leaf back as
         they are asked for; rows stored before schema version 2 (no depths) are read whole."""
+        if not self.store.dialect.holds(leaf_id):
+            return []
         leaf = self.store._query("leaf", self._params(id=leaf_id))
         if not leaf:
             return []
@@ -410,6 +415,8 @@ class SqlLog:
         return records
 
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
+        if not self.store.dialect.holds(entry_id):
+            return None
         rows = self.store._query("label", self._params(id=entry_id))
         if not rows or not rows[0][0]:
             return None
@@ -483,7 +490,8 @@ class SqlLog:
         d = self.store.dialect
         with self.store._errors():
             state, rows = self.store._drive(write_flow(self._state, self.session_id, lines,
-                                                       header_line, notify=d.driver == "postgres"),
+                                                       header_line, d,
+                                                       notify=d.driver == "postgres"),
                                             self._conn, last=True)
         self._commit()
         self._created = state.created

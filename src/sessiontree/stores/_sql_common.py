@@ -27,9 +27,12 @@ context is built from the leaf's row and the path's suffix, never reading the wh
 Statements use ``:name`` parameters; :func:`dialect` renders them for the driver. Every value is
 a bound parameter: no statement is built from data.
 
-Text columns hold UTF-8: a lone surrogate (JSON may escape one, pi writes them) is stored as
-U+FFFD in the envelope and listing columns, as JavaScript's UTF-8 encoders write it; the line
-keeps its exact bytes. An id or parent id with a lone surrogate cannot be a key and is refused.
+Text columns hold what the database's text can: a lone surrogate (JSON may escape one, pi
+writes them; UTF-8 has no form for it) and, in PostgreSQL, NUL (``\u0000``, which its text
+refuses) are stored as U+FFFD in the envelope and listing columns, as JavaScript's UTF-8 encoders
+write a lone surrogate; the line keeps its exact bytes, and a session reads the envelope as the
+columns hold it, just appended or read back. An id or parent id holding one cannot be a key and
+is refused (:meth:`Dialect.key`); a lookup of such an id finds nothing.
 """
 
 from __future__ import annotations
@@ -59,7 +62,6 @@ __all__ = [
     "ROOT",
     "SessionState",
     "check_session_id",
-    "column_text",
     "dialect",
     "listing_from_row",
     "lock_flow",
@@ -72,26 +74,10 @@ __all__ = [
 Driver = Literal["sqlite", "postgres"]
 _T = TypeVar("_T")
 
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def column_text(value: str | None) -> str | None:
-    """``value`` for a text column: lone surrogates become U+FFFD (UTF-8 has no form for them)."""
-    if value is None or value.isascii():
-        return value
-    return _SURROGATE.sub("\ufffd", value)
-
-
-def _key(value: str | None, entry_id: str | None) -> str | None:
-    """An id or parent id for a key column.
-
-    Raises:
-        InvalidEntry: it holds a lone surrogate.
-    """
-    if value is not None and not value.isascii() and _SURROGATE.search(value):
-        raise InvalidEntry(f"an id with a lone surrogate cannot be stored in a database: "
-                           f"{value!r}", entry_id=entry_id)
-    return value
+_UNSTORABLE = {"sqlite": re.compile("[\ud800-\udfff]"),
+               "postgres": re.compile("[\x00\ud800-\udfff]")}
+"""What each database's text cannot hold: lone surrogates (UTF-8 has no form for them), and NUL
+in PostgreSQL."""
 
 
 # -- the schema --------------------------------------------------------------------------------
@@ -249,6 +235,28 @@ class Dialect:
     statements: Mapping[str, str]
     migrations: Sequence[Sequence[str]]
 
+    def text(self, value: str | None) -> str | None:
+        """``value`` for a text column: what the database's text cannot hold becomes U+FFFD."""
+        if value is None or (value.isascii() and "\x00" not in value):
+            return value
+        return _UNSTORABLE[self.driver].sub("\ufffd", value)
+
+    def holds(self, value: str) -> bool:
+        """Whether a text column holds ``value`` as it is (so it can be a key, or be found)."""
+        return (value.isascii() and "\x00" not in value) or \
+            _UNSTORABLE[self.driver].search(value) is None
+
+    def key(self, value: str | None, entry_id: str | None) -> str | None:
+        """An id or parent id for a key column.
+
+        Raises:
+            InvalidEntry: it holds what a text column cannot (see :meth:`text`).
+        """
+        if value is not None and not self.holds(value):
+            raise InvalidEntry(f"an id holding a lone surrogate or NUL cannot be stored in "
+                               f"{self.driver}: {value!r}", entry_id=entry_id)
+        return value
+
     def __getitem__(self, name: str) -> str:
         if name.startswith("migration "):  # "migration N.I": statement I of migration N
             number, index = name.split(" ")[1].split(".")
@@ -308,8 +316,9 @@ class SessionState:
                    ListingStats(messages, first, activity, name), entries, last_seq)
 
     @classmethod
-    def new(cls, header_line: bytes) -> SessionState:
-        """The state of a session whose header line is being stored now."""
+    def new(cls, header_line: bytes, d: Dialect) -> SessionState:
+        """The state of a session whose header line is being stored now (its texts as the
+        columns of ``d`` hold them)."""
         header = _json.loads(header_line)
         if not isinstance(header, dict) or header.get("type") != "session":
             raise InvalidEntry("the header line is not a session header")
@@ -317,7 +326,7 @@ class SessionState:
 
         def text(key: str) -> str | None:
             value = header.get(key)
-            return value if isinstance(value, str) else None
+            return d.text(value) if isinstance(value, str) else None
 
         return cls(sid, header_line, text("cwd") or "", text("timestamp") or "",
                    text("parentSession") or None, ListingStats(), 0, 0)
@@ -326,14 +335,13 @@ class SessionState:
     def name(self) -> str | None:
         return self.stats.name
 
-    def params(self) -> dict[str, Any]:
+    def params(self, d: Dialect) -> dict[str, Any]:
         """The parameters of ``insert_session`` and ``update_session``."""
         modified, _ = self.stats.modified(self.created, None)
         activity = self.stats.activity
-        return {"sid": self.session_id, "header": self.header, "cwd": column_text(self.cwd),
-                "created": column_text(self.created),
-                "parent_session": column_text(self.parent_session),
-                "name": column_text(self.name), "first_message": column_text(self.stats.first),
+        return {"sid": self.session_id, "header": self.header, "cwd": self.cwd,
+                "created": self.created, "parent_session": self.parent_session,
+                "name": d.text(self.name), "first_message": d.text(self.stats.first),
                 "message_count": self.stats.messages,
                 "entry_count": self.entry_count, "last_seq": self.last_seq,
                 "modified_ms": modified, "activity_ms": int(activity) if activity is not None
@@ -413,21 +421,26 @@ def envelopes(lines: Sequence[bytes]) -> list[Record]:
 
 
 def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Record],
-              parents: Mapping[str, ParentInfo], *, orphans: bool = False) -> list[NewRow]:
-    """The rows for ``lines`` appended to ``state`` (updated in place: counts, name, listing).
+              parents: Mapping[str, ParentInfo], d: Dialect, *, orphans: bool = False
+              ) -> list[NewRow]:
+    """The rows for ``lines`` appended to ``state`` (updated in place: counts, name, listing),
+    each with its envelope as the row holds it.
 
     Args:
         state: the session as read under its lock.
         lines: the entry lines, in order.
         records: their envelopes.
         parents: what the database says of each parent not among ``lines``.
+        d: the database's dialect (what its text columns hold).
         orphans: allow a parent that is nowhere (copying a file whose entry lost its parent);
             otherwise that raises.
 
     Raises:
-        InvalidEntry: a parent that is not in the session (without ``orphans``).
+        InvalidEntry: a parent that is not in the session (without ``orphans``); an id the
+            database cannot hold.
     """
     rows: list[NewRow] = []
+    text = d.text
     tails: dict[int, int] = {}  # segment -> seq of its newest entry, for segments touched here
     placed: dict[str, tuple[int, int, ParentInfo]] = {}  # id -> seq, segment, aggregates
     later = {rec.id for rec in records}
@@ -462,16 +475,23 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
             if counted is not None:
                 state.stats.add((counted,))
         rec.line = seq + 1
-        rows.append(NewRow({
+        row = {
             "sid": state.session_id, "seq": seq, "segment": segment,
-            "id": _key(rec.id, rec.id), "parent_id": _key(rec.parent_id, rec.id),
-            "type": column_text(rec.type), "timestamp": column_text(rec.timestamp),
-            "role": column_text(rec.role), "custom_type": column_text(rec.custom_type),
-            "target_id": column_text(rec.target_id), "label": column_text(rec.label),
-            "name": column_text(rec.name), "line": line, "depth": mine.depth,
+            "id": d.key(rec.id, rec.id), "parent_id": d.key(rec.parent_id, rec.id),
+            "type": text(rec.type), "timestamp": text(rec.timestamp), "role": text(rec.role),
+            "custom_type": text(rec.custom_type), "target_id": text(rec.target_id),
+            "label": text(rec.label), "name": text(rec.name), "line": line, "depth": mine.depth,
             "last_compaction": mine.last_compaction, "last_thinking": mine.last_thinking,
-            "last_model": mine.last_model}, rec))
+            "last_model": mine.last_model}
+        rows.append(NewRow(row, rec if b"\\u" not in line or  # what a text may not hold is escaped
+                           all(row[k] is getattr(rec, k) for k in _TEXTS) else
+                           record_from_row([row[c] for c in _ENTRY_KEYS])))
     return rows
+
+
+_TEXTS = ("type", "timestamp", "role", "custom_type", "target_id", "label", "name")
+"""The envelope's fields a text column holds (:meth:`Dialect.text` may have replaced part)."""
+_ENTRY_KEYS = ENTRY_COLUMNS.split(", ")
 
 
 # -- the transactions, as steps a sync or an async driver runs -----------------------------------
@@ -527,7 +547,7 @@ def lock_flow(session_id: str, seen_created: str | None, seen_seq: int, where: s
 
 
 def write_flow(state: SessionState | None, session_id: str, lines: Sequence[bytes],
-               header_line: bytes | None, *, notify: bool
+               header_line: bytes | None, d: Dialect, *, notify: bool
                ) -> Flow[tuple[SessionState, list[NewRow]]]:
     """Insert ``lines`` (and the session's row, for a session not stored yet) in the open,
     locked transaction; the session's state after, and the rows inserted."""
@@ -535,7 +555,7 @@ def write_flow(state: SessionState | None, session_id: str, lines: Sequence[byte
     if state is None:
         if header_line is None:
             raise ValueError("the log has no header and none was given")
-        state = SessionState.new(header_line)
+        state = SessionState.new(header_line, d)
         if state.session_id != session_id:
             raise ValueError("the header's id is not this log's session id")
     records = envelopes(lines)
@@ -544,15 +564,15 @@ def write_flow(state: SessionState | None, session_id: str, lines: Sequence[byte
     for rec in records:
         parent = rec.parent_id
         if parent is not None and parent not in batch and parent not in parents:
-            found = yield Step("parent", {"sid": session_id, "id": parent}, "one")
+            found = yield Step("parent", {"sid": session_id, "id": d.key(parent, rec.id)}, "one")
             if found is not None:
                 parents[parent] = ParentInfo.from_row(found)
-    rows = plan_rows(state, lines, records, parents)
+    rows = plan_rows(state, lines, records, parents, d)
     if new_session:
-        yield Step("insert_session", state.params(), "none")
+        yield Step("insert_session", state.params(d), "none")
     if rows:
         yield Step("insert_entry", [row.params for row in rows], "many")
-    yield Step("update_session", state.params(), "none")
+    yield Step("update_session", state.params(d), "none")
     if notify:
         yield Step("notify", {"sid": session_id}, "none")
     return state, rows

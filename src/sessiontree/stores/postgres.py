@@ -385,9 +385,9 @@ class AsyncPostgresStore:
     async def create(self, header: SessionHeader) -> str:
         """Register a new session; returns its id (see :meth:`PostgresStore.create`)."""
         self._writable()
-        state = SessionState.new(_json.dumps(header))
+        state = SessionState.new(_json.dumps(header), self.dialect)
         async with self._transaction() as conn:
-            await conn.execute(self.dialect["insert_session"], state.params())
+            await conn.execute(self.dialect["insert_session"], state.params(self.dialect))
         return state.session_id
 
     async def append(self, session_id: str,
@@ -410,7 +410,8 @@ class AsyncPostgresStore:
                                                    catch_up=False), conn)
             if state is None:
                 raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
-            await self._drive(write_flow(state, session_id, lines, None, notify=True), conn)
+            await self._drive(write_flow(state, session_id, lines, None, self.dialect,
+                                         notify=True), conn)
 
     async def read(self, session_id: str) -> list[AnyEntry]:
         """Every entry of a session in append order."""
@@ -434,7 +435,7 @@ class AsyncPostgresStore:
         """Sessions newest first, from the sessions table (see :meth:`PostgresStore.list_sessions`)."""
         params: dict[str, Any] = {"limit": limit if limit is not None else 2**62}
         if cwd is not None:
-            params["cwd"] = cwd
+            params["cwd"] = self.dialect.text(cwd)  # as the column holds it
         rows = await self._query("list" if cwd is None else "list_cwd", params)
         return [listing_from_row(row, self.session_url(row[0])) for row in rows]
 
