@@ -22,11 +22,13 @@ import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from typing import Any, TypeVar
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from math import ceil
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 try:
     import psycopg
     from psycopg import sql
+    from psycopg.conninfo import conninfo_to_dict
     from psycopg_pool import AsyncConnectionPool, ConnectionPool, PoolTimeout
 except ImportError as exc:  # pragma: no cover - exercised without the extra installed
     from ..errors import MissingExtra
@@ -68,18 +70,38 @@ _SETUP_LOCK = 0x5E5510_7EE  # pg_advisory_xact_lock key: one setup at a time per
 
 
 def split_schema(dsn: str) -> tuple[str, str | None]:
-    """``(dsn without our schema=..., schema)`` for a ``postgresql://...?schema=NAME`` URL.
+    """``(dsn without our schema=..., schema)`` for a ``postgresql://...?schema=NAME`` URL; the
+    other parameters stay as written (libpq decodes them: ``%20`` re-encoded as ``+`` would
+    reach the server as ``+``).
 
     Raises:
-        InvalidLocation: a schema name that is not a plain identifier.
+        InvalidLocation: a schema name that is not a plain identifier, or PostgreSQL's own.
     """
     parts = urlsplit(dsn)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    schema = next((v for k, v in query if k == "schema"), None)
-    if schema is not None and not _SCHEMA.fullmatch(schema):
-        raise InvalidLocation(f"not a plain schema name: {schema!r}")
-    rest = urlencode([(k, v) for k, v in query if k != "schema"])
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, "")), schema
+    kept: list[str] = []
+    schema = None
+    for item in parts.query.split("&") if parts.query else ():
+        key, _, value = item.partition("=")
+        if unquote(key) != "schema":
+            kept.append(item)
+        elif schema is None:
+            schema = _checked_schema(unquote(value), dsn)
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, "&".join(kept), "")), schema
+
+
+def _checked_schema(schema: str, dsn: str) -> str:
+    """``schema`` if sessiontree may create its tables there.
+
+    Raises:
+        InvalidLocation: not a plain identifier, or one of PostgreSQL's own schemas.
+    """
+    if not _SCHEMA.fullmatch(schema):
+        raise InvalidLocation(f"not a plain schema name: {schema!r} (letters, digits and '_', "
+                              "at most 63, not starting with a digit)", path=_redacted(dsn))
+    if schema.startswith("pg_") or schema == "information_schema":
+        raise InvalidLocation(f"schema {schema} is PostgreSQL's own (pg_* and "
+                              "information_schema are reserved): name another", path=_redacted(dsn))
+    return schema
 
 
 def translate(exc: BaseException, url: str) -> SessionTreeError | None:
@@ -91,12 +113,23 @@ def translate(exc: BaseException, url: str) -> SessionTreeError | None:
                                "without read_only to create them)", path=url)
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return ReadOnlyStore(f"the database refused a write: {exc}", path=url)
+    if isinstance(exc, psycopg.errors.InvalidSchemaName):
+        return InvalidLocation(f"{exc.diag.message_primary or _one_line(exc)} (the search_path "
+                               "names no schema that exists: create it, or name one with "
+                               "?schema=NAME)", path=url)
     if isinstance(exc, (psycopg.OperationalError, PoolTimeout)):
-        return StoreUnavailable(f"the database connection failed: {exc}; retry when the server "
-                                "is back", path=url)
+        reason = _one_line(exc).removeprefix("connection failed: ")
+        return StoreUnavailable(f"the database connection failed: {reason}; retry when the "
+                                "server is back", path=url)
     if isinstance(exc, psycopg.InterfaceError):
-        return StoreUnavailable(f"the database connection is unusable: {exc}", path=url)
+        return StoreUnavailable(f"the database connection is unusable: {_one_line(exc)}",
+                                path=url)
     return None
+
+
+def _one_line(exc: BaseException) -> str:
+    """The driver's message on one line (libpq adds hints on lines of their own)."""
+    return " ".join(str(exc).split())
 
 
 def _failure(exc: Exception, url: str, pool: ConnectionPool[Any] | AsyncConnectionPool[Any] | None
@@ -111,14 +144,22 @@ def _failure(exc: Exception, url: str, pool: ConnectionPool[Any] | AsyncConnecti
 
 def _settings(dsn: str, schema: str | None, read_only: bool, durable: bool
               ) -> tuple[str, str | None, dict[str, Any]]:
-    """The libpq DSN, the schema, and the connection keyword arguments of a store."""
+    """The libpq DSN, the schema, and the connection keyword arguments of a store (the
+    address's own ``options`` first, ours after them).
+
+    Raises:
+        InvalidLocation: an address libpq cannot parse, or a bad schema name.
+    """
     dsn, from_url = split_schema(dsn)
-    schema = schema or from_url
-    if schema is not None and not _SCHEMA.fullmatch(schema):
-        raise InvalidLocation(f"not a plain schema name: {schema!r}")
-    options = []
+    schema = from_url if schema is None else _checked_schema(schema, dsn)
+    try:
+        given = conninfo_to_dict(dsn).get("options")
+    except psycopg.ProgrammingError as exc:
+        raise InvalidLocation(f"not a PostgreSQL address: {_one_line(exc)}",
+                              path=_redacted(dsn)) from None
+    options = [str(given)] if given else []
     if schema is not None:
-        options.append(f"-c search_path={schema}")
+        options.append(f'-c search_path="{schema}"')  # quoted: the case is kept
     if read_only:
         options.append("-c default_transaction_read_only=on")
     if not durable:
@@ -127,6 +168,15 @@ def _settings(dsn: str, schema: str | None, read_only: bool, durable: bool
     if options:
         kwargs["options"] = " ".join(options)
     return dsn, schema, kwargs
+
+
+def _first_connection(dsn: str, kwargs: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """The keyword arguments of the connection made before the pool's: it fails at once with
+    the server's reason (the pool retries until its timeout, logging each attempt), and waits at
+    most ``timeout`` seconds unless the address sets ``connect_timeout``."""
+    if "connect_timeout" in conninfo_to_dict(dsn):
+        return kwargs
+    return {**kwargs, "connect_timeout": max(2, ceil(timeout))}
 
 
 def _setup_statements(schema: str | None) -> list[tuple[sql.Composable | str, tuple[Any, ...]]]:
@@ -187,7 +237,13 @@ class PostgresStore(SqlStore):
             self._dsn, min_size=1, max_size=max(1, pool_size), kwargs=self._kwargs, open=False,
             timeout=timeout, name="sessiontree")
         pool = self._pool
-        self._start(lambda: pool.open(wait=True, timeout=timeout))
+        first = _first_connection(self._dsn, self._kwargs, timeout)
+
+        def connect() -> None:
+            psycopg.connect(self._dsn, **first).close()
+            pool.open(wait=True, timeout=timeout)
+
+        self._start(connect)
 
     @classmethod
     def from_url(cls, dsn: str, *, schema: str | None = None, read_only: bool = False,
@@ -312,6 +368,8 @@ class AsyncPostgresStore:
         self._loop = asyncio.get_running_loop()
         try:
             async with self._errors():
+                first = _first_connection(self._dsn, self._kwargs, self._timeout)
+                await (await psycopg.AsyncConnection.connect(self._dsn, **first)).close()
                 await self._connection_pool().open(wait=True, timeout=self._timeout)
             if not self.read_only:
                 await self.setup()
