@@ -1,5 +1,6 @@
 """The full crash run: at least 200 SIGKILLs per backend while appending, and kills during every
-rewrite (schema migration, file migration, repair, copy); prints the kills and any failure.
+rewrite (schema migration, file migration, repair, copy) and while three copies race into one
+store; prints the kills and any failure.
 
     .venv/bin/python benchmarks/crash.py [--backends jsonl,sqlite,postgres] [--kills 200]
                                          [--rewrite-kills 50] [--postgres DSN]

@@ -13,13 +13,19 @@ from .backends import postgres_dsn
 
 def test_killed_writers_lose_nothing_and_invent_nothing(tmp_path: Path) -> None:
     backends = ["jsonl", "sqlite"] + (["postgres"] if postgres_dsn() else [])
-    report = crash.run(backends, 4, rewrite_kills=2, seed=7, postgres=postgres_dsn(),
-                       work=tmp_path)
+    alone = [scenario for scenario in crash.SCENARIOS if scenario != "copies"]
+    report = crash.run(backends, 4, rewrite_kills=2, scenarios=alone, seed=7,
+                       postgres=postgres_dsn(), work=tmp_path / "alone")
     assert report.failures == []
     for backend in backends:
         assert report.kills[f"{backend}/append"] == 4
         assert report.kills[f"{backend}/copy"] == report.kills[f"{backend}/migrate"] == 2
     assert report.kills["jsonl/repair"] == 2
+    # three copies racing into one store, one killed (a round starts three processes)
+    racing = crash.run(backends, 0, rewrite_kills=1, scenarios=["copies"], seed=7,
+                       postgres=postgres_dsn(), work=tmp_path / "racing")
+    assert racing.failures == []
+    assert all(racing.kills[f"{backend}/copies"] == 1 for backend in backends)
 
 
 def test_the_append_check_sees_a_partial_batch_and_an_invented_entry(tmp_path: Path) -> None:

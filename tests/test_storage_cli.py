@@ -99,6 +99,46 @@ def test_copy_refuses_what_it_would_not_reproduce(tmp_path: Path) -> None:
         assert store.session_ids() == []
 
 
+def test_copies_at_once_into_one_store_skip_what_another_stored(
+        tmp_path: Path, backend_kind: str, request: pytest.FixtureRequest) -> None:
+    """Issue 23 point 12: a copy stored a session another copy stored meanwhile, then exited 1
+    with DuplicateId and no summary."""
+    from sessiontree.testing.crash import race_copies
+
+    made = generate_folder(tmp_path / "pi", 24, seed=9, min_entries=5, max_entries=40)
+    target = {"jsonl": str(tmp_path / "dst"), "sqlite": sqlite_url(tmp_path / "dst.db")}.get(
+        backend_kind) or str(request.getfixturevalue("fresh_postgres_url"))
+    ended = race_copies(str(tmp_path / "pi"), target, 3)
+    assert [copier.status for copier in ended] == [0, 0, 0], [c.stderr for c in ended]
+    assert all(copier.copied is not None and copier.copied + (copier.skipped or 0) == 24
+               for copier in ended)
+    assert sum(copier.copied or 0 for copier in ended) == 24  # each session stored once
+    back = tmp_path / "back"
+    copy_sessions(target, str(back))
+    for session in made:
+        assert (back / Path(session.path).name).read_bytes() == Path(session.path).read_bytes()
+
+
+def test_a_copy_onto_other_content_copies_the_rest_and_says_what_it_did(tmp_path: Path) -> None:
+    made = generate_folder(tmp_path / "pi", 3, seed=2, min_entries=5, max_entries=20)
+    db = sqlite_url(tmp_path / "d.db")
+    copy_sessions(made[0].path, db)
+    with SqliteStore.open(tmp_path / "d.db") as store:  # the same id, other content
+        with Session.create(cwd="/elsewhere", store=store,
+                            session_id=made[1].session_id) as other:
+            other.append_message(UserMessage.of("not the source's"))
+        theirs = store.export_lines(other.id)[0]
+    code, out, err = run("copy", str(tmp_path / "pi"), db)
+    assert code == 1 and out == ""
+    assert err.count("\n") == 1 and made[1].session_id in err
+    assert "copied 1, 1 already there" in err
+    with SqliteStore.open(tmp_path / "d.db") as store:
+        assert sorted(store.session_ids()) == sorted(m.session_id for m in made)
+        assert store.export_lines(made[1].session_id)[0] == theirs  # left as it was
+        header, lines = store.export_lines(made[2].session_id)  # the one after it: copied
+        assert b"".join(x + b"\n" for x in (header, *lines)) == Path(made[2].path).read_bytes()
+
+
 def test_delete_and_prune(tmp_path: Path) -> None:
     generate_folder(tmp_path / "pi", 4, seed=3, min_entries=20, max_entries=40)
     db = sqlite_url(tmp_path / "p.db")

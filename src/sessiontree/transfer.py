@@ -7,7 +7,9 @@ Invariants:
 * Each session is written whole or not at all (one transaction; a temporary file and a rename
   for JSONL), so a copy killed half-way leaves every session either complete or absent.
 * A session already at the destination with the same bytes is skipped, so an interrupted
-  whole-store copy is finished by running it again; with different bytes it is an error.
+  whole-store copy is finished by running it again, and copies running at once into one store
+  each skip what another stored first; with different bytes it is an error, raised after every
+  other session was copied.
 * The source is never written to.
 """
 
@@ -64,7 +66,8 @@ def copy_sessions(source: str, destination: str) -> CopyResult:
     Raises:
         InvalidLocation: ``destination`` names a session instead of a store.
         CopyRefused: a source session with lines a copy would not keep (see ``repair``).
-        DuplicateId: a session is already at the destination with other bytes.
+        DuplicateId: sessions already at the destination with other bytes (raised once every
+            other session was copied; the message says what was copied and skipped).
         SessionNotFound: no such source.
     """
     if parse_location(destination).session_id is not None:
@@ -72,25 +75,33 @@ def copy_sessions(source: str, destination: str) -> CopyResult:
     src_store, items, owned = _source_sessions(source)
     copied: list[str] = []
     skipped: list[str] = []
+    differing: list[str] = []
     try:
         with open_store(destination) as target:
             existing = set(target.session_ids())
             for item in items:
                 header, lines = _lines_of(src_store, item)
                 session_id = _session_id(header)
-                if session_id in existing:
-                    there, body = target.export_lines(session_id)
-                    if there == header and list(body) == lines:
-                        skipped.append(session_id)
+                if session_id not in existing:
+                    try:
+                        target.import_lines(header, lines)
+                        copied.append(session_id)
                         continue
-                    raise DuplicateId(f"session {session_id} is already at the destination "
-                                      "with other content; nothing of it was copied",
-                                      path=destination)
-                target.import_lines(header, lines)
-                copied.append(session_id)
+                    except DuplicateId:  # another copy stored it meanwhile (whole): compare
+                        if session_id not in target.session_ids():
+                            raise
+                there, body = target.export_lines(session_id)
+                if there == header and list(body) == lines:
+                    skipped.append(session_id)
+                else:
+                    differing.append(session_id)
     finally:
         if owned and src_store is not None:
             src_store.close()
+    if differing:
+        raise DuplicateId(f"{len(differing)} session(s) already at the destination with other "
+                          f"content, not copied: {', '.join(differing)} (copied "
+                          f"{len(copied)}, {len(skipped)} already there)", path=destination)
     return CopyResult(copied, skipped, destination)
 
 

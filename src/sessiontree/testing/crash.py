@@ -20,6 +20,9 @@ Scenarios (``scenario`` in :func:`run`):
   repaired file, byte for byte.
 * ``copy``: a folder of generated sessions copied into the store: every session at the
   destination is absent or complete (byte for byte), and running the copy again completes it.
+* ``copies``: three copies of one folder into one store started at the same moment
+  (:func:`race_copies`), one of them killed: the others finish with status 0, each having
+  copied or skipped every session, and the store holds every session complete or not at all.
 
 Nothing here is timed; the report counts kills and checks.
 """
@@ -41,10 +44,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["CrashReport", "main", "run"]
+__all__ = ["Copier", "CrashReport", "main", "race_copies", "run"]
 
 BACKENDS = ("jsonl", "sqlite", "postgres")
-SCENARIOS = ("append", "migrate", "repair", "copy")
+SCENARIOS = ("append", "migrate", "repair", "copy", "copies")
 
 
 @dataclass
@@ -116,10 +119,22 @@ def _child_rewrite(scenario: str, target: str, extra: str) -> None:
     time.sleep(60)
 
 
+def _child_copies(target: str, source: str) -> None:
+    """Copy ``source`` into ``target`` once the parent says go (on standard input)."""
+    from ..transfer import copy_sessions
+
+    print("ready", flush=True)
+    sys.stdin.readline()
+    result = copy_sessions(source, target)
+    print(f"done {len(result.copied)} {len(result.skipped)}", flush=True)
+
+
 def _child(argv: Sequence[str]) -> None:
     scenario, target, extra, seed = argv
     if scenario == "append":
         _child_append(target, int(seed))
+    elif scenario == "copies":
+        _child_copies(target, extra)
     else:
         _child_rewrite(scenario, target, extra)
 
@@ -127,9 +142,61 @@ def _child(argv: Sequence[str]) -> None:
 # -- the parent ----------------------------------------------------------------------------------
 
 
-def _spawn(args: Sequence[str]) -> subprocess.Popen[str]:
+def _spawn(args: Sequence[str], *, stdin: bool = False) -> subprocess.Popen[str]:
     return subprocess.Popen([sys.executable, "-m", "sessiontree.testing.crash", "--child", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdin=subprocess.PIPE if stdin else None, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+@dataclass
+class Copier:
+    """How one of :func:`race_copies`' processes ended."""
+
+    status: int
+    """Its exit status (``-9``: killed)."""
+    copied: int | None
+    """How many sessions it copied and skipped (``None``: it did not finish)."""
+    skipped: int | None
+    stderr: str
+
+
+def race_copies(source: str, target: str, copies: int, kill_after: float | None = None
+                ) -> list[Copier]:
+    """Copy ``source`` into the store ``target`` from ``copies`` processes at the same moment
+    (each starts once all are ready); with ``kill_after``, SIGKILL the first one that many
+    seconds after the start. How each ended, in start order."""
+    children = [_spawn(["copies", target, source, "0"], stdin=True) for _ in range(copies)]
+    try:
+        for child in children:
+            assert child.stdout is not None
+            first = child.stdout.readline()
+            if first.strip() != "ready":
+                raise RuntimeError(f"a copier did not start: {first!r}")
+        for child in children:
+            assert child.stdin is not None
+            child.stdin.write("go\n")
+            child.stdin.close()
+        if kill_after is not None:
+            time.sleep(kill_after)
+            children[0].send_signal(signal.SIGKILL)
+        ended = []
+        for child in children:
+            assert child.stdout is not None and child.stderr is not None
+            out, err = child.stdout.read(), child.stderr.read()
+            status = child.wait()
+            done = out.split()
+            finished = len(done) == 3 and done[0] == "done"
+            ended.append(Copier(status, int(done[1]) if finished else None,
+                                int(done[2]) if finished else None, err))
+        return ended
+    finally:
+        for child in children:
+            if child.poll() is None:
+                child.kill()
+                child.wait()
+            for stream in (child.stdin, child.stdout, child.stderr):
+                if stream is not None:
+                    stream.close()
 
 
 def _kill_after(child: subprocess.Popen[str], delay: float) -> str:
@@ -247,6 +314,33 @@ def _round_append(backend: str, kills: int, rng: random.Random, work: Path,
     finally:
         if schema is not None and postgres is not None:
             _drop_schema(postgres, schema)
+
+
+def _round_copies(backend: str, kills: int, rng: random.Random, work: Path,
+                  postgres: str | None, report: CrashReport) -> None:
+    from ..testing.generate import generate_folder
+
+    source = work / "many"
+    if not source.exists():
+        generate_folder(source, 20, seed=12, min_entries=5, max_entries=60)
+    for round_number in range(kills):
+        target, schema = _store_url(backend, work, postgres, f"copies-{round_number}")
+        try:
+            ended = race_copies(str(source), target, 3, rng.uniform(0.0, 0.4))
+            report.count(f"{backend}/copies")
+            problem = None
+            for copier in ended[1:]:  # the first was killed
+                if copier.status != 0 or copier.copied is None:
+                    problem = f"{target}: a copy beside others failed: {copier.stderr[-500:]}"
+                elif copier.copied + (copier.skipped or 0) != 20:
+                    problem = f"{target}: a copy neither copied nor skipped some sessions"
+            problem = problem or _check_copied(target, str(source))
+        finally:
+            if schema is not None and postgres is not None:
+                _drop_schema(postgres, schema)
+        if problem:
+            report.failures.append(problem)
+            return
 
 
 def _bytes_of_store(target: str) -> dict[str, bytes]:
@@ -420,6 +514,9 @@ def run(backends: Sequence[str], kills: int, *, scenarios: Sequence[str] = SCENA
                     continue
                 if scenario == "repair" and backend != "jsonl":
                     continue  # repair rewrites files; databases never hold what it fixes
+                if scenario == "copies":
+                    _round_copies(backend, per_rewrite, rng, folder, postgres, report)
+                    continue
                 _round_rewrite(backend, scenario, per_rewrite, rng, folder, postgres, report)
     finally:
         if owned:
