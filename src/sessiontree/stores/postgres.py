@@ -222,11 +222,14 @@ class PostgresStore(SqlStore):
             durable: ``False`` turns ``synchronous_commit`` off (faster; a server crash may
                 lose the last commits, a client crash never does).
             pool_size: at most this many connections.
-            timeout: seconds to wait for a connection.
+            timeout: seconds to wait for a connection (the first one, made before the pool's,
+                fails at once when the server refuses or cannot be reached, and waits at most
+                this long unless the address sets ``connect_timeout``).
 
         Raises:
-            StoreUnavailable: the server cannot be reached.
-            InvalidLocation: a bad schema name.
+            StoreUnavailable: the server cannot be reached, or refuses the connection.
+            InvalidLocation: an address libpq cannot parse, a bad schema name, or one of
+                PostgreSQL's own schemas.
         """
         self._dsn, self.schema, self._kwargs = _settings(dsn, schema, read_only, durable)
         self.read_only = read_only
