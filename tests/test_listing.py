@@ -228,6 +228,32 @@ def test_a_session_without_messages_is_dated_by_its_header_everywhere(
         {(iso_to_ms(created), "created", "only a name", 0)}
 
 
+def test_a_message_time_beyond_javascripts_dates_is_no_time_everywhere(
+        tmp_path: Path, fresh_postgres_url: str) -> None:
+    """A numeric message time beyond what a JavaScript Date holds (1e300, -1e300, 1e309, which
+    JSON reads as infinity) once raised OverflowError in ``ls`` of the folder and in copies to
+    SQLite, and NumericValueOutOfRange in PostgreSQL; the valid message time counts alone."""
+    from sessiontree.transfer import copy_sessions
+
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    lines = [b'{"type":"session","version":3,"id":"odd-times","timestamp":'
+             b'"2025-01-01T00:00:00.000Z","cwd":"/c"}']
+    for i, stamp in enumerate([b"1e300", b"1700000000000", b"-1e300", b"1e309"]):
+        lines.append(b'{"type":"message","id":"m%d","parentId":%s,"timestamp":"2025-01-01T00:00:0'
+                     b'%d.000Z","message":{"role":"user","content":"x","timestamp":%s}}'
+                     % (i, b"null" if i == 0 else b'"m%d"' % (i - 1), i, stamp))
+    path = folder / "2025-01-01T00-00-00-000Z_odd-times.jsonl"
+    path.write_bytes(b"".join(line + b"\n" for line in lines))
+    code = CliRunner().invoke(cli, ["ls", str(folder)], catch_exceptions=False).exit_code
+    rows = [list_sessions(folder)[0], Session.open(path).listing()]
+    for url in (f"sqlite:///{tmp_path / 'store.db'}", fresh_postgres_url):
+        copy_sessions(str(path), url)
+        rows.append(Session.open(f"{url}#odd-times").listing())
+    assert code == 0
+    assert {(row.modified_ms, row.modified_from) for row in rows} == {(1700000000000, "message")}
+
+
 def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None:
     made = generate_folder(tmp_path, 6, seed=3, min_entries=5, max_entries=60)
     first = list_sessions(tmp_path)

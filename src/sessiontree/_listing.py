@@ -9,6 +9,9 @@ The rules (pi 0.73.1; format-spec.md section 13, "Listing"), over the lines that
   or ``assistant`` and a ``content`` key, the latest of the message's numeric ``timestamp``,
   else the entry's ``timestamp`` (an ISO time); it is the row's ``modified`` when above 0,
   else the header's time, else the file's modification time (``modified_from`` says which).
+  A number JavaScript's ``Date`` cannot hold (beyond 8.64e15 ms either way, which JSON's
+  ``1e300`` is) counts as no time: pi's ``modified`` would be an Invalid Date, which no store
+  can keep or sort by.
 * ``first_message``: the text of the first such ``user`` message whose text is not empty (a
   string content as it is, else its ``text`` blocks joined by a space).
 * ``name``: the latest ``session_info``'s ``name``, trimmed as JavaScript trims; ``None`` when
@@ -102,6 +105,10 @@ def _text(content: msgspec.Raw) -> str:
     return message_text({"content": _json.loads(content)})
 
 
+_DATE_LIMIT = 8.64e15
+"""The largest epoch-ms time a JavaScript ``Date`` holds (either way from 1970)."""
+
+
 class ListingStats:
     """Message count, first user text, latest activity and name of one session."""
 
@@ -129,7 +136,7 @@ class ListingStats:
                     continue
                 stamp = message.timestamp
                 if type(stamp) is int or type(stamp) is float:
-                    when: float | None = stamp
+                    when: float | None = stamp if -_DATE_LIMIT <= stamp <= _DATE_LIMIT else None
                 else:
                     when = iso_to_ms(line.timestamp)
                 if when is not None and (activity is None or when > activity):
