@@ -475,23 +475,20 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
             if counted is not None:
                 state.stats.add((counted,))
         rec.line = seq + 1
+        given = (rec.type, rec.timestamp, rec.role, rec.custom_type, rec.target_id, rec.label,
+                 rec.name)
+        held = tuple(map(text, given))
+        kind, stamp, role, custom, target, label, name = held
         row = {
             "sid": state.session_id, "seq": seq, "segment": segment,
             "id": d.key(rec.id, rec.id), "parent_id": d.key(rec.parent_id, rec.id),
-            "type": text(rec.type), "timestamp": text(rec.timestamp), "role": text(rec.role),
-            "custom_type": text(rec.custom_type), "target_id": text(rec.target_id),
-            "label": text(rec.label), "name": text(rec.name), "line": line, "depth": mine.depth,
+            "type": kind, "timestamp": stamp, "role": role, "custom_type": custom,
+            "target_id": target, "label": label, "name": name, "line": line, "depth": mine.depth,
             "last_compaction": mine.last_compaction, "last_thinking": mine.last_thinking,
             "last_model": mine.last_model}
-        rows.append(NewRow(row, rec if b"\\u" not in line or  # what a text may not hold is escaped
-                           all(row[k] is getattr(rec, k) for k in _TEXTS) else
-                           record_from_row([row[c] for c in _ENTRY_KEYS])))
+        rows.append(NewRow(row, rec if held == given else record_from_row(
+            (seq, segment, rec.id, rec.parent_id, *held))))
     return rows
-
-
-_TEXTS = ("type", "timestamp", "role", "custom_type", "target_id", "label", "name")
-"""The envelope's fields a text column holds (:meth:`Dialect.text` may have replaced part)."""
-_ENTRY_KEYS = ENTRY_COLUMNS.split(", ")
 
 
 # -- the transactions, as steps a sync or an async driver runs -----------------------------------
