@@ -152,7 +152,8 @@ def _validate_openai(headers: dict[str, str], body: Any, api: str) -> str | None
     return _sdk_problem(api, body)
 
 
-def _validate_anthropic(headers: dict[str, str], body: Any) -> tuple[int, str, str] | None:
+def _validate_anthropic(headers: dict[str, str], body: Any,
+                        beta: bool = False) -> tuple[int, str, str] | None:
     if headers.get("x-api-key") != ANTHROPIC_KEY:
         return 401, "authentication_error", "invalid x-api-key"
     if headers.get("anthropic-version") != ANTHROPIC_VERSION:
@@ -162,7 +163,7 @@ def _validate_anthropic(headers: dict[str, str], body: Any) -> tuple[int, str, s
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages or messages[0].get("role") != "user":
         return 400, "invalid_request_error", "messages: first message must use the user role"
-    problem = _sdk_problem("anthropic", body)
+    problem = _sdk_problem("anthropic_beta" if beta else "anthropic", body)
     return (400, "invalid_request_error", problem) if problem else None
 
 
@@ -346,8 +347,8 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                     self._openai(headers, body, reply, "openai_chat")
                 elif self.path == "/v1/responses":
                     self._openai(headers, body, reply, "openai_responses")
-                elif self.path == "/v1/messages":
-                    self._anthropic(headers, body, reply)
+                elif self.path in ("/v1/messages", "/v1/messages?beta=true"):
+                    self._anthropic(headers, body, reply, beta=self.path.endswith("beta=true"))
                 else:
                     self._send(404, {"error": {"message": f"Unknown path {self.path}",
                                                "type": "invalid_request_error"}})
@@ -400,8 +401,9 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 "system_fingerprint": "fp_fake",
             }, reply.headers)
 
-        def _anthropic(self, headers: dict[str, str], body: Any, reply: Reply) -> None:
-            problem = _validate_anthropic(headers, body)
+        def _anthropic(self, headers: dict[str, str], body: Any, reply: Reply, *,
+                       beta: bool = False) -> None:
+            problem = _validate_anthropic(headers, body, beta)
             if problem is not None:
                 status, kind, message = problem
                 self._send(status, {"type": "error", "error": {"type": kind, "message": message}})

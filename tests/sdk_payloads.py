@@ -10,12 +10,13 @@ validated.
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Iterator
 from typing import Any, Literal
 
 from pydantic import ConfigDict, TypeAdapter
 
-Api = Literal["openai_chat", "openai_responses", "anthropic"]
+Api = Literal["openai_chat", "openai_responses", "anthropic", "anthropic_beta"]
 
 
 @functools.cache
@@ -24,10 +25,15 @@ def _adapter(api: Api) -> TypeAdapter[Any]:
         from openai.types.chat.completion_create_params import CompletionCreateParamsNonStreaming as T
     elif api == "openai_responses":
         from openai.types.responses.response_create_params import ResponseCreateParamsNonStreaming as T
-    else:
+    elif api == "anthropic":
         from anthropic.types.message_create_params import MessageCreateParamsNonStreaming as T
-    # The config applies to nested TypedDicts only through a container.
-    return TypeAdapter(list[T], config=ConfigDict(extra="forbid", strict=True))  # type: ignore[valid-type]
+    else:  # what /v1/messages?beta=true takes (Claude Code's requests)
+        from anthropic.types.beta.message_create_params import MessageCreateParamsNonStreaming as T
+    # The config applies to nested TypedDicts only through a container. A few beta types allow
+    # extra keys on purpose; pydantic warns that it keeps them allowing extra keys.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*allows extra items.*")
+        return TypeAdapter(list[T], config=ConfigDict(extra="forbid", strict=True))  # type: ignore[valid-type]
 
 
 def _consume(value: Any) -> Any:

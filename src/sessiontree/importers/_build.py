@@ -42,6 +42,7 @@ __all__ = [
     "fingerprint",
     "iso_from_seconds",
     "iso_from_ms",
+    "node_entries",
     "session_id_for",
 ]
 
@@ -184,6 +185,21 @@ def _ordered(body: Mapping[str, Any], entry_id: str, parent_id: str | None) -> d
     return _ordered_entry(str(body["type"]), entry_id, parent_id, str(body["timestamp"]), body)
 
 
+def node_entries(node: SourceNode, parent_id: str | None, taken: set[str]) -> list[dict[str, Any]]:
+    """The node's entries with new ids (added to ``taken``): each the child of the one before, the
+    first under ``parent_id``; the first carries the node's ``source``, the others its part."""
+    out: list[dict[str, Any]] = []
+    for position, body in enumerate(node.entries):
+        entry_id = new_entry_id(taken)
+        taken.add(entry_id)
+        data = {k: entry_id if v == OWN_ID else v for k, v in body.items()}
+        data["source"] = {"id": node.key, **node.source} if position == 0 else \
+            {"id": node.key, "part": position}
+        out.append(_ordered(data, entry_id, parent_id))
+        parent_id = entry_id
+    return out
+
+
 def build_session(conversation: SourceConversation, *, cwd: str, session_id: str | None = None,
                   source_file: str | None = None) -> BuiltSession:
     """Give the conversation's entries ids and parents, and add its name, labels and import record.
@@ -203,14 +219,9 @@ def build_session(conversation: SourceConversation, *, cwd: str, session_id: str
     last_of: dict[str, str] = {}
     for node, parent_key in _order(conversation.nodes, notes):
         parent_id = last_of.get(parent_key) if parent_key is not None else None
-        for position, body in enumerate(node.entries):
-            entry_id = new_entry_id(taken)
-            taken.add(entry_id)
-            data = {k: entry_id if v == OWN_ID else v for k, v in body.items()}
-            data["source"] = {"id": node.key, **node.source} if position == 0 else \
-                {"id": node.key, "part": position}
-            entries.append(_ordered(data, entry_id, parent_id))
-            parent_id = entry_id
+        made = node_entries(node, parent_id, taken)
+        entries.extend(made)
+        parent_id = made[-1]["id"] if made else parent_id
         if parent_id is not None:
             last_of[node.key] = parent_id
     leaf_key = conversation.leaf

@@ -34,9 +34,15 @@ def json_path(*parts: str | int) -> str:
 class SourceFile:
     """One file being imported: its text, and typed errors that point into it."""
 
-    def __init__(self, path: str | os.PathLike[str], format: str) -> None:
+    def __init__(self, path: str | os.PathLike[str], format: str, *,
+                 text: str | None = None) -> None:
+        """Read the file at ``path``; with ``text``, take that as its content instead (records
+        that arrive in batches, not from a file: ``path`` then only names them in errors)."""
         self.path = os.fspath(path)
         self.format = format
+        if text is not None:
+            self.text = text
+            return
         try:
             with open(self.path, "rb") as stream:
                 data = stream.read()

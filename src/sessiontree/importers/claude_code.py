@@ -20,24 +20,31 @@ sidechain (``isSidechain``) its own root. One file becomes one session, every br
   before it is kept in the context, as in Claude Code;
 * ``summary`` records -> a label on the entry named by ``leafUuid``; ``custom-title`` -> the
   session name (else the summary of the current leaf);
-* other ``system`` records -> ``custom`` entries ``claude-code.system`` in their place in the
+* other ``system`` records, and records of any other type that have a ``uuid`` and a
+  ``parentUuid`` (the ``attachment`` records Claude Code 2 writes between a prompt and its
+  reply) -> ``custom`` entries ``claude-code.<type>`` holding the record, in their place in the
   tree; records outside the tree (``file-history-snapshot``, ``queue-operation`` and any other
   type) -> ``custom`` entries ``claude-code.<type>`` after the leaf, counted as unmapped.
 
 The leaf is the last user or assistant record of the main chain (not a sidechain), as Claude
 Code resumes. Every record's other fields (``cwd``, ``gitBranch``, ``version``, ``requestId``...)
 are kept in the first entry's ``source`` object.
+
+The reader takes one record at a time and decides where each goes as it arrives (a tool result
+follows the results already under its reply), so a transcript that grows in batches is mapped
+the same way (:mod:`sessiontree.importers.claude_code_mirror`); :meth:`_Reader.freeze` marks
+the nodes read so far as written (later records no longer merge into them).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
+from typing import Any, Literal, NamedTuple
 
 from ._build import OWN_ID, SourceConversation, SourceNode, fingerprint
 from ._read import SourceFile, obj
 
-__all__ = ["FORMAT", "parse_claude_code"]
+__all__ = ["FORMAT", "Took", "detached_entry", "parse_claude_code"]
 
 FORMAT = "claude-code"
 
@@ -66,6 +73,21 @@ def _usage(usage: Any) -> dict[str, Any]:
             "cost": {"input": 0, "output": 0, "cacheRead": 0, "cacheWrite": 0, "total": 0}}
 
 
+class Took(NamedTuple):
+    """What the reader did with one record.
+
+    ``kind`` is ``"node"`` (a new node of the tree, ``key``), ``"merged"`` (into the node
+    ``key``: the next block of a reply), ``"title"`` (the session name, ``text``), ``"summary"``
+    (``text`` labels the node ``key``, when that is in the tree) or ``"detached"`` (outside the
+    tree; ``line`` is the record as kept, marked ``duplicateUuid`` when its uuid was taken).
+    """
+
+    kind: Literal["node", "merged", "title", "summary", "detached"]
+    key: str | None = None
+    text: str = ""
+    line: Any = None
+
+
 def _image(block: dict[str, Any]) -> dict[str, Any] | None:
     source = block.get("source")
     if isinstance(source, dict) and source.get("type") == "base64":
@@ -82,8 +104,13 @@ class _Reader:
         self.alias: dict[str, str] = {}  # uuid of a merged record -> its reply's node key
         self.reply: dict[str, tuple[str, str]] = {}  # node key -> (API message id, last uuid)
         self.tool_names: dict[str, str] = {}
-        self.tool_ids: dict[str, set[str]] = {}  # assistant node key -> its tool_use ids
-        self.results: dict[str, set[str]] = {}  # user node key -> tool_use ids it answers
+        self.tool_ids: dict[str, set[str]] = {}  # reply (its first node) -> its tool_use ids
+        # a reply whose blocks were read after its first ones were written is several nodes:
+        self.heads: dict[str, str] = {}  # later node of a reply -> its first node
+        self.last_part: dict[str, str] = {}  # first node of a reply -> its latest node
+        # assistant node key -> (tool_use ids answered by the results under it, the last of
+        # those results), or None once something else went under it
+        self.chains: dict[str, tuple[set[str], str] | None] = {}  # by reply (first node)
         self.compactions: dict[str, dict[str, Any]] = {}  # boundary key -> compaction entry
         self.detached: list[tuple[int, dict[str, Any]]] = []
         self.summaries: list[tuple[str, str]] = []
@@ -91,46 +118,101 @@ class _Reader:
         self.unmapped: Counter[str] = Counter()
         self.main_leaf: str | None = None
         self.any_leaf: str | None = None
+        self.last_timestamp: str | None = None  # of the latest record that had one
+
+    def known(self, key: str) -> bool:
+        """Whether a record with this uuid was read (a node, or merged into one)."""
+        return key in self.by_key or key in self.alias
+
+    def freeze(self) -> None:
+        """The nodes read so far are written: later records do not merge into them, and only
+        what those need is kept (the nodes' keys, tool calls, chains of results)."""
+        self.compactions.clear()
+        self.alias.update((key, key) for key in self.by_key)
+        self.nodes.clear()
+        self.by_key.clear()
+        self.detached.clear()
+        self.summaries.clear()
+        self.titles.clear()
 
     # -- records ---------------------------------------------------------------------------
 
-    def record(self, lineno: int, record: Any) -> None:
+    def record(self, lineno: int, record: Any) -> Took:
         if not isinstance(record, dict):
             self.source.fail("a line must hold a JSON object", lineno=lineno)
         kind = record.get("type")
+        key, parent = record.get("uuid"), record.get("parentUuid")
         if kind == "summary" and isinstance(record.get("leafUuid"), str):
-            self.summaries.append((record["leafUuid"], str(record.get("summary", ""))))
+            text = str(record.get("summary", ""))
+            self.summaries.append((record["leafUuid"], text))
             self.detached.append((lineno, record))  # becomes a label if its entry is here
-            return
+            return Took("summary", self.alias.get(record["leafUuid"], record["leafUuid"]), text,
+                        record)
         if kind == "custom-title" and isinstance(record.get("customTitle"), str):
             self.titles.append(record["customTitle"])
-            return
-        if kind not in ("user", "assistant", "system") or "uuid" not in record:
+            return Took("title", text=record["customTitle"])
+        in_tree = kind in ("user", "assistant", "system") and "uuid" in record or \
+            isinstance(key, str) and key != "" and "parentUuid" in record
+        if not in_tree:
             self.detached.append((lineno, record))
-            return
-        key, parent = record.get("uuid"), record.get("parentUuid")
+            return Took("detached", line=record)
         timestamp = record.get("timestamp")
         if not isinstance(key, str) or not key:
             self.source.fail("uuid must be a non-empty string", lineno=lineno)
         if parent is not None and not isinstance(parent, str):
             self.source.fail("parentUuid must be a uuid or null", lineno=lineno)
-        if not isinstance(timestamp, str) or not _stamp(timestamp):
+        if kind in ("user", "assistant", "system") and \
+                (not isinstance(timestamp, str) or not _stamp(timestamp)):
             self.source.fail("timestamp must be an ISO time", lineno=lineno)
-        if key in self.by_key or key in self.alias:
-            self.detached.append((lineno, {**record, "duplicateUuid": True}))
-            return
-        parent = self.alias.get(parent, parent) if parent is not None else None
-        if kind == "system":
-            self.system(key, parent, timestamp, record)
-        elif kind == "assistant":
-            self.assistant(lineno, key, parent, timestamp, record)
+        if self.known(key):
+            marked = {**record, "duplicateUuid": True}
+            self.detached.append((lineno, marked))
+            return Took("detached", line=marked)
+        if isinstance(timestamp, str) and _stamp(timestamp):
+            self.last_timestamp = timestamp
         else:
+            timestamp = self.last_timestamp or _EPOCH
+        parent = self.alias.get(parent, parent) if parent is not None else None
+        nodes = len(self.nodes)
+        if kind == "assistant":
+            self.assistant(lineno, key, parent, timestamp, record)
+        elif kind == "user":
             self.user(lineno, key, parent, timestamp, record)
+        else:
+            self.other(str(kind), key, parent, timestamp, record)
         if kind in ("user", "assistant"):
             resolved = self.alias.get(key, key)
             self.any_leaf = resolved
             if not record.get("isSidechain"):
                 self.main_leaf = resolved
+        if len(self.nodes) == nodes:
+            return Took("merged", self.alias[key])
+        node = self.nodes[-1]
+        if kind != "user" and key not in self.heads:  # (user nodes went through chained())
+            node.parent = self.chained(node.parent, key, None)
+        return Took("node", key)
+
+    def chained(self, parent: str | None, key: str, answered: set[str] | None) -> str | None:
+        """Where a node goes when its parent is a reply with tool calls.
+
+        Claude Code hangs each tool result from the block of the reply that made the call, so
+        parallel calls would fan out into branches. The first result goes below the whole reply
+        (its last part, when it was written in parts); results that answer other calls of the
+        same reply follow the results already there: one chain. Anything else under the reply
+        (``answered`` is None), or a call answered twice, ends the chain.
+        """
+        head = self.heads.get(parent, parent) if parent is not None else None
+        if head is None or head not in self.tool_ids:
+            return parent
+        if head in self.chains and self.chains[head] is None:
+            return parent
+        chain = self.chains.get(head)
+        if answered is None or not answered <= self.tool_ids[head] or \
+                (chain is not None and answered & chain[0]):
+            self.chains[head] = None
+            return parent
+        self.chains[head] = (answered if chain is None else chain[0] | answered, key)
+        return self.last_part.get(head, head) if chain is None else chain[1]
 
     def add(self, key: str, parent: str | None, entries: list[dict[str, Any]],
             record: dict[str, Any], *, drop: tuple[str, ...] = ()) -> SourceNode:
@@ -140,9 +222,10 @@ class _Reader:
         self.by_key[key] = node
         return node
 
-    def system(self, key: str, parent: str | None, timestamp: str, record: dict[str, Any]) -> None:
-        if record.get("subtype") != "compact_boundary":
-            self.add(key, parent, [{"type": "custom", "customType": "claude-code.system",
+    def other(self, kind: str, key: str, parent: str | None, timestamp: str,
+              record: dict[str, Any]) -> None:
+        if kind != "system" or record.get("subtype") != "compact_boundary":
+            self.add(key, parent, [{"type": "custom", "customType": f"claude-code.{kind}",
                                     "data": record, "timestamp": timestamp}], record)
             return
         logical = record.get("logicalParentUuid")
@@ -164,7 +247,9 @@ class _Reader:
         blocks: list[dict[str, Any]] = []
         tool_ids: set[str] = set()
         other: list[Any] = []
-        for block in message.get("content") or ():
+        content = message.get("content")
+        for block in content if isinstance(content, list) else [{"type": "text",
+                                                                 "text": str(content or "")}]:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text":
                 blocks.append({"type": "text", "text": str(block.get("text", ""))})
@@ -188,9 +273,10 @@ class _Reader:
                 self.unmapped[f"claude-code block {kind}"] += 1
         message_id = message.get("id")
         stop = _STOP.get(str(message.get("stop_reason")), "stop")
-        group = self.reply.get(parent or "")
-        if parent is not None and group is not None and isinstance(message_id, str) \
-                and group == (message_id, record.get("parentUuid")):
+        continues = parent is not None and isinstance(message_id, str) and \
+            self.reply.get(parent) == (message_id, record.get("parentUuid"))
+        if parent is not None and continues and parent in self.by_key and \
+                isinstance(message_id, str):
             node = self.by_key[parent]  # the next block of the same reply: merge
             body = node.entries[0]["message"]
             body["content"].extend(blocks)
@@ -201,7 +287,7 @@ class _Reader:
             node.source.setdefault("merged", []).append(key)
             if other:
                 node.source.setdefault("blocks", []).extend(other)
-            self.tool_ids[parent] |= tool_ids
+            self.tool_ids[self.heads.get(parent, parent)] |= tool_ids
             self.alias[key] = parent
             self.reply[parent] = (message_id, key)
             return
@@ -216,7 +302,11 @@ class _Reader:
                                        "message": body}], {**record, "message": rest})
         if other:
             node.source["blocks"] = other
-        self.tool_ids[key] = tool_ids
+        head = key
+        if parent is not None and continues:  # the rest of a reply already written: its part
+            head = self.heads[key] = self.heads.get(parent, parent)
+        self.tool_ids.setdefault(head, set()).update(tool_ids)
+        self.last_part[head] = key
         if isinstance(message_id, str):
             self.reply[key] = (message_id, key)
 
@@ -232,7 +322,7 @@ class _Reader:
         if record.get("isMeta"):
             entry = {"type": "custom_message", "customType": "claude-code.meta",
                      "content": _text(content), "display": False, "timestamp": timestamp}
-            self.add(key, parent, [entry], record, drop=("message",))
+            self.add(key, self.chained(parent, key, None), [entry], record, drop=("message",))
             return
         entries: list[dict[str, Any]] = []
         answered: set[str] = set()
@@ -246,7 +336,8 @@ class _Reader:
                 answered.add(tool_id)
                 result = block.get("content")
                 blocks = [{"type": "text", "text": result}] if isinstance(result, str) else [
-                    b for b in (_block(x) for x in result or ()) if b is not None]
+                    b for b in (_block(x) for x in (result if isinstance(result, list) else ()))
+                    if b is not None]
                 body: dict[str, Any] = {"role": "toolResult", "toolCallId": tool_id,
                                         "toolName": self.tool_names.get(tool_id, ""),
                                         "content": blocks or [{"type": "text", "text": ""}]}
@@ -265,33 +356,14 @@ class _Reader:
                 "role": "user", "content": parts or [{"type": "text", "text": ""}],
                 "timestamp": stamp}})
         rest = {k: v for k, v in message.items() if k != "content"}
+        parent = self.chained(parent, key, answered if answered and not parts else None)
         node = self.add(key, parent, entries, {**record, "message": rest}, drop=("toolUseResult",))
         if other:
             node.source["blocks"] = other
-        if answered and not parts:
-            self.results[key] = answered
 
     # -- after the last line -----------------------------------------------------------------
 
-    def chain_parallel_results(self) -> None:
-        """Tool results that Claude Code hung from different blocks of one reply: one chain."""
-        children: dict[str, list[SourceNode]] = {}
-        for node in self.nodes:
-            if node.parent is not None:
-                children.setdefault(node.parent, []).append(node)
-        for key, calls in self.tool_ids.items():
-            kids = children.get(key, [])
-            if len(kids) < 2 or not all(k.key in self.results for k in kids):
-                continue
-            answered = [self.results[k.key] for k in kids]
-            if sum(len(a) for a in answered) != len(set().union(*answered)) or \
-                    not set().union(*answered) <= calls:
-                continue  # the same call answered twice: real alternatives, keep the branches
-            for before, after in zip(kids, kids[1:]):
-                after.parent = before.key
-
     def conversation(self) -> SourceConversation:
-        self.chain_parallel_results()
         first = next((r for _, r in self.detached if isinstance(r.get("sessionId"), str)), None)
         session_id = next((n.source.get("sessionId") for n in self.nodes
                            if isinstance(n.source.get("sessionId"), str)), None) or \
@@ -308,15 +380,12 @@ class _Reader:
             if record.get("type") == "summary" and \
                     self.alias.get(record["leafUuid"], record["leafUuid"]) in self.by_key:
                 continue
-            kind = "duplicate" if record.get("duplicateUuid") else str(record.get("type"))
-            stamp = record.get("timestamp")
-            timestamp = stamp if isinstance(stamp, str) and _stamp(stamp) else (
-                self.nodes[-1].entries[0]["timestamp"] if self.nodes and self.nodes[-1].entries
-                else "1970-01-01T00:00:00.000Z")
+            fallback = self.nodes[-1].entries[0]["timestamp"] if self.nodes and \
+                self.nodes[-1].entries else _EPOCH
             key = f"line-{lineno}"
-            self.nodes.append(SourceNode(key=key, parent=tail_parent, entries=[{
-                "type": "custom", "customType": f"claude-code.{kind}", "data": record,
-                "timestamp": timestamp}], source={"line": lineno}))
+            self.nodes.append(SourceNode(key=key, parent=tail_parent,
+                                         entries=[detached_entry(record, fallback)],
+                                         source={"line": lineno}))
             tail_parent = key
         timestamps = [e["timestamp"] for n in self.nodes for e in n.entries]
         digest = fingerprint(self.source.text)
@@ -325,6 +394,19 @@ class _Reader:
             nodes=self.nodes, leaf=tail_parent, created=min(timestamps, default=_now()),
             title=title, cwd=cwd, labels=labels, fingerprint=digest,
             unmapped=dict(self.unmapped))
+
+
+_EPOCH = "1970-01-01T00:00:00.000Z"
+
+
+def detached_entry(record: Any, fallback: str) -> dict[str, Any]:
+    """The ``custom`` entry ``claude-code.<type>`` that keeps a record outside the tree (its own
+    time, else ``fallback``)."""
+    fields = record if isinstance(record, dict) else {}
+    kind = "duplicate" if fields.get("duplicateUuid") else str(fields.get("type"))
+    stamp = fields.get("timestamp")
+    return {"type": "custom", "customType": f"claude-code.{kind}", "data": record,
+            "timestamp": stamp if isinstance(stamp, str) and _stamp(stamp) else fallback}
 
 
 def _now() -> str:
@@ -346,7 +428,7 @@ def _block(block: Any) -> dict[str, Any] | None:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "\n".join(str(b.get("text", "")) for b in content or ()
+    return "\n".join(str(b.get("text", "")) for b in (content if isinstance(content, list) else ())
                      if isinstance(b, dict) and b.get("type") == "text")
 
 
