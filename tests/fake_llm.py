@@ -12,6 +12,7 @@ empty or malformed answer; unscripted requests succeed.
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -241,10 +242,24 @@ def _responses_events(body: Any, reply: Reply, text: str) -> list[Any]:
     return events
 
 
+def _message_id() -> str:
+    """A new message id for each answer, as the API gives (clients merge what shares one)."""
+    return f"msg_01Fake{next(_ANSWERS):018d}"
+
+
+def _tool_use_id(message_id: str, n: int) -> str:
+    """The id of an answer's ``n``-th tool call, unique across answers as the API's are."""
+    return f"toolu_fake{message_id[-6:]}{n}"
+
+
+_ANSWERS = itertools.count(1)
+
+
 def _anthropic_events(body: Any, reply: Reply, text: str) -> list[Any]:
     prompt, output, cached = reply.usage
+    message_id = _message_id()
     events: list[Any] = [{"type": "message_start", "message": {
-        "id": "msg_01FakeFakeFakeFakeFakeFake", "type": "message", "role": "assistant",
+        "id": message_id, "type": "message", "role": "assistant",
         "model": body["model"], "content": [], "stop_reason": None,
         "usage": {"input_tokens": prompt, "output_tokens": 1, "cache_read_input_tokens": cached,
                   "cache_creation_input_tokens": 0}}}]
@@ -267,7 +282,7 @@ def _anthropic_events(body: Any, reply: Reply, text: str) -> list[Any]:
         index += 1
     for n, (name, arguments) in enumerate(reply.tool_calls):
         events.append({"type": "content_block_start", "index": index, "content_block": {
-            "type": "tool_use", "id": f"toolu_fake{n}", "name": name, "input": {}}})
+            "type": "tool_use", "id": _tool_use_id(message_id, n), "name": name, "input": {}}})
         events += [{"type": "content_block_delta", "index": index,
                     "delta": {"type": "input_json_delta", "partial_json": c}}
                    for c in _chunks(json.dumps(arguments))]
@@ -423,7 +438,7 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                 return
             content = [{"type": "text", "text": text}] if text else []
             self._send(200, {
-                "id": "msg_01FakeFakeFakeFakeFakeFake",
+                "id": _message_id(),
                 "type": "message",
                 "role": "assistant",
                 "model": body["model"],

@@ -76,12 +76,13 @@ class TranscriptMirror:
         self.reader = _Reader(SourceFile(where, FORMAT, text=""))
         self.lines = 0
         """Lines taken so far (the position of the last one)."""
-        self._seen: dict[str, bytes] = {}  # uuid -> digest of the line that had it first
+        self._seen: set[tuple[str, bytes]] = set()  # (uuid, digest) of every line taken
         self._taken: set[str] = set()  # entry ids in the session
         self._tail: dict[str | None, str] = {}  # node key -> the entry its children hang below
         self._last: dict[str, str] = {}  # node key -> its last entry (a label's target)
         self._main: str | None = None  # the latest node of the main chain
         self._latest: str | None = None  # the latest node of any chain
+        self._first: str | None = None  # the first time in the batch being taken
 
     # -- the stored session ---------------------------------------------------------------------
 
@@ -115,7 +116,7 @@ class TranscriptMirror:
                 self.lines = max(self.lines, n)
                 uuid = line.get("uuid") if isinstance(line, dict) else None
                 if isinstance(uuid, str):
-                    self._seen.setdefault(uuid, _digest(line))
+                    self._seen.add((uuid, _digest(line)))
             if isinstance(key, str) and isinstance(source, Mapping) and "part" not in source \
                     and lines:
                 self._reread(key, [line for _, line in lines])
@@ -143,23 +144,26 @@ class TranscriptMirror:
         written), ids and parents set, to append in this order. Lines taken before, unchanged,
         are left out."""
         reader = self.reader
+        self._first = next((line["timestamp"] for line in batch if isinstance(line, dict)
+                            and iso_to_ms(line.get("timestamp")) is not None), None)
         plan: list[str | _Inline | _Label] = []  # node keys and other entries, as they came
         carried: dict[str, list[list[Any]]] = {}  # node key -> the lines its first entry keeps
         host: dict[str, str] = {}  # node key of this batch -> the node that keeps its line
-        for line in batch:
+        for given in batch:
+            line = _exactly(given, self.lines + 1)
             uuid = line.get("uuid") if isinstance(line, dict) else None
             digest = _digest(line) if isinstance(uuid, str) else b""
-            if isinstance(uuid, str) and self._seen.get(uuid) == digest:
+            if isinstance(uuid, str) and (uuid, digest) in self._seen:
                 continue
             self.lines += 1
             n = self.lines
+            if isinstance(uuid, str):
+                self._seen.add((uuid, digest))
             try:
                 took = reader.record(n, line)
             except MalformedSource as error:
                 plan.append(_Inline(detached_entry(line, self._stamp()), [[n]], error.reason))
                 continue
-            if isinstance(uuid, str):
-                self._seen.setdefault(uuid, digest)
             if took.kind == "node" and took.key is not None:
                 node = reader.by_key[took.key]
                 keeper = took.key if node.entries else host.get(node.parent or "", "")
@@ -227,8 +231,9 @@ class TranscriptMirror:
             self._main = key
 
     def _stamp(self) -> str:
-        """The time of an entry whose line has none: the latest time read (else now)."""
-        return self.reader.last_timestamp or iso_now()
+        """The time of an entry whose line has none: the latest time read, else the batch's
+        first, else now."""
+        return self.reader.last_timestamp or self._first or iso_now()
 
 
 def transcript_lines(entries: Iterable[Mapping[str, Any]]) -> list[Any]:
@@ -247,7 +252,7 @@ def _lines_of(entry: Mapping[str, Any]) -> list[tuple[int, Any]]:
     kept = entry.get("claudeCode")
     if kept is None:
         return []
-    lines = kept.get("lines") if isinstance(kept, Mapping) else None
+    lines = kept.get("lines", []) if isinstance(kept, Mapping) else None
     out: list[tuple[int, Any]] = []
     for item in lines if isinstance(lines, list) else [None]:
         if not isinstance(item, list) or len(item) not in (1, 2) or type(item[0]) is not int:
@@ -255,6 +260,27 @@ def _lines_of(entry: Mapping[str, Any]) -> list[tuple[int, Any]]:
                                entry_id=str(entry.get("id")))
         out.append((item[0], item[1] if len(item) == 2 else entry.get("data")))
     return out
+
+
+def _exactly(value: Any, n: int) -> Any:
+    """``value`` as JSON keeps it: a float of 2**53 or more with an integral value as the
+    integer it is (JavaScript would write its shortest digits, another integer); the same object
+    when nothing changes.
+
+    Raises:
+        InvalidEntry: a NaN or an infinity (JSON has none).
+    """
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidEntry(f"transcript line {n} holds {value}, which JSON cannot keep")
+        return int(value) if value.is_integer() and abs(value) >= 2 ** 53 else value
+    if isinstance(value, dict):
+        changed = {k: _exactly(v, n) for k, v in value.items()}
+        return value if all(changed[k] is v for k, v in value.items()) else changed
+    if isinstance(value, list):
+        items = [_exactly(v, n) for v in value]
+        return value if all(a is b for a, b in zip(items, value)) else items
+    return value
 
 
 def _blocks(message: Mapping[str, Any]) -> list[Mapping[str, Any]]:
