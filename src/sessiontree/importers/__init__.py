@@ -9,7 +9,9 @@
 
 Formats (see each module for what maps to what): ``claude-code`` (a Claude Code session
 ``.jsonl``), ``chatgpt`` (ChatGPT's ``conversations.json``), ``open-webui`` (an Open WebUI chat
-export) and ``responses`` (a JSON array of OpenAI Responses / Agents SDK input items).
+export) and ``responses`` (a JSON array of OpenAI Responses / Agents SDK input items). A Claude
+Code transcript that grows in batches maps the same way, line by line:
+:mod:`sessiontree.importers.claude_code_mirror`.
 
 Invariants:
 * The whole source is read and checked before anything is written: a malformed or truncated file
