@@ -161,15 +161,15 @@ class _Reader:
             self.source.fail("uuid must be a non-empty string", lineno=lineno)
         if parent is not None and not isinstance(parent, str):
             self.source.fail("parentUuid must be a uuid or null", lineno=lineno)
-        if kind in ("user", "assistant", "system") and \
-                (not isinstance(timestamp, str) or not _stamp(timestamp)):
+        timed = timestamp if isinstance(timestamp, str) and _stamp(timestamp) else None
+        if kind in ("user", "assistant", "system") and timed is None:
             self.source.fail("timestamp must be an ISO time", lineno=lineno)
         if self.known(key):
             marked = {**record, "duplicateUuid": True}
             self.detached.append((lineno, marked))
             return Took("detached", line=marked)
-        if isinstance(timestamp, str) and _stamp(timestamp):
-            self.last_timestamp = timestamp
+        if timed is not None:
+            self.last_timestamp = timestamp = timed
         else:
             timestamp = self.last_timestamp or _EPOCH
         parent = self.alias.get(parent, parent) if parent is not None else None

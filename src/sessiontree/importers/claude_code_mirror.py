@@ -39,6 +39,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from .. import _json
 from .._time import iso_now, iso_to_ms, new_entry_id
 from .._tree import js_trim
 from ..errors import InvalidEntry, MalformedSource
@@ -46,7 +47,36 @@ from ._build import _ordered, fingerprint, node_entries
 from ._read import SourceFile
 from .claude_code import FORMAT, _Reader, detached_entry
 
-__all__ = ["TranscriptMirror", "transcript_lines"]
+__all__ = ["TranscriptMirror", "stored_entry", "transcript_lines"]
+
+
+class _Stored(msgspec.Struct, rename="camel"):
+    """The fields of a stored entry the mirror reads (its message is skipped, not decoded)."""
+
+    id: Any = msgspec.UNSET
+    parent_id: Any = msgspec.UNSET
+    timestamp: Any = msgspec.UNSET
+    source: Any = msgspec.UNSET
+    claude_code: Any = msgspec.UNSET
+    data: Any = msgspec.UNSET
+
+
+_STORED = msgspec.json.Decoder(_Stored)
+
+
+def stored_entry(line: bytes) -> dict[str, Any]:
+    """What :meth:`TranscriptMirror.prime` and :func:`transcript_lines` read of a stored entry
+    line: its envelope, ``source``, ``claudeCode`` and ``data``, in the on-disk names."""
+    try:
+        found = _STORED.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):  # a lone surrogate, say: the slow parser
+        data = _json.loads(line)
+        return data if isinstance(data, dict) else {}
+    return {name: value for name, value in zip(_STORED_NAMES, msgspec.structs.astuple(found))
+            if value is not msgspec.UNSET}
+
+
+_STORED_NAMES = ("id", "parentId", "timestamp", "source", "claudeCode", "data")
 
 
 class _Inline(NamedTuple):
@@ -95,13 +125,13 @@ class TranscriptMirror:
         where each record's children go is what is stored.
         """
         owner: dict[str, str | None] = {}
+        stamps: list[Any] = []
         for entry in stored:
             entry_id, parent = entry.get("id"), entry.get("parentId")
             if not isinstance(entry_id, str):
                 continue
             self._taken.add(entry_id)
-            if iso_to_ms(entry.get("timestamp")) is not None:
-                self.reader.last_timestamp = entry["timestamp"]
+            stamps.append(entry.get("timestamp"))
             source = entry.get("source")
             key = source.get("id") if isinstance(source, Mapping) else None
             lines = _lines_of(entry)
@@ -120,6 +150,8 @@ class TranscriptMirror:
             if isinstance(key, str) and isinstance(source, Mapping) and "part" not in source \
                     and lines:
                 self._reread(key, [line for _, line in lines])
+        self.reader.last_timestamp = next((stamp for stamp in reversed(stamps)
+                                           if iso_to_ms(stamp) is not None), None)
 
     def _reread(self, key: str, lines: list[Any]) -> None:
         """Read a stored node's lines again, then record that each of them is in that node."""

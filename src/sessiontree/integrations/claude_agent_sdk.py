@@ -33,23 +33,29 @@ import hashlib
 import os
 import threading
 from collections import OrderedDict
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, Callable, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from msgspec import UNSET
 
-from .. import _json
+from .._scan import no_gc
 from .._time import iso_now, iso_to_ms
 from ..entries import SessionHeader
 from ..errors import InvalidLocation, MissingExtra, SessionNotFound
 from ..importers._build import iso_from_ms
-from ..importers.claude_code_mirror import TranscriptMirror, transcript_lines
+from ..importers.claude_code_mirror import TranscriptMirror, stored_entry, transcript_lines
 from ..session import Session
 from ..stores.base import Store, has_lines, has_logs
-from ..stores.jsonl import JsonlStore, default_session_dir, default_sessions_root, glob_escape
+from ..stores.jsonl import (
+    JsonlStore,
+    default_session_dir,
+    default_sessions_root,
+    glob_escape,
+    list_sessions,
+)
 from ..stores.url import is_url, open_store
 
 try:
@@ -118,34 +124,29 @@ def _key_record(key: Mapping[str, Any]) -> dict[str, str]:
 # -- where the sessions are --------------------------------------------------------------------------
 
 
-class _Place:
+class _Place(Protocol):
     """The sessions of the adapter: found by id, listed by id prefix, created for a cwd."""
 
     def open(self, session_id: str) -> Session | None:
         """The stored session, ``None`` when there is none."""
-        raise NotImplementedError
 
     def target(self, cwd: str) -> Store:
         """The store a new session of this working directory goes to."""
-        raise NotImplementedError
 
     def ids(self, prefix: str) -> list[str]:
         """The stored session ids that start with ``prefix``."""
-        raise NotImplementedError
 
     def modified(self, prefix: str) -> dict[str, int]:
         """Those sessions' latest activity (epoch ms), as their listing says."""
-        raise NotImplementedError
 
     def delete(self, session_id: str) -> None:
         """Remove the session if it is there."""
-        raise NotImplementedError
 
     def close(self) -> None:
         """Release what the adapter opened."""
 
 
-class _OneStore(_Place):
+class _OneStore:
     """Every session in one store."""
 
     def __init__(self, store: Store, owned: bool) -> None:
@@ -188,7 +189,7 @@ class _OneStore(_Place):
         return str(getattr(self.store, "url", type(self.store).__name__))
 
 
-class _Folders(_Place):
+class _Folders:
     """A sessions root in pi's layout: a folder per working directory (``--<cwd>--``)."""
 
     def __init__(self, root: Path, durable: bool) -> None:
@@ -215,8 +216,6 @@ class _Folders(_Place):
         return sorted({name for name in names if name.startswith(prefix)})
 
     def modified(self, prefix: str) -> dict[str, int]:
-        from ..stores.jsonl import list_sessions
-
         folders = {path.parent for path in self._files(glob_escape(prefix) + "*")}
         return {row.id: row.modified_ms for folder in sorted(folders)
                 for row in list_sessions(folder) if row.id.startswith(prefix)}
@@ -224,6 +223,9 @@ class _Folders(_Place):
     def delete(self, session_id: str) -> None:
         for path in self._files(glob_escape(session_id)):
             self._store(path.parent).delete(session_id)
+
+    def close(self) -> None:
+        """Nothing to release: every call opens and closes its own files."""
 
     def __str__(self) -> str:
         return str(self.root)
@@ -414,11 +416,12 @@ class SessionTreeSessionStore(SessionStore):
             if state is not None and state.mark == mark:
                 self._states.move_to_end(session_id)
                 return state
-        stored = list(_stored(session))
-        _check_key(stored, key, session)
-        mirror = TranscriptMirror(_address(session))
-        mirror.prime(stored)
-        lines = transcript_lines(stored)
+        with no_gc():  # many new objects, no cycles among them
+            stored = list(_stored(session))
+            _check_key(stored, key, session)
+            mirror = TranscriptMirror(_address(session))
+            mirror.prime(stored)
+            lines = transcript_lines(stored)
         summary = fold_session_summary(None, key, lines) if lines and not key.get("subpath") \
             else None
         state = _State(mirror, summary, mark)
@@ -436,10 +439,10 @@ class SessionTreeSessionStore(SessionStore):
         session = self._place.open(self.session_id(key))
         if session is None:
             return None
-        with session:
+        with session, no_gc():
             stored = list(_stored(session))
-        _check_key(stored, key, session)
-        return transcript_lines(stored) or None
+            _check_key(stored, key, session)
+            return transcript_lines(stored) or None
 
     def _mains(self, project_key: str) -> Iterator[tuple[str, str, int]]:
         """``(session id, transcript's session id, mtime)`` of a project's main transcripts."""
@@ -464,9 +467,9 @@ class SessionTreeSessionStore(SessionStore):
             if session is None:
                 continue
             with session:
-                last = _json.loads(session.raw_line(session.leaf_id)) if session.leaf_id \
+                last = stored_entry(session.raw_line(session.leaf_id)) if session.leaf_id \
                     else {}
-                kept = last.get("claudeCode") if isinstance(last, dict) else None
+                kept = last.get("claudeCode")
                 data = kept.get("summary") if isinstance(kept, dict) else None
                 if not isinstance(data, dict):  # another writer appended after it
                     key: SessionKey = {"project_key": project_key, "session_id": name}
@@ -501,8 +504,7 @@ class SessionTreeSessionStore(SessionStore):
             return {}
         with session:
             for entry_id in session.ids()[:1]:
-                first = _json.loads(session.raw_line(entry_id))
-                kept = first.get("claudeCode") if isinstance(first, dict) else None
+                kept = stored_entry(session.raw_line(entry_id)).get("claudeCode")
                 found = kept.get("key") if isinstance(kept, dict) else None
                 return found if isinstance(found, dict) else {}
         return {}
@@ -512,11 +514,9 @@ class SessionTreeSessionStore(SessionStore):
 
 
 def _stored(session: Session) -> Iterator[dict[str, Any]]:
-    """A session's entries as on-disk dicts, in file order."""
+    """What the mirror reads of a session's entries, in file order."""
     for entry_id in session.ids():
-        entry = _json.loads(session.raw_line(entry_id))
-        if isinstance(entry, dict):
-            yield entry
+        yield stored_entry(session.raw_line(entry_id))
 
 
 def _address(session: Session) -> str:
