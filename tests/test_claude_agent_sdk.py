@@ -565,3 +565,22 @@ def test_one_line_per_batch_keeps_every_tool_result_on_the_path(live: Live) -> N
         with live.stores["sqlite"].open(live.key) as batched:
             assert blocks(session) == blocks(batched)
 
+
+
+def test_the_importers_fixture_through_the_store_keeps_labels_compaction_and_branches(
+        tmp_path: Path) -> None:
+    source = Path(__file__).parent / "importers" / "claude-code-session.jsonl"
+    lines = [json.loads(line) for line in source.read_text().splitlines() if line.strip()]
+    store = SessionTreeSessionStore(tmp_path / "root")
+    run(store.append(KEY, lines))
+    assert run(store.load(KEY)) == lines
+    (row,) = import_file("claude-code", source, tmp_path / "imported").imported
+    with store.open(KEY) as ours, Session.open(row.location or "") as imported:
+        assert context_texts(ours) == context_texts(imported)  # the compaction and after it
+        assert ours.name == imported.name == "Fix failing add test"
+        assert sorted(label for label, _ in ours.labels().values()) == \
+            sorted(label for label, _ in imported.labels().values()) == \
+            ["Ask which test", "Fix failing add test"]
+        compaction = next(e for e in ours.entries() if e.type == "compaction")
+        assert compaction.summary.startswith("This session is being continued")
+        assert len(ours.leaves()) == len(imported.leaves()) == 3  # the rewind, the sidechain

@@ -25,6 +25,8 @@ Invariants:
   record of the tree, so the session has one root. Lines outside the tree (queue operations,
   costs, prompts of the title...) hang below the latest entry of the main chain, so the last line
   of a session continues Claude Code's current branch and nothing dangles.
+* ``summary`` lines label their entry; ``custom-title`` lines name the session, else a summary
+  of the current leaf does (the importer's rule; that name entry keeps no line).
 * A line with a ``uuid`` that was taken before, unchanged, is skipped (the SDK retries a batch
   that may have landed); a changed one is kept (``claude-code.duplicate``).
 * :meth:`TranscriptMirror.prime` rebuilds the state from the stored entries, so a new process
@@ -53,6 +55,7 @@ __all__ = ["TranscriptMirror", "stored_entry", "transcript_lines"]
 class _Stored(msgspec.Struct, rename="camel"):
     """The fields of a stored entry the mirror reads (its message is skipped, not decoded)."""
 
+    type: Any = msgspec.UNSET
     id: Any = msgspec.UNSET
     parent_id: Any = msgspec.UNSET
     timestamp: Any = msgspec.UNSET
@@ -66,7 +69,8 @@ _STORED = msgspec.json.Decoder(_Stored)
 
 def stored_entry(line: bytes) -> dict[str, Any]:
     """What :meth:`TranscriptMirror.prime` and :func:`transcript_lines` read of a stored entry
-    line: its envelope, ``source``, ``claudeCode`` and ``data``, in the on-disk names."""
+    line: its type and envelope, ``source``, ``claudeCode`` and ``data``, in the on-disk
+    names."""
     try:
         found = _STORED.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):  # a lone surrogate, say: the slow parser
@@ -76,7 +80,7 @@ def stored_entry(line: bytes) -> dict[str, Any]:
             if value is not msgspec.UNSET}
 
 
-_STORED_NAMES = ("id", "parentId", "timestamp", "source", "claudeCode", "data")
+_STORED_NAMES = ("type", "id", "parentId", "timestamp", "source", "claudeCode", "data")
 
 
 class _Inline(NamedTuple):
@@ -88,11 +92,13 @@ class _Inline(NamedTuple):
 
 
 class _Label(NamedTuple):
-    """A label on the node ``key`` (a ``summary`` record)."""
+    """A label on the node ``key`` (a ``summary`` record); ``name``: the session's name too (it
+    labels the current leaf and no ``custom-title`` came, the importer's rule)."""
 
     key: str
     text: str
     lines: list[list[Any]]
+    name: bool
 
 
 class TranscriptMirror:
@@ -113,6 +119,7 @@ class TranscriptMirror:
         self._main: str | None = None  # the latest node of the main chain
         self._latest: str | None = None  # the latest node of any chain
         self._first: str | None = None  # the first time in the batch being taken
+        self._titled = False  # whether a custom-title named the session
 
     # -- the stored session ---------------------------------------------------------------------
 
@@ -132,6 +139,8 @@ class TranscriptMirror:
                 continue
             self._taken.add(entry_id)
             stamps.append(entry.get("timestamp"))
+            self._titled = self._titled or entry.get("type") == "session_info" and \
+                bool(entry.get("claudeCode"))  # (a name from a summary keeps no line)
             source = entry.get("source")
             key = source.get("id") if isinstance(source, Mapping) else None
             lines = _lines_of(entry)
@@ -205,11 +214,13 @@ class TranscriptMirror:
             elif took.kind == "merged" and took.key is not None:
                 carried[host[took.key]].append([n, line])
             elif took.kind == "title":
+                self._titled = True
                 plan.append(_Inline({"type": "session_info", "timestamp": self._stamp(),
                                      "name": js_trim(took.text)}, [[n, line]]))
             elif took.kind == "summary" and took.key is not None and \
                     (took.key in host or took.key in self._last):
-                plan.append(_Label(took.key, took.text, [[n, line]]))
+                plan.append(_Label(took.key, took.text, [[n, line]],
+                                   not self._titled and took.key == reader.main_leaf))
             else:
                 kept = took.line if took.kind == "detached" else line
                 plan.append(_Inline(detached_entry(kept, self._stamp()),
@@ -221,9 +232,13 @@ class TranscriptMirror:
     def _entries(self, item: str | _Inline | _Label,
                  carried: Mapping[str, list[list[Any]]]) -> list[dict[str, Any]]:
         if isinstance(item, _Label):
-            return [self._below_main({"type": "label", "timestamp": self._stamp(),
+            label = self._below_main({"type": "label", "timestamp": self._stamp(),
                                       "targetId": self._last[item.key], "label": item.text},
-                                     item.lines)]
+                                     item.lines)
+            if not item.name:
+                return [label]
+            return [label, self._below_main({"type": "session_info", "timestamp": self._stamp(),
+                                             "name": js_trim(item.text)}, [])]
         if isinstance(item, _Inline):
             return [self._below_main(item.body, item.lines, item.problem)]
         node = self.reader.by_key[item]
@@ -252,8 +267,9 @@ class TranscriptMirror:
         entry_id = new_entry_id(self._taken)
         self._taken.add(entry_id)
         entry = _ordered(body, entry_id, self._tail.get(anchor))
-        entry["claudeCode"] = {"lines": lines} if problem is None else \
-            {"lines": lines, "problem": problem}
+        if lines:
+            entry["claudeCode"] = {"lines": lines} if problem is None else \
+                {"lines": lines, "problem": problem}
         self._tail[anchor] = entry_id
         return entry
 
