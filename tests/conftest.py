@@ -42,11 +42,14 @@ def server() -> Iterator[FakeLLM]:
 
 @pytest.fixture(scope="session", autouse=True)
 def sessions_outside_home(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """No test writes into the user's real pi sessions: a session created without a folder
-    goes to a temporary ``PI_CODING_AGENT_DIR`` (a test may set its own, or SESSIONTREE_DIR).
-    Child processes inherit it."""
-    saved = {name: os.environ.get(name) for name in ("PI_CODING_AGENT_DIR", "SESSIONTREE_DIR")}
+    """No test writes into the user's real pi sessions or cache: a session created without a
+    folder goes to a temporary ``PI_CODING_AGENT_DIR`` (a test may set its own, or
+    SESSIONTREE_DIR), envelope indexes to a temporary ``SESSIONTREE_CACHE_DIR``. Child
+    processes inherit them."""
+    saved = {name: os.environ.get(name) for name in ("PI_CODING_AGENT_DIR", "SESSIONTREE_DIR",
+                                                      "SESSIONTREE_CACHE_DIR")}
     os.environ["PI_CODING_AGENT_DIR"] = str(tmp_path_factory.mktemp("pi-agent"))
+    os.environ["SESSIONTREE_CACHE_DIR"] = str(tmp_path_factory.mktemp("cache"))
     os.environ.pop("SESSIONTREE_DIR", None)
     try:
         yield

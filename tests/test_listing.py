@@ -135,7 +135,7 @@ def test_listing_with_helper_processes_equals_pis(tmp_path: Path, pi: Pi, monkey
     expected = pi_list(pi, tmp_path)
     assert as_pi(ours(tmp_path, index=False)) == expected
     monkeypatch.setattr(_jsonl_listing, "PARALLEL_FILES", 1)
-    monkeypatch.setattr(_helpers, "processes", lambda: 3)
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: 3)
     assert as_pi(ours(tmp_path, index=False)) == expected
     monkeypatch.setattr(_helpers, "_RUN", "import sys; sys.exit(2)")
     assert as_pi(ours(tmp_path, index=False)) == expected

@@ -96,7 +96,7 @@ def _scanned_whole(data: bytes, folder: Path, processes: int,
     path.write_bytes(data)
     monkeypatch.setattr(_split_scan, "PARALLEL_BYTES", 1)
     monkeypatch.setattr(_split_scan, "HEAD_START", 0)  # equal parts, even of a small file
-    monkeypatch.setattr(_helpers, "processes", lambda: processes)
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: processes)
     merge = _split_scan.__dict__.get("_real_merge", _split_scan._merge)
     monkeypatch.setattr(_split_scan, "_real_merge", merge, raising=False)
     monkeypatch.setattr(_split_scan, "_merge", lambda *a: (MERGED.append(1), merge(*a))[1])

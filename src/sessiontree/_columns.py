@@ -15,6 +15,10 @@ Invariants:
 * ``rows`` maps each id to its last row (a later duplicate wins); ``parents[row]`` is the row
   of the parent named when the row was added if that id was known then (or ``-1``);
   ``unresolved`` holds the parent ids not known when their row was added, by row.
+* Columns read back from their packed form (:mod:`sessiontree._packed`) keep the ids packed
+  (:class:`PackedIds`): ``ids`` and ``rows`` are made when first used (:meth:`Columns.id_at`
+  and :meth:`Columns.row_of` answer for one row without them), so reopening a large session
+  makes no object per entry.
 * ``rare`` holds a row of every ``label`` and ``session_info`` entry (whose replay the tree
   index needs), and of any other entry but a ``message`` with one of those fields set.
 * ``record(row)`` returns one object per row, equal in every field to the record that was
@@ -29,13 +33,14 @@ from __future__ import annotations
 
 from array import array
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from functools import cached_property
 from itertools import compress, repeat
 from operator import add, attrgetter, ge, is_not, ne
 from typing import Any, cast, overload
 
 from ._scan import _KINDS, _ROLES, FileRecord, Record, _Role
 
-__all__ = ["Columns"]
+__all__ = ["Columns", "PackedIds"]
 
 _get_id = attrgetter("id")
 _get_parent = attrgetter("parent_id")
@@ -81,18 +86,71 @@ class _Codes(dict[Any, int]):
         return code
 
 
+class PackedIds:
+    """The ids of many rows in one block of bytes, read one at a time without making the rest.
+
+    Either every id has ``width`` ASCII characters and is followed by ``\\n`` (pi's ids: one
+    ``split`` makes them all), or (``width`` 0) the ids are UTF-8 back to back, row ``r``
+    ending at ``ends[r]``.
+    """
+
+    __slots__ = ("blob", "count", "ends", "width")
+
+    def __init__(self, blob: bytes | bytearray, count: int, width: int,
+                 ends: array[int] | None = None) -> None:
+        self.blob = blob
+        self.count = count
+        self.width = width
+        self.ends = ends
+
+    @classmethod
+    def of(cls, ids: list[str]) -> PackedIds:
+        """Pack a list of ids (the fixed-width form when it fits)."""
+        joined = "\n".join(ids)
+        if ids and joined.isascii() and joined.count("\n") == len(ids) - 1 and \
+                0 < min(map(len, ids)) == max(map(len, ids)):
+            return cls((joined + "\n").encode("ascii"), len(ids), len(ids[0]))
+        encoded = [entry_id.encode("utf-8", "surrogatepass") for entry_id in ids]
+        ends = array("q")
+        total = 0
+        for piece in encoded:
+            total += len(piece)
+            ends.append(total)
+        return cls(b"".join(encoded), len(ids), 0, ends)
+
+    def at(self, row: int) -> str:
+        width = self.width
+        if width:
+            at = row * (width + 1)
+            return self.blob[at:at + width].decode("ascii")
+        assert self.ends is not None
+        start = self.ends[row - 1] if row else 0
+        return self.blob[start:self.ends[row]].decode("utf-8", "surrogatepass")
+
+    def all(self) -> list[str]:
+        if not self.count:
+            return []
+        if self.width:
+            return self.blob[:-1].decode("ascii").split("\n")
+        return [self.at(row) for row in range(self.count)]
+
+
 class Columns(Sequence[Record]):
     """Envelopes of one log by column (see the module docstring)."""
 
-    def __init__(self, located: bool | None = True) -> None:
+    def __init__(self, located: bool | None = True, packed_ids: PackedIds | None = None) -> None:
         """Args:
             located: rows are :class:`FileRecord` (with byte offset and length); ``False``:
                 plain :class:`Record` (a database log's); ``None``: as the first row added is
                 (what an empty log's records are cannot be told from none of them).
+            packed_ids: the ids of the rows already in the columns (read back from their
+                packed form); ``ids`` and ``rows`` are then made when first used.
         """
         self.located = located
-        self.ids: list[str] = []
-        self.rows: dict[str, int] = {}
+        self._packed_ids = packed_ids
+        if packed_ids is None:
+            self.ids = []
+            self.rows = {}
         self.parents = array("i")
         self.unresolved: dict[int, str] = {}
         self.stamps = bytearray()
@@ -126,7 +184,7 @@ class Columns(Sequence[Record]):
 
     def append(self, record: Record) -> None:
         """Add one record; it becomes the object of its row."""
-        row = len(self.ids)
+        row = len(self.types)
         entry_id = record.id
         self.ids.append(entry_id)
         rows = self.rows
@@ -181,7 +239,7 @@ class Columns(Sequence[Record]):
             return
         if self.located is None:
             self.located = isinstance(batch[0], FileRecord)
-        start = len(self.ids)
+        start = len(self.types)
         ids = list(map(_get_id, batch))
         self.ids += ids
         rows = self.rows
@@ -225,10 +283,10 @@ class Columns(Sequence[Record]):
     def merge(self, part: Columns, line_base: int) -> None:
         """Add the rows of ``part``, the columns of the lines that follow this one's (scanned
         apart: its rows, codes and line numbers count from its own start)."""
-        count = len(part.ids)
+        count = len(part)
         if not count:
             return
-        start = len(self.ids)
+        start = len(self)
         self.ids += part.ids
         rows = self.rows
         before = len(rows)
@@ -257,16 +315,60 @@ class Columns(Sequence[Record]):
         self.roles.extend(map(roles.__getitem__, part.roles))
         self.rare.update({start + row: rare for row, rare in part.rare.items()})
 
+    def set_codes(self, types: list[str], roles: list[Any]) -> None:
+        """Take the type and role codes of packed columns (code = position in each list), in
+        place of the codes a fresh instance starts with (which they must begin with)."""
+        fresh_types, fresh_roles = self._types.by_code[:], self._roles.by_code[:]
+        self._types, self._roles = _Codes(types), _Codes(roles)
+        if self._types.by_code != types or len(self._roles.by_code) != len(roles) or \
+                types[:len(fresh_types)] != fresh_types or \
+                roles[:len(fresh_roles)] != fresh_roles:
+            raise ValueError("the codes do not begin with a fresh instance's")
+        self._replayed = (self._types["label"], self._types["session_info"])
+        self._holders = []
+
     def _widen(self) -> None:
         """More than 255 distinct types or roles (an odd log): codes of four bytes."""
         if self.types.typecode == "B":
             self.types = array("I", self.types)
             self.roles = array("I", self.roles)
 
+    # -- ids ---------------------------------------------------------------------------------
+
+    @cached_property
+    def ids(self) -> list[str]:
+        """Each row's id (made from the packed ids when first used)."""
+        packed = self._packed_ids
+        return packed.all() if packed is not None else []
+
+    @cached_property
+    def rows(self) -> dict[str, int]:
+        """Each id -> its last row (made from ``ids`` when first used)."""
+        ids = self.ids
+        return dict(zip(ids, range(len(ids))))
+
+    def id_at(self, row: int) -> str:
+        """The id of ``row`` (without making every id)."""
+        ids = self.__dict__.get("ids")
+        if ids is not None:
+            return ids[row]  # type: ignore[no-any-return]
+        assert self._packed_ids is not None
+        return self._packed_ids.at(row)
+
+    def row_of(self, entry_id: str) -> int | None:
+        """The last row of ``entry_id``; the last row's own id is found without ``rows``."""
+        rows = self.__dict__.get("rows")
+        if rows is None:
+            last = len(self.types) - 1
+            if last >= 0 and self.id_at(last) == entry_id:
+                return last
+            rows = self.rows
+        return rows.get(entry_id)  # type: ignore[no-any-return]
+
     # -- reading -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self.ids)
+        return len(self.types)
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
@@ -274,11 +376,11 @@ class Columns(Sequence[Record]):
     def __getitem__(self, index: slice) -> list[Record]: ...
     def __getitem__(self, index: int | slice) -> Record | list[Record]:
         if isinstance(index, slice):
-            return [self.record(row) for row in range(len(self.ids))[index]]
-        return self.record(range(len(self.ids))[index])
+            return [self.record(row) for row in range(len(self))[index]]
+        return self.record(range(len(self))[index])
 
     def __iter__(self) -> Iterator[Record]:
-        return map(self.record, range(len(self.ids)))
+        return map(self.record, range(len(self)))
 
     def _add_stamps(self, start: int, stamps: list[str | None]) -> None:
         texts = cast("list[str]", stamps)
@@ -327,7 +429,7 @@ class Columns(Sequence[Record]):
     def parent_id(self, row: int) -> str | None:
         """The parent id stored on the row's line."""
         parent = self.parents[row]
-        return self.ids[parent] if parent >= 0 else self.unresolved.get(row)
+        return self.id_at(parent) if parent >= 0 else self.unresolved.get(row)
 
     def record(self, row: int) -> Record:
         """The record of ``row``, made from the columns the first time."""
@@ -354,16 +456,15 @@ class Columns(Sequence[Record]):
             at = row * _STAMP
             stamp = self.stamps[at:at + _STAMP].decode("ascii")
         rare = self.rare.get(row, _NO_RARE) if self.rare else _NO_RARE
+        kind = self._types.by_code[self.types[row]]
+        entry_id = self.id_at(row)
+        parent_id = self.id_at(parent) if parent >= 0 else self.unresolved.get(row)
         made: Record
         if self.located:
-            made = FileRecord(self._types.by_code[self.types[row]], self.ids[row],
-                              self.ids[parent] if parent >= 0 else self.unresolved.get(row),
-                              stamp, holders[code], *rare, self.lines[row], None,
-                              self.offsets[row], self.lengths[row])
+            made = FileRecord(kind, entry_id, parent_id, stamp, holders[code], *rare,
+                              self.lines[row], None, self.offsets[row], self.lengths[row])
         else:
-            made = Record(self._types.by_code[self.types[row]], self.ids[row],
-                          self.ids[parent] if parent >= 0 else self.unresolved.get(row),
-                          stamp, holders[code], *rare, self.lines[row])
+            made = Record(kind, entry_id, parent_id, stamp, holders[code], *rare, self.lines[row])
         self.made[row] = made
         return made
 

@@ -6,10 +6,13 @@ answers on its standard output (MessagePack) and the caller decodes the answer.
 Invariants:
 * A helper that cannot start, fails, or answers something unreadable costs only time: its
   caller is told ``None`` and does the work itself.
-* No helper is started when only one CPU is free (the CPUs this process may run on, less the
-  other tasks running at that moment), in a frozen or embedded program (no Python
-  interpreter to start), or when ``SESSIONTREE_PROCESSES`` is ``1`` (it caps the number of
-  processes, the caller's own included; default 4).
+* No helper is started unless the caller asked for more than one process: the ``processes``
+  argument of the call, else ``SESSIONTREE_PROCESSES``, else what the program set with
+  :func:`default_processes` (the command-line tool: 4), else 1. A library in a server never
+  starts processes on its own.
+* Nor when only one CPU is free (the CPUs this process may run on, less the other tasks
+  running at that moment), or in a frozen or embedded program (no Python interpreter to
+  start).
 * A caller ends every helper it started, whatever happens (:func:`finish`).
 * A helper is isolated (``-I``): neither the folder it starts in nor ``PYTHONPATH``, user
   site-packages or other ``PYTHON*`` variables reach its import path, so a ``typing.py`` in
@@ -20,30 +23,38 @@ from __future__ import annotations
 
 import os
 import sys
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["answer", "finish", "processes", "reply", "start"]
+__all__ = ["answer", "default_processes", "finish", "processes", "reply", "start"]
 
 _RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib; "
         "module, function = sys.argv[2].split(':'); "
         "getattr(importlib.import_module(module), function)(*sys.argv[3:])")
 
 
-def processes() -> int:
-    """How many processes work that splits may use (this one included)."""
-    if getattr(sys, "frozen", False) or not os.path.basename(sys.executable or "").lower() \
-            .startswith(("python", "pypy")):
+default_processes: ContextVar[int] = ContextVar("default_processes", default=1)
+"""How many processes to use when neither the call nor ``SESSIONTREE_PROCESSES`` says (the
+command-line tool sets 4 for its command)."""
+
+
+def processes(requested: int | None = None) -> int:
+    """How many processes work that splits may use (this one included), of ``requested``
+    (``None``: ``SESSIONTREE_PROCESSES``, else :data:`default_processes`)."""
+    if requested is None:
+        wanted = os.environ.get("SESSIONTREE_PROCESSES", "")
+        requested = int(wanted) if wanted.isdigit() else default_processes.get()
+    if requested <= 1 or getattr(sys, "frozen", False) or \
+            not os.path.basename(sys.executable or "").lower().startswith(("python", "pypy")):
         return 1
-    wanted = os.environ.get("SESSIONTREE_PROCESSES")
     try:
         available = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         available = os.cpu_count() or 1
-    cap = int(wanted) if wanted and wanted.isdigit() and int(wanted) > 0 else 4
-    return max(1, min(available - _busy(), cap))
+    return max(1, min(available - _busy(), requested))
 
 
 def _busy() -> int:

@@ -36,6 +36,7 @@ __all__ = [
     "ProblemKind",
     "Record",
     "RecordSink",
+    "ScanState",
     "Scanner",
     "envelope",
     "iter_blocks",
@@ -214,6 +215,19 @@ RecordSink = list[FileRecord] | ColumnSink
 """Where a scanner puts the records it makes."""
 
 
+class ScanState(msgspec.Struct, array_like=True):
+    """Where a :class:`Scanner` stands after the bytes it read (not its records): enough to
+    go on scanning from ``end`` in another process or another time."""
+
+    header: dict[str, Any] | None
+    header_line: int
+    lineno: int
+    problems: list[Problem]
+    tail: Literal["clean", "unterminated", "torn"]
+    tail_offset: int
+    ends_with_newline: bool
+    last_offset: int
+    end: int
 
 
 class Scanner:
@@ -235,6 +249,7 @@ class Scanner:
         self.tail: Literal["clean", "unterminated", "torn"] = "clean"
         self.tail_offset = 0  # where the unterminated or torn last line starts
         self.ends_with_newline = True
+        self.end = 0  # the byte after the last one scan() read
         self._first_nonblank = 0
         self._pre_header: list[tuple[int, str]] = []
 
@@ -242,6 +257,18 @@ class Scanner:
         """Continue a log whose header was read (or written) already."""
         self.header = header
         self.header_line = header_line
+
+    def state(self) -> ScanState:
+        return ScanState(self.header, self.header_line, self.lineno, self.problems, self.tail,
+                         self.tail_offset, self.ends_with_newline, self.last_offset, self.end)
+
+    def resume(self, state: ScanState) -> None:
+        """Stand where ``state`` says (its problems become this scanner's)."""
+        self.header, self.header_line, self.lineno = state.header, state.header_line, state.lineno
+        self.problems = state.problems
+        self.tail, self.tail_offset = state.tail, state.tail_offset
+        self.ends_with_newline, self.last_offset, self.end = (state.ends_with_newline,
+                                                              state.last_offset, state.end)
 
     # -- whole blocks --------------------------------------------------------------------------
 
@@ -280,6 +307,7 @@ class Scanner:
                 base += len(chunk)
             if pending:
                 self.feed(memoryview(pending), base - len(pending), False)
+        self.end = base
 
     def _region(self, buf: bytes, lo: int, hi: int, buf_base: int) -> None:
         """Scan the whole lines in ``buf[lo:hi]``; ``buf[i]`` is at file offset ``buf_base + i``."""

@@ -85,7 +85,7 @@ class TreeNode(msgspec.Struct, gc=False, repr_omit_defaults=True):
 
     @property
     def id(self) -> str:
-        return self._columns.ids[self._row]
+        return self._columns.id_at(self._row)
 
     @property
     def parent_id(self) -> str | None:
@@ -222,15 +222,15 @@ class TreeIndex:
         """Index the rows from ``start`` on: duplicates, parents named before they came,
         orphans, labels and the name, then cycles."""
         columns = self._columns
-        ids, parents, lines = columns.ids, columns.parents, columns.lines
+        parents, lines = columns.parents, columns.lines
         check_cycles = columns.forward
         if columns.duplicates != self._duplicates:
             self._duplicates = columns.duplicates
             self._find_duplicates(start, problems)
             check_cycles = True
-        rows, unresolved = columns.rows, columns.unresolved
+        unresolved = columns.unresolved
         for row, parent_id in list(unresolved.items()):
-            parent = rows.get(parent_id)
+            parent = columns.rows.get(parent_id)
             if parent is not None:  # named before it came (or another writer appended it)
                 parents[row] = parent
                 del unresolved[row]
@@ -238,7 +238,8 @@ class TreeIndex:
             elif row >= start and row not in self._dead:
                 problems.append(Problem(
                     lines[row], "orphan",
-                    f"parent {parent_id} is not in the session; treated as a root", ids[row]))
+                    f"parent {parent_id} is not in the session; treated as a root",
+                    columns.id_at(row)))
         rare, dead = columns.rare, self._dead
         replayed = []
         for row in reversed(rare):
@@ -246,8 +247,10 @@ class TreeIndex:
                 break
             replayed.append(row)
         for row in reversed(replayed):
-            if row not in dead and columns.type_of(row) in _REPLAYED:
-                self._replay(columns.record(row))
+            kind = columns.type_of(row)
+            if row not in dead and kind in _REPLAYED:
+                _, target, label, name = rare[row]
+                self._replay(kind, target, label, name, columns.timestamp(row))
         if check_cycles:
             self._break_cycles(problems)
 
@@ -272,16 +275,17 @@ class TreeIndex:
             if parent in dead:
                 parents[row] = rows[ids[parent]]
 
-    def _replay(self, rec: Record) -> None:
-        if rec.type == "label":
-            target = rec.target_id
+    def _replay(self, kind: str, target: str | None, label: str | None, name: str | None,
+                timestamp: str | None) -> None:
+        """Apply a label or session_info entry (its fields, no record needed)."""
+        if kind == "label":
             if target is not None:
-                if rec.label:
-                    self.labels[target] = (rec.label, rec.timestamp)
+                if label:
+                    self.labels[target] = (label, timestamp)
                 else:
                     self.labels.pop(target, None)
-        elif rec.type == "session_info":
-            self.name = js_trim(rec.name or "") or None
+        elif kind == "session_info":
+            self.name = js_trim(name or "") or None
 
     def _live(self) -> Iterable[int]:
         """The rows that are nodes, in stored order."""
@@ -309,7 +313,7 @@ class TreeIndex:
             if row >= 0 and state[row] == 1:
                 members = stack[stack.index(row):]
                 first = min(members, key=lines.__getitem__)
-                first_id = columns.ids[first]
+                first_id = columns.id_at(first)
                 self._forced.add(first)
                 self.cycle_roots.add(first_id)
                 what = ("is its own parent" if len(members) == 1
@@ -336,7 +340,7 @@ class TreeIndex:
         columns = self._columns
         row = len(columns)
         columns.append(rec)
-        self._replay(rec)
+        self._replay(rec.type, rec.target_id, rec.label, rec.name, rec.timestamp)
         if self._children is not None and self._roots is not None:
             parent = columns.parents[row]
             if parent < 0:
@@ -347,13 +351,13 @@ class TreeIndex:
     # -- queries -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._columns.rows)
+        return len(self._columns) - len(self._dead)
 
     def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._columns.rows
+        return isinstance(entry_id, str) and self._columns.row_of(entry_id) is not None
 
     def get(self, entry_id: str) -> Record | None:
-        row = self._columns.rows.get(entry_id)
+        row = self._columns.row_of(entry_id)
         return None if row is None else self._columns.record(row)
 
     def last(self) -> Record | None:
@@ -390,11 +394,11 @@ class TreeIndex:
         found = paths.get(leaf_id)
         if found is None:
             columns = self._columns
-            row = columns.rows.get(leaf_id)
+            row = columns.row_of(leaf_id)
             if row is None:
                 return []
             parent = self._parent_row(row)
-            above = paths.get(columns.ids[parent]) if parent >= 0 else None
+            above = paths.get(columns.id_at(parent)) if parent >= 0 else None
             found = [*above, columns.record(row)] if above is not None else \
                 columns.records(self._walk(row))
             if len(paths) >= 4:
@@ -405,7 +409,7 @@ class TreeIndex:
     def row_path(self, leaf_id: str) -> RowPath:
         """The root-to-leaf path whose records are made only as they are read (building a
         context reads the part after the last compaction)."""
-        row = self._columns.rows.get(leaf_id)
+        row = self._columns.row_of(leaf_id)
         return RowPath(self._columns, self._walk(row) if row is not None else [])
 
     def _walk(self, row: int) -> list[int]:
@@ -443,7 +447,7 @@ class TreeIndex:
 
     def children(self, entry_id: str) -> list[Record]:
         """Direct children in file order (pi's ``getChildren``)."""
-        row = self._columns.rows.get(entry_id)
+        row = self._columns.row_of(entry_id)
         found = self._index_children()[0].get(row, ()) if row is not None else ()
         return self._columns.records(found)
 

@@ -101,7 +101,8 @@ class AsyncSession:
     async def open(cls, path: str | os.PathLike[str], *, strict: bool = False,
                    durable: bool = False, lock_timeout: float = 0.0, migrate: bool = True,
                    warn: bool = True, cache_bytes: int = DEFAULT_CACHE_BYTES,
-                   read_only: bool = False, store: AsyncStore | Store | None = None
+                   read_only: bool = False, index: bool | None = None,
+                   processes: int | None = None, store: AsyncStore | Store | None = None
                    ) -> AsyncSession:
         """:meth:`Session.open`: a session file, a store URL with ``#SESSION_ID``, or (with
         ``store``) the id of a session of that store.
@@ -134,7 +135,7 @@ class AsyncSession:
                 lambda: Session(target.open_log(session_id), **options)))  # type: ignore[attr-defined]
         return cls(await asyncio.to_thread(
             Session.open, path, durable=durable, lock_timeout=lock_timeout, migrate=migrate,
-            read_only=read_only, **options))
+            read_only=read_only, index=index, processes=processes, **options))
 
     @classmethod
     async def create(cls, directory: str | os.PathLike[str] | None = None,

@@ -206,7 +206,8 @@ class Session:
     @classmethod
     def open(cls, path: str | os.PathLike[str], *, strict: bool = False, durable: bool = False,
              lock_timeout: float = 0.0, migrate: bool = True, warn: bool = True,
-             cache_bytes: int = DEFAULT_CACHE_BYTES, read_only: bool = False) -> Session:
+             cache_bytes: int = DEFAULT_CACHE_BYTES, read_only: bool = False,
+             index: bool | None = None, processes: int | None = None) -> Session:
         """Open a session file, or a stored session by URL.
 
         Args:
@@ -234,6 +235,13 @@ class Session:
                 :class:`~sessiontree.errors.ReadOnlyStore` (a database store is opened
                 read-only, down to the server's transactions for PostgreSQL); an old file is
                 then not migrated but refused.
+            index: files: read the file's envelope index instead of scanning what it covers,
+                and keep it up to date (in sessiontree's cache folder, checked against the file
+                on every open). ``None``: for files of 256 KiB or more, unless
+                ``SESSIONTREE_INDEX=0``.
+            processes: files: let a file of 96 MiB or more be scanned by this many processes
+                (helper processes started for the open; only when CPUs are free). ``None``:
+                ``SESSIONTREE_PROCESSES``, else one (no helper).
 
         Raises:
             SessionNotFound: the file (or the stored session) does not exist.
@@ -249,7 +257,8 @@ class Session:
         if is_url(path):
             return cls._open_stored(path, strict=strict, durable=durable, warn=warn,
                                     cache_bytes=cache_bytes, read_only=read_only)
-        log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, read_only=read_only)
+        log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, read_only=read_only,
+                        index=index, processes=processes)
         if not log.exists():
             raise SessionNotFound("no such session file", path=path)
         header = _peek_header(log)
@@ -270,7 +279,8 @@ class Session:
                         f"{os.fspath(path)}: migration skipped {len(result.skipped)} line(s) that do "
                         f"not parse (lines {', '.join(map(str, result.skipped[:5]))}); the original "
                         f"is kept in {result.backup}"), stacklevel=2)
-                log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout)
+                log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, index=index,
+                                processes=processes)
         return cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes)
 
     @classmethod

@@ -11,12 +11,15 @@ from typing import Any, TypeVar
 
 import click
 
+from .._helpers import default_processes
 from ..errors import SessionTreeError
 from ._progress import loading
 
 __all__ = ["SESSION", "SESSION_MAYBE", "cli", "echo_json", "json_option", "open_session", "reports_errors"]
 
 F = TypeVar("F", bound=Callable[..., Any])
+CLI_PROCESSES = 4
+"""How many processes a command may use to scan a large file or list a large folder."""
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -27,6 +30,10 @@ def cli() -> None:
     Shell completion: eval "$(_SESSIONTREE_COMPLETE=bash_source sessiontree)" (zsh_source,
     fish_source for other shells).
     """
+    # a command may scan a large file or folder with helper processes (the library does not
+    # unless asked); SESSIONTREE_PROCESSES still decides when set
+    token = default_processes.set(CLI_PROCESSES)
+    click.get_current_context().call_on_close(lambda: default_processes.reset(token))
 
 
 def reports_errors(func: F) -> F:

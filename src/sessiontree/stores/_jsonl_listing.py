@@ -8,7 +8,7 @@ Invariants (format-spec.md section 13, "Listing"):
 * Each file is read once and each line decoded by msgspec on its own (a line that does not
   decode as a listing line sends the file to the careful reading, which skips what pi skips). Message contents stay raw JSON, except the user messages read
   until the first one with text.
-* Folders with many files to read are listed by several processes
+* Folders with many files to read are listed by several processes when the caller allows
   (:mod:`sessiontree._helpers`), each reading a share of the files; the rows are the same.
 * The index (``.sessiontree-index`` in the folder, 0600, replaced atomically) is a cache, never
   a source: a row is reused only while its file has the same size, mtime and inode; an index
@@ -121,13 +121,14 @@ def _load_index(folder: str) -> dict[str, _Cached]:
 
 
 def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
-                index: bool = True) -> list[SessionListing]:
+                index: bool = True, processes: int | None = None) -> list[SessionListing]:
     """Every ``*.jsonl`` session in ``folder``, newest first (files without a header skipped).
 
     Args:
         folder: the folder (not searched recursively).
         cwd: only sessions whose header names this working directory.
         index: reuse and refresh the folder's index (rows of unchanged files are not read again).
+        processes: how many processes may read files (see :func:`_helpers.processes`).
     """
     location = os.path.abspath(folder)
     cached = _load_index(location) if index else {}
@@ -150,7 +151,7 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
             to_read.append(name)
     if to_read:
         changed = True
-        fresh.update(_read_rows(location, to_read))
+        fresh.update(_read_rows(location, to_read, processes))
     rows = [row for row in (fresh[name].row for name in names if name in fresh)
             if row is not None and (cwd is None or row.cwd == cwd)]
     if index and (changed or len(fresh) != len(cached)):
@@ -159,9 +160,10 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
     return rows
 
 
-def _read_rows(folder: str, names: list[str]) -> dict[str, _Cached]:
-    """The rows of these files, read by helper processes too when there are many."""
-    processes = _helpers.processes() if len(names) >= PARALLEL_FILES else 1
+def _read_rows(folder: str, names: list[str], requested: int | None) -> dict[str, _Cached]:
+    """The rows of these files, read by helper processes too when there are many and the
+    caller allows them."""
+    processes = _helpers.processes(requested) if len(names) >= PARALLEL_FILES else 1
     if processes == 1:
         return _rows_of(folder, names)
     shares = [names[i::processes] for i in range(processes)]

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from .. import _fs, _json
+from .. import _envindex, _fs, _json
 from .._columns import Columns
 from .._split_scan import scan_file
 from .._scan import FileRecord, Problem, Record, Scanner, read_at, read_ranges
@@ -98,11 +98,27 @@ class JsonlFile:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, durable: bool = False,
-                 lock_timeout: float = 0.0, read_only: bool = False) -> None:
+                 lock_timeout: float = 0.0, read_only: bool = False, index: bool | None = None,
+                 processes: int | None = None) -> None:
+        """Args:
+            path: the file.
+            durable: fsync every append.
+            lock_timeout: wait this long for another writer's lock.
+            read_only: refuse every append.
+            index: read and keep the file's envelope index (:mod:`sessiontree._envindex`);
+                ``None``: unless ``SESSIONTREE_INDEX=0``, for files of 256 KiB or more.
+            processes: scan a large file with helper processes, this many in all
+                (:mod:`sessiontree._helpers`; ``None``: ``SESSIONTREE_PROCESSES``, else one).
+        """
         self.path = os.fspath(path)
         self.durable = durable
         self.read_only = read_only
         self.lock_timeout = lock_timeout
+        self.index = index
+        self.processes = processes
+        self.indexed_bytes = 0
+        """How many bytes of the file the last :meth:`load` took from the envelope index
+        instead of scanning them (0: it scanned the whole file)."""
         self._read_fd: int | None = None
         self._write_fd: int | None = None
         self._identity: tuple[int, int] | None = None
@@ -121,21 +137,35 @@ class JsonlFile:
     # -- reading -------------------------------------------------------------------------------
 
     def load(self) -> LoadResult:
-        """Scan the file; a file that does not exist yet is an empty log (created on append)."""
+        """Scan the file, or read its envelope index and scan what was appended since; a file
+        that does not exist yet is an empty log (created on append)."""
         try:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return LoadResult(None, 0, [], [])
         stream = os.fdopen(fd, "rb", buffering=0, closefd=False)
-        columns = Columns()
-        scanner = Scanner(self.path, columns)
+        st = os.fstat(fd)
+        indexed = _envindex.enabled(self.index, st.st_size)
+        restored = _envindex.load(fd, st) if indexed else None
         try:
-            scan_file(stream, scanner, columns)
+            self.indexed_bytes = 0 if restored is None else restored[1].end
+            if restored is None:
+                columns = Columns()
+                scanner = Scanner(self.path, columns)
+                scan_file(stream, scanner, columns, self.processes)
+            else:
+                columns, state = restored
+                scanner = Scanner(self.path, columns)
+                scanner.resume(state)
+                if state.end < st.st_size:
+                    scanner.scan(stream, state.end)
             scanner.finish()
         except CorruptHeader:
             os.close(fd)
             raise
-        st = os.fstat(fd)
+        if indexed and scanner.header is not None and (restored is None or _envindex.stale(
+                restored[1].end, scanner.end)):
+            _envindex.save(fd, self.path, st, columns, scanner.state())
         self._adopt(fd, st, scanner)
         scanner.records = []  # the session's index keeps them
         return LoadResult(scanner.header, scanner.header_line, columns, scanner.problems)
@@ -145,7 +175,7 @@ class JsonlFile:
             os.close(self._read_fd)
         self._read_fd = fd
         self._identity = (st.st_dev, st.st_ino)
-        self._size = st.st_size
+        self._size = scanner.end  # (lines appended since are read before the next append)
         self._scanner = scanner
         self._needs_newline = not scanner.ends_with_newline
 
@@ -336,7 +366,7 @@ def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
 
 
 def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
-                  index: bool = True) -> list[SessionListing]:
+                  index: bool = True, processes: int | None = None) -> list[SessionListing]:
     """Every ``*.jsonl`` session in ``directory``, newest first, as pi's ``SessionManager.list``
     lists them (files without a session header skipped).
 
@@ -346,6 +376,9 @@ def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
         index: keep the folder's listing index (``.sessiontree-index``) to skip unchanged files
             next time; it is checked against every file's size, mtime and inode, and rebuilt
             silently when stale or unreadable.
+        processes: read the files with this many processes when 64 or more need reading
+            (helper processes, only when CPUs are free); ``None``: ``SESSIONTREE_PROCESSES``,
+            else one (no helper).
 
     Raises:
         SessionNotFound: ``directory`` is not a folder.
@@ -354,7 +387,7 @@ def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
         raise SessionNotFound("no such session folder", path=directory)
     from ._jsonl_listing import list_folder
 
-    return list_folder(directory, cwd=cwd, index=index)
+    return list_folder(directory, cwd=cwd, index=index, processes=processes)
 
 
 def __getattr__(name: str) -> Any:

@@ -1,0 +1,331 @@
+"""The envelope index of a session file: an open that reads it gives exactly what a full scan
+gives, whatever happened to the file or to the index since it was written."""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from sessiontree import Session, UserMessage, _envindex, _packed
+from sessiontree.errors import SessionTreeError
+from sessiontree.stores.jsonl import JsonlFile
+from sessiontree.testing import context_digest, tree_digest
+
+from .conftest import REPO
+
+# -- random session files --------------------------------------------------------------------------
+
+IDS = st.sampled_from(["a1", "b2", "c3", "d4", "e5", "f6", "g7", "h8", "é9", "x\ny"])
+STAMPS = st.sampled_from(["2026-01-15T09:00:01.000Z", "2026-01-15T09:00:02.000Z",
+                          "2026-01-15T09:00:00.500+01:00", None, 7])
+ROLES = st.sampled_from(["user", "assistant", "toolResult", "custom", 7, None, ["x"]])
+
+
+@st.composite
+def entry_line(draw: st.DrawFn) -> bytes:
+    from sessiontree._json import dumps
+
+    kind = draw(st.sampled_from(["message", "message", "message", "label", "session_info",
+                                 "custom", "compaction", "model_change", "branch_summary"]))
+    entry: dict[str, Any] = {"type": kind, "id": draw(IDS),
+                             "parentId": draw(st.one_of(st.none(), IDS, st.just("missing"))),
+                             "timestamp": draw(STAMPS)}
+    if kind == "message":
+        role = draw(ROLES)
+        entry["message"] = {"role": role, "content": [{"type": "text", "text": draw(IDS)}],
+                            "timestamp": 1}
+        if role == "assistant":
+            entry["message"].update(provider="p", model="m", stopReason="stop")
+    elif kind == "label":
+        entry.update(targetId=draw(IDS), label=draw(st.sampled_from(["", "done", "é"])))
+    elif kind == "session_info":
+        entry["name"] = draw(st.sampled_from([" named ", "", "x"]))
+    elif kind == "custom":
+        entry.update(customType="k", data={"n": 1})
+    elif kind == "compaction":
+        entry.update(summary="s", firstKeptEntryId=draw(IDS), tokensBefore=10)
+    elif kind == "model_change":
+        entry.update(provider="p", modelId="m")
+    else:
+        entry.update(fromId=draw(IDS), summary="b")
+    return dumps(entry)
+
+
+NOISE = st.sampled_from([b"", b"   ", b"not json", b'{"type":"session","id":"again"}',
+                         b'{"type":"message"}', b"[1,2]"])
+HEADER = (b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-15T09:00:00.000Z",'
+          b'"cwd":"/w"}')
+
+
+@st.composite
+def session_bytes(draw: st.DrawFn) -> bytes:
+    lines = [draw(NOISE)] if draw(st.booleans()) and draw(st.booleans()) else []
+    lines.append(HEADER)
+    for _ in range(draw(st.integers(0, 25))):
+        lines.append(draw(NOISE) if draw(st.integers(0, 9)) == 0 else draw(entry_line()))
+    ending = b"\r\n" if draw(st.integers(0, 7)) == 0 else b"\n"
+    data = ending.join(lines) + ending
+    if draw(st.integers(0, 5)) == 0:  # an unterminated last line, whole or torn
+        data += draw(entry_line())[:draw(st.sampled_from([None, 9]))]
+    return data
+
+
+DAMAGE = st.sampled_from(["none", "append", "append_garbage", "append_torn", "truncate",
+                          "rewrite_same_size", "rewrite_in_place", "rewrite_new_file",
+                          "torn_index",
+                          "flip_index_byte", "wrong_version", "other_file_index", "our_append"])
+
+
+# -- comparing an index-backed open with a full scan -------------------------------------------------
+
+def state(path: Path, index: bool) -> tuple[object, ...]:
+    """Everything an open establishes (and the scanner state later appends start from)."""
+    try:
+        session = Session.open(path, index=index, warn=False, migrate=False)
+    except Exception as exc:  # noqa: BLE001 (the same error is expected of both)
+        return (type(exc).__name__, str(exc))
+    with session:
+        records = [(r.type, r.id, r.parent_id, r.timestamp, r.role, r.custom_type, r.target_id,
+                    r.label, r.name, r.line, r.offset, r.length)  # type: ignore[attr-defined]
+                   for r in session._index.records()]
+        scanner = session._log._scanner  # type: ignore[attr-defined]
+        leaf = session.leaf_id
+        return (session._header_data, [(p.line, p.kind, p.reason, p.entry_id) for p in session.problems],
+                records, session.ids(), session.labels(), session.name, leaf, len(session),
+                tree_digest(session.tree()),
+                context_digest(session.build_context().to_builtins()["messages"]),
+                sorted(session._index.cycle_roots),  # type: ignore[attr-defined]
+                scanner.state().lineno, scanner.tail, scanner.end, scanner.ends_with_newline,
+                scanner.last_offset, scanner.tail_offset if scanner.tail != "clean" else None)
+
+
+def index_file(path: Path) -> Path:
+    return _envindex.index_path(os.stat(path))
+
+
+def damage(kind: str, path: Path, data: bytes, extra: bytes, cut: int, other: Path) -> str:
+    """Do ``kind`` to the file or its index; returns what was done."""
+    idx = index_file(path)
+    if kind == "append":
+        with open(path, "ab") as f:
+            f.write(extra + b"\n")
+    elif kind == "append_garbage":
+        with open(path, "ab") as f:
+            f.write(b"garbage {\n" + extra + b"\n")
+    elif kind == "append_torn":
+        with open(path, "ab") as f:
+            f.write(extra[:max(1, len(extra) // 2)])
+    elif kind == "truncate":
+        os.truncate(path, cut % max(1, len(data)))
+    elif kind == "rewrite_same_size":  # in place, as an editor that keeps the file: mtime moves
+        before = os.stat(path)
+        with open(path, "r+b") as f:
+            f.seek(cut % max(1, len(data)))
+            f.write(b"Z")
+        os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+    elif kind == "rewrite_in_place":  # truncated and written again, longer: same inode
+        at = cut % max(1, len(data))
+        with open(path, "wb") as f:
+            f.write(data[:at] + extra + b"\n" + data[at:])
+    elif kind == "rewrite_new_file":
+        scratch = path.with_suffix(".tmp")
+        scratch.write_bytes(data[:cut % max(1, len(data))] + extra + b"\n")
+        os.replace(scratch, path)
+    elif kind == "torn_index":
+        raw = idx.read_bytes()
+        idx.write_bytes(raw[:cut % len(raw)])
+    elif kind == "flip_index_byte":
+        raw = bytearray(idx.read_bytes())
+        raw[cut % len(raw)] ^= 0x41
+        idx.write_bytes(bytes(raw))
+    elif kind == "wrong_version":
+        raw = bytearray(idx.read_bytes())
+        raw[len(_packed.MAGIC)] += 1
+        idx.write_bytes(bytes(raw))
+    elif kind == "other_file_index":  # an index left by another file under this one's key
+        try:
+            Session.open(other, index=True, warn=False, migrate=False).close()
+        except SessionTreeError:
+            return "none"  # not a session that opens: no index
+        idx.write_bytes(index_file(other).read_bytes())
+    elif kind == "our_append":
+        with Session.open(path, index=True, warn=False, migrate=False) as session:
+            session.append_message(UserMessage.of("appended by us"))
+    return kind
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                  HealthCheck.data_too_large])
+@given(data=session_bytes(), kind=DAMAGE, extra=entry_line(), cut=st.integers(0, 10_000),
+       other=session_bytes())
+def test_an_index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPathFactory,
+                                                 data: bytes, kind: str, extra: bytes, cut: int,
+                                                 other: bytes) -> None:
+    folder = tmp_path_factory.mktemp("envindex")
+    path, other_path = folder / "s.jsonl", folder / "other.jsonl"
+    path.write_bytes(data)
+    other_path.write_bytes(other)
+    first = state(path, index=True)  # writes the index (when the file has a header)
+    assert first == state(path, index=False)
+    if not index_file(path).exists():
+        assert isinstance(first[0], str)  # no header: an error, nothing to index
+        return
+    indexed_end = os.stat(path).st_size
+    clean = data.endswith(b"\n")
+    kind = damage(kind, path, data, extra, cut, other_path)
+    log = JsonlFile(path, index=True)  # the first open after the damage
+    try:
+        Session(log, warn=False).close()
+    except SessionTreeError:
+        assert kind in ("truncate", "rewrite_new_file", "rewrite_same_size",
+                        "rewrite_in_place")
+    whole = state(path, index=False)
+    assert state(path, index=True) == whole, kind
+    if kind == "none" or (kind in ("append", "append_garbage", "append_torn", "our_append")
+                          and clean):
+        assert log.indexed_bytes == indexed_end, kind  # read from the index, not scanned
+    elif kind in ("torn_index", "wrong_version", "other_file_index", "rewrite_same_size",
+                  "rewrite_in_place") or (
+            kind == "truncate" and os.stat(path).st_size < indexed_end):
+        assert log.indexed_bytes == 0, kind  # not trusted: scanned again
+    assert state(path, index=True) == whole, kind  # and from the index that open wrote
+
+
+# -- what the index is and where it lives ------------------------------------------------------------
+
+def big_session(folder: Path, entries: int = 400) -> Path:
+    """A new session file of about 300 KiB (over the size from which files are indexed by
+    default)."""
+    with Session.create(directory=folder) as session:
+        for i in range(entries):
+            session.append_message(UserMessage.of(f"message {i} " + "x" * 700))
+        assert session.file is not None
+        return Path(session.file)
+
+
+def test_unchanged_and_grown_files_are_read_from_the_index(tmp_path: Path) -> None:
+    path = big_session(tmp_path)
+    size = path.stat().st_size
+    assert size >= _envindex.MIN_BYTES
+    log = JsonlFile(path)
+    Session(log).close()
+    assert log.indexed_bytes == 0  # the first open scans and writes the index
+    reopened = JsonlFile(path)
+    Session(reopened).close()
+    assert reopened.indexed_bytes == size
+    with open(path, "ab") as f:  # another program appends
+        f.write(path.read_bytes().splitlines(keepends=True)[-1].replace(b'"id":"', b'"id":"z'))
+    grown = JsonlFile(path)
+    with Session(grown) as session:
+        assert grown.indexed_bytes == size  # only the new line was scanned
+        assert state(path, True) == state(path, False)
+        assert len(session) == 401
+
+
+def test_a_change_in_place_that_keeps_the_size_is_seen(tmp_path: Path) -> None:
+    """Far from both ends of the file (where the digests look), as an editor saving in place
+    would: the modification time says the file changed without growing."""
+    path = big_session(tmp_path)
+    Session.open(path).close()
+    data = bytearray(path.read_bytes())
+    middle = data.index(b"message 200 ")
+    data[middle:middle + 11] = b"changed 200"
+    before = path.stat()
+    with open(path, "r+b") as f:
+        f.write(data)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns + 1_000_000))
+    log = JsonlFile(path)
+    with Session(log) as session:
+        assert log.indexed_bytes == 0
+        assert b"changed 200" in session.raw_line(session.ids()[200])
+    assert state(path, True) == state(path, False)
+
+
+def test_where_the_index_lives_and_its_permissions(tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("SESSIONTREE_CACHE_DIR", str(cache))
+    sessions = tmp_path / "sessions"
+    path = big_session(sessions)
+    Session.open(path).close()
+    assert [p.name for p in sessions.iterdir()] == [path.name]  # nothing pi would list
+    found = _envindex.index_path(path.stat())
+    assert found.parent == cache / "index" and found.exists()
+    assert stat.S_IMODE(found.stat().st_mode) == 0o600
+    assert stat.S_IMODE(found.parent.stat().st_mode) == 0o700
+    assert [p.name for p in found.parent.iterdir() if ".tmp-" in p.name] == []
+    monkeypatch.delenv("SESSIONTREE_CACHE_DIR")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert _envindex.cache_dir() == tmp_path / "xdg" / "sessiontree"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert _envindex.cache_dir() == tmp_path / "home" / ".cache" / "sessiontree"
+
+
+def test_the_index_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = big_session(tmp_path)
+    small = tmp_path / "small.jsonl"
+    small.write_bytes(HEADER + b"\n")
+    Session.open(small).close()
+    assert not index_file(small).exists()  # small files are scanned
+    Session.open(path, index=False).close()
+    assert not index_file(path).exists()
+    monkeypatch.setenv("SESSIONTREE_INDEX", "0")
+    Session.open(path).close()
+    assert not index_file(path).exists()
+    Session.open(path, index=True).close()  # the argument wins
+    assert index_file(path).exists()
+    log = JsonlFile(path)
+    Session(log).close()
+    assert log.indexed_bytes == 0
+
+
+def test_index_files_of_removed_sessions_are_pruned(tmp_path: Path) -> None:
+    gone, kept = big_session(tmp_path / "a"), big_session(tmp_path / "b")
+    Session.open(gone).close()
+    stale = index_file(gone)
+    gone.unlink()
+    (stale.parent / ".pruned").unlink(missing_ok=True)
+    Session.open(kept).close()  # writes an index: the daily pruning runs
+    assert not stale.exists()
+    assert index_file(kept).exists()
+
+
+_OPEN = """
+import sys
+from sessiontree import Session
+from sessiontree.testing import context_digest, tree_digest
+with Session.open(sys.argv[1], index=True, warn=False) as s:
+    print(len(s), tree_digest(s.tree()), context_digest(s.build_context().to_builtins()["messages"]))
+"""
+
+
+def test_concurrent_opens_and_an_appender_agree_with_a_full_scan(tmp_path: Path) -> None:
+    """Processes opening one file at once (each may write the index) while another process
+    appends: every open equals a full scan of the bytes it saw, and the index left behind is
+    whole."""
+    path = big_session(tmp_path)
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    appender = subprocess.Popen([sys.executable, "-c", (
+        "import sys\nfrom sessiontree import Session, UserMessage\n"
+        "with Session.open(sys.argv[1], index=False) as s:\n"
+        "    for i in range(200): s.append_message(UserMessage.of(f'late {i}'))\n"), str(path)],
+        env=env)
+    readers = [subprocess.Popen([sys.executable, "-c", _OPEN, str(path)], env=env,
+                                stdout=subprocess.PIPE, text=True) for _ in range(4)]
+    outputs = [reader.communicate()[0].split() for reader in readers]
+    assert appender.wait() == 0
+    for count, tree, context in outputs:
+        assert 400 <= int(count) <= 600
+    assert [p.name for p in index_file(path).parent.iterdir() if ".tmp-" in p.name] == []
+    assert state(path, True) == state(path, False)
+    with Session.open(path, index=True) as session:
+        assert len(session) == 600
