@@ -363,7 +363,7 @@ class Columns(Sequence[Record]):
             if last >= 0 and self.id_at(last) == entry_id:
                 return last
             rows = self.rows
-        return rows.get(entry_id)  # type: ignore[no-any-return]
+        return rows.get(entry_id)
 
     # -- reading -----------------------------------------------------------------------------
 
