@@ -1,11 +1,15 @@
 // pi's own SessionManager on one session file: the baseline side of benchmarks/run.py.
 //
-//   node --expose-gc benchmarks/pi_bench.mjs FILE --pi NODE_MODULES [--repeat R] [--appends N]
+//   node --expose-gc benchmarks/pi_bench.mjs FILE --dist DIST [--repeat R] [--appends N]
 //                                            [--loop N] [--light]
-//   node --expose-gc benchmarks/pi_bench.mjs --list DIR --pi NODE_MODULES [--repeat R]
+//   node --expose-gc benchmarks/pi_bench.mjs --list DIR --dist DIST [--repeat R]
 //
-// --loop N: N rounds of appendMessage + buildSessionContext (what an agent does each turn) on the
-// scratch copy, after the appends. --light: open and first buildSessionContext only (huge files).
+// DIST is the pi package's dist folder (pi 0.73.1 or 1.5.2: SessionManager is imported from its
+// core/session-manager.js, which Node 20 loads for both). --loop N: N rounds of appendMessage +
+// buildSessionContext (what an agent does each turn) on the scratch copy, after the appends.
+// Before the appends, the file is opened again R times in this process (open + context: pi
+// reads the whole file each time), then 100 lines are appended as another program would and it
+// is opened R times more. --light: open and first buildSessionContext only (huge files).
 // --list DIR: SessionManager.list over the folder, timed, with a digest of the rows.
 //
 // FILE is copied to a scratch folder first (pi rewrites files it migrates, and the append timing
@@ -17,16 +21,16 @@
 //   branch:  sha256 over the ids of getBranch(deepest) joined by "\n" (deepest: greatest distance
 //            from its root, the first in file order on ties)
 import { createHash } from "node:crypto";
-import { copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { appendFileSync, copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 function options(argv) {
-	const opts = { file: null, pi: null, repeat: 5, appends: 1000, loop: 0, light: false, list: null };
+	const opts = { file: null, dist: null, repeat: 5, appends: 1000, loop: 0, light: false, list: null };
 	for (let i = 0; i < argv.length; i++) {
 		const arg = argv[i];
-		if (arg === "--pi") opts.pi = argv[++i];
+		if (arg === "--dist") opts.dist = argv[++i];
 		else if (arg === "--repeat") opts.repeat = Number(argv[++i]);
 		else if (arg === "--appends") opts.appends = Number(argv[++i]);
 		else if (arg === "--loop") opts.loop = Number(argv[++i]);
@@ -35,7 +39,7 @@ function options(argv) {
 		else if (opts.file === null) opts.file = arg;
 		else throw new Error(`unexpected argument ${arg}`);
 	}
-	if (!(opts.file || opts.list) || !opts.pi) throw new Error("usage: pi_bench.mjs FILE|--list DIR --pi NODE_MODULES [--repeat R] [--appends N] [--loop N] [--light]");
+	if (!(opts.file || opts.list) || !opts.dist) throw new Error("usage: pi_bench.mjs FILE|--list DIR --dist DIST [--repeat R] [--appends N] [--loop N] [--light]");
 	return opts;
 }
 
@@ -150,10 +154,21 @@ async function list(opts, SessionManager) {
 	})}\n`);
 }
 
+// n user messages appended the way another program would write them (one write each).
+function foreignAppend(file, parentId, n) {
+	let parent = parentId;
+	for (let i = 0; i < n; i++) {
+		const id = `z${String(i).padStart(7, "0")}`; // (never one of pi's hex ids)
+		const entry = { type: "message", id, parentId: parent, timestamp: new Date(Date.UTC(2030, 0, 1, 0, 0, i)).toISOString(),
+			message: { role: "user", content: [{ type: "text", text: `a line another program appended, #${i}` }], timestamp: 1893456000000 + i * 1000 } };
+		appendFileSync(file, `${JSON.stringify(entry)}\n`);
+		parent = id;
+	}
+}
+
 async function main() {
 	const opts = options(process.argv.slice(2));
-	const pkg = join(opts.pi, "@mariozechner", "pi-coding-agent");
-	const { SessionManager } = await import(pathToFileURL(join(pkg, "dist", "index.js")).href);
+	const { SessionManager } = await import(pathToFileURL(join(opts.dist, "core", "session-manager.js")).href);
 	if (opts.list) return list(opts, SessionManager);
 	collect();
 	const rssBaseline = rssMiB();
@@ -189,30 +204,47 @@ async function main() {
 			length: branch.length,
 		};
 
+		const reopen = () => {
+			const again = SessionManager.open(copy);
+			return again.buildSessionContext();
+		};
+		[out.reopen_ms] = timed(opts.repeat, reopen);
+		foreignAppend(copy, manager.getLeafId(), 100);
+		let grownContext;
+		[out.reopen_grown_ms, grownContext] = timed(opts.repeat, reopen);
+		out.grown_context = contextDigest(grownContext);
+		const writer = SessionManager.open(copy); // (it appends after the foreign lines)
+
 		if (opts.appends > 0) {
-			const before = entries.length;
+			const before = writer.getEntries().length;
+			const each = [];
 			start = performance.now();
 			for (let i = 0; i < opts.appends; i++) {
-				manager.appendMessage({
+				const one = performance.now();
+				writer.appendMessage({
 					role: "user",
 					content: [{ type: "text", text: `bench append #${i}: please continue with the next step of the refactor and run the tests.` }],
 					timestamp: Date.now(),
 				});
+				each.push((performance.now() - one) * 1000);
 			}
 			out[`append_${opts.appends}_ms`] = performance.now() - start;
 			out.append_per_entry_us = (out[`append_${opts.appends}_ms`] * 1000) / opts.appends;
+			each.sort((a, b) => a - b);
+			out.append_median_us = each[Math.floor(each.length / 2)];
+			out.append_mean_us = each.reduce((a, b) => a + b, 0) / each.length;
 			out.append_persisted = SessionManager.open(copy).getEntries().length === before + opts.appends;
 		}
 		if (opts.loop > 0) {
 			start = performance.now();
 			let last;
 			for (let i = 0; i < opts.loop; i++) {
-				manager.appendMessage({
+				writer.appendMessage({
 					role: "user",
 					content: [{ type: "text", text: `agent loop turn #${i}: read the failing test and fix it.` }],
 					timestamp: Date.now(),
 				});
-				last = manager.buildSessionContext();
+				last = writer.buildSessionContext();
 			}
 			out[`loop_ms`] = performance.now() - start;
 			out.loop_per_round_us = (out.loop_ms * 1000) / opts.loop;

@@ -12,6 +12,7 @@ import fcntl
 import os
 import re
 import time
+from collections.abc import Sequence
 
 from .errors import SessionLockedError
 
@@ -34,11 +35,12 @@ def fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        written = os.write(fd, view)
-        view = view[written:]
+def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
+    for part in (data,) if isinstance(data, bytes) else data:
+        view = memoryview(part)
+        while view:
+            written = os.write(fd, view)
+            view = view[written:]
 
 
 def make_private_dirs(directory: str) -> None:
@@ -113,12 +115,13 @@ def remove_stale_temps(directory: str) -> list[str]:
     return removed
 
 
-def atomic_write(path: str, data: bytes, *, mode: int = FILE_MODE, durable: bool = True,
-                 replace: bool = True) -> None:
+def atomic_write(path: str, data: bytes | Sequence[bytes | memoryview], *, mode: int = FILE_MODE,
+                 durable: bool = True, replace: bool = True) -> None:
     """Replace (or create) ``path`` with ``data``: temporary file, fsync, rename, fsync folder
     (after removing stale temporary files of dead processes from the folder).
 
     Args:
+        data: the bytes, or pieces written one after the other (nothing joined in memory).
         mode: the new file's permissions (before the umask).
         durable: False skips both fsyncs (for caches: still atomic, not crash-durable).
         replace: False publishes the file only under a free name (a hard link, which fails if

@@ -106,7 +106,8 @@ def finish(helper: subprocess.Popen[bytes] | None) -> None:
         helper.stdout.close()
 
 
-def reply(data: bytes) -> None:
-    """What a helper function calls to answer."""
-    sys.stdout.buffer.write(data)
+def reply(*parts: bytes | memoryview) -> None:
+    """What a helper function calls to answer (its answer in one piece or several)."""
+    for part in parts:
+        sys.stdout.buffer.write(part)
     sys.stdout.buffer.flush()

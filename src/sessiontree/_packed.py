@@ -70,8 +70,9 @@ class _Meta(msgspec.Struct, array_like=True):
 _meta_decoder = msgspec.msgpack.Decoder(_Meta)
 
 
-def pack(columns: Columns, state: ScanState, extra: bytes = b"") -> bytes:
-    """The block of ``columns`` (of a file log: located records) and ``state``.
+def pack(columns: Columns, state: ScanState, extra: bytes = b"") -> list[bytes | memoryview]:
+    """The block of ``columns`` (of a file log: located records) and ``state``, in pieces to
+    write one after the other (views of the columns: nothing is copied).
 
     Raises:
         msgspec.EncodeError, UnicodeEncodeError, OverflowError: a value MessagePack cannot hold
@@ -115,7 +116,7 @@ def pack(columns: Columns, state: ScanState, extra: bytes = b"") -> bytes:
         parts.append(b"\0" * (start - at))
         parts.append(memoryview(data).cast("B"))
         at = start + sections[name][1]
-    return b"".join(parts)
+    return parts
 
 
 def _aligned(offset: int) -> int:
