@@ -108,7 +108,7 @@ def state(path: Path, index: bool) -> tuple[object, ...]:
 
 
 def index_file(path: Path) -> Path:
-    return _envindex.index_path(os.stat(path))
+    return Path(_envindex.index_path(os.stat(path)))
 
 
 def damage(kind: str, path: Path, data: bytes, extra: bytes, cut: int, other: Path) -> str:
@@ -257,17 +257,17 @@ def test_where_the_index_lives_and_its_permissions(tmp_path: Path,
     path = big_session(sessions)
     Session.open(path).close()
     assert [p.name for p in sessions.iterdir()] == [path.name]  # nothing pi would list
-    found = _envindex.index_path(path.stat())
+    found = index_file(path)
     assert found.parent == cache / "index" and found.exists()
     assert stat.S_IMODE(found.stat().st_mode) == 0o600
     assert stat.S_IMODE(found.parent.stat().st_mode) == 0o700
     assert [p.name for p in found.parent.iterdir() if ".tmp-" in p.name] == []
     monkeypatch.delenv("SESSIONTREE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert _envindex.cache_dir() == tmp_path / "xdg" / "sessiontree"
+    assert _envindex.cache_dir() == str(tmp_path / "xdg" / "sessiontree")
     monkeypatch.delenv("XDG_CACHE_HOME")
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert _envindex.cache_dir() == tmp_path / "home" / ".cache" / "sessiontree"
+    assert _envindex.cache_dir() == str(tmp_path / "home" / ".cache" / "sessiontree")
 
 
 def test_the_index_can_be_turned_off(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

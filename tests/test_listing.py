@@ -352,3 +352,41 @@ def test_ls_lists_a_folder_and_the_sessions_of_a_cwd(tmp_path: Path, monkeypatch
         session.append_message(UserMessage.of("in the project"))
     rows = json.loads(runner.invoke(cli, ["ls", "--cwd", str(project), "--json"]).output)
     assert [row["first_message"] for row in rows] == ["in the project"]
+
+
+def test_helper_processes_start_only_when_asked(tmp_path: Path, monkeypatch: Any) -> None:
+    """The library reads the files itself unless the call or SESSIONTREE_PROCESSES asks for
+    helpers; the command asks (and SESSIONTREE_PROCESSES=1 still keeps it to one process). A
+    helper here only leaves a mark (its answer is empty, so the files are read by the caller)."""
+    folder = tmp_path / "sessions"
+    generate_folder(folder, 6, seed=5, min_entries=0, max_entries=20, cwds=CWDS)
+    marks = tmp_path / "marks"
+    monkeypatch.setattr(_jsonl_listing, "PARALLEL_FILES", 1)
+    monkeypatch.setattr(_helpers, "_busy", lambda: 0)  # as on an idle machine
+    monkeypatch.setattr(_helpers, "_RUN", f"open({str(marks)!r}, 'a').write('x')")
+    monkeypatch.delenv("SESSIONTREE_PROCESSES", raising=False)
+    expected = ours(folder, index=False)
+
+    def started(**options: Any) -> bool:
+        marks.unlink(missing_ok=True)
+        assert ours(folder, index=False, **options) == expected
+        return marks.exists()
+
+    def command_started() -> bool:
+        marks.unlink(missing_ok=True)
+        (folder / INDEX_NAME).unlink(missing_ok=True)  # (every file is read)
+        done = CliRunner().invoke(cli, ["ls", str(folder), "--json"])
+        assert done.exit_code == 0, done.output
+        return marks.exists()
+
+    free = len(os.sched_getaffinity(0)) >= 2
+    assert not started()  # a library call: one process
+    assert started(processes=2) == free
+    monkeypatch.setenv("SESSIONTREE_PROCESSES", "2")
+    assert started() == free
+    monkeypatch.setenv("SESSIONTREE_PROCESSES", "1")
+    assert not started()
+    assert not command_started()
+    monkeypatch.delenv("SESSIONTREE_PROCESSES")
+    assert command_started() == free
+    assert _helpers.default_processes == 1  # the command's request ended with it

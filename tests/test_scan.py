@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 
 import pytest
@@ -149,3 +150,33 @@ def test_a_helper_that_fails_costs_only_time(tmp_path: Path,
         MERGED.clear()
         assert _scanned_whole(data, tmp_path, 3, monkeypatch) == whole, code
         assert not MERGED
+
+
+def test_a_session_starts_scan_helpers_only_when_asked(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Session.open scans in one process unless ``processes`` (or SESSIONTREE_PROCESSES) asks
+    for more; a helper here only leaves a mark (and fails, so its part is scanned here)."""
+    from sessiontree import Session
+
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(ODD.rsplit(b"\n", 1)[0] + b"\n" +
+                     b"".join(CONFORMANCE.joinpath(str(p)).read_bytes().split(b"\n", 1)[1]
+                              for p in FILES[:3]))
+    marks = tmp_path / "marks"
+    monkeypatch.setattr(_split_scan, "PARALLEL_BYTES", 1)
+    monkeypatch.setattr(_helpers, "_busy", lambda: 0)  # as on an idle machine
+    monkeypatch.setattr(_helpers, "_RUN", f"open({str(marks)!r}, 'a').write('x')")
+    monkeypatch.delenv("SESSIONTREE_PROCESSES", raising=False)
+
+    def opened(**options: object) -> tuple[bool, list[str]]:
+        marks.unlink(missing_ok=True)
+        with Session.open(path, warn=False, index=False, **options) as session:  # type: ignore[arg-type]
+            return marks.exists(), session.ids()
+
+    alone, ids = opened()
+    assert not alone
+    free = len(os.sched_getaffinity(0)) >= 2
+    assert opened(processes=2) == (free, ids)
+    monkeypatch.setenv("SESSIONTREE_PROCESSES", "2")
+    assert opened() == (free, ids)
+    assert opened(processes=1) == (False, ids)  # the argument wins

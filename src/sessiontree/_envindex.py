@@ -33,10 +33,9 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
-from pathlib import Path
+import zlib
 
 import msgspec
 
@@ -65,24 +64,24 @@ class Source(msgspec.Struct, array_like=True):
     """The bytes the index covers."""
     mtime_ns: int
     """The file's modification time when it was scanned."""
-    head: bytes
-    tail: bytes
-    """Digests of the first and of the last ``WINDOW`` bytes of those."""
+    head: int
+    tail: int
+    """CRC-32 of the first and of the last ``WINDOW`` bytes of those."""
 
 
 _source_decoder = msgspec.msgpack.Decoder(Source)
 
 
-def cache_dir() -> Path:
+def cache_dir() -> str:
     """sessiontree's cache folder (``$SESSIONTREE_CACHE_DIR``, ``$XDG_CACHE_HOME/sessiontree``,
     ``~/.cache/sessiontree``)."""
     own = os.environ.get("SESSIONTREE_CACHE_DIR")
     if own:
-        return Path(own).expanduser()
+        return os.path.expanduser(own)
     xdg = os.environ.get("XDG_CACHE_HOME")
     if xdg and os.path.isabs(xdg):
-        return Path(xdg) / "sessiontree"
-    return Path.home() / ".cache" / "sessiontree"
+        return os.path.join(xdg, "sessiontree")
+    return os.path.join(os.path.expanduser("~"), ".cache", "sessiontree")
 
 
 def enabled(requested: bool | None, size: int) -> bool:
@@ -95,9 +94,9 @@ def enabled(requested: bool | None, size: int) -> bool:
     return size >= MIN_BYTES
 
 
-def index_path(st: os.stat_result) -> Path:
+def index_path(st: os.stat_result) -> str:
     """Where the index of the file with this ``stat`` lives."""
-    return cache_dir() / "index" / f"{st.st_dev:x}-{st.st_ino:x}{_SUFFIX}"
+    return os.path.join(cache_dir(), "index", f"{st.st_dev:x}-{st.st_ino:x}{_SUFFIX}")
 
 
 def stale(indexed: int, scanned: int) -> bool:
@@ -107,12 +106,11 @@ def stale(indexed: int, scanned: int) -> bool:
     return scanned - indexed >= max(MIN_BYTES, scanned // 32)
 
 
-def _digests(fd: int, size: int) -> tuple[bytes, bytes]:
+def _digests(fd: int, size: int) -> tuple[int, int]:
+    """CRC-32 of the first and of the last ``WINDOW`` bytes of the file's first ``size``."""
     head = os.pread(fd, min(WINDOW, size), 0)
     start = max(0, size - WINDOW)
-    tail = os.pread(fd, size - start, start)
-    return (hashlib.blake2b(head, digest_size=16).digest(),
-            hashlib.blake2b(tail, digest_size=16).digest())
+    return zlib.crc32(head), zlib.crc32(os.pread(fd, size - start, start))
 
 
 def load(fd: int, st: os.stat_result) -> tuple[Columns, ScanState] | None:
@@ -149,23 +147,23 @@ def save(fd: int, path: str, st: os.stat_result, columns: Columns, state: ScanSt
         return  # a value MessagePack cannot hold: this file goes unindexed
     target = index_path(st)
     try:
-        _fs.make_private_dirs(str(target.parent))
-        _fs.atomic_write(str(target), data, durable=False)
-        _prune(target.parent)
+        _fs.make_private_dirs(os.path.dirname(target))
+        _fs.atomic_write(target, data, durable=False)
+        _prune(os.path.dirname(target))
     except OSError:
         pass
 
 
-def _prune(folder: Path) -> None:
+def _prune(folder: str) -> None:
     """Remove the index files of session files that are gone or replaced (once a day)."""
-    marker = folder / ".pruned"
+    marker = os.path.join(folder, ".pruned")
     now = time.time()
     try:
-        if now - marker.stat().st_mtime < _PRUNE_EVERY_S:
+        if now - os.stat(marker).st_mtime < _PRUNE_EVERY_S:
             return
     except FileNotFoundError:
         pass
-    marker.touch(mode=_fs.FILE_MODE)
+    os.close(os.open(marker, os.O_WRONLY | os.O_CREAT, _fs.FILE_MODE))
     os.utime(marker, (now, now))
     for entry in os.scandir(folder):
         if not entry.name.endswith(_SUFFIX):

@@ -7,8 +7,8 @@ Invariants:
 * A helper that cannot start, fails, or answers something unreadable costs only time: its
   caller is told ``None`` and does the work itself.
 * No helper is started unless the caller asked for more than one process: the ``processes``
-  argument of the call, else ``SESSIONTREE_PROCESSES``, else what the program set with
-  :func:`default_processes` (the command-line tool: 4), else 1. A library in a server never
+  argument of the call, else ``SESSIONTREE_PROCESSES``, else what the program set in
+  :data:`default_processes` (the command-line tool: 4), else 1. A library in a server never
   starts processes on its own.
 * Nor when only one CPU is free (the CPUs this process may run on, less the other tasks
   running at that moment), or in a frozen or embedded program (no Python interpreter to
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import os
 import sys
-from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -36,9 +35,9 @@ _RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib; "
         "getattr(importlib.import_module(module), function)(*sys.argv[3:])")
 
 
-default_processes: ContextVar[int] = ContextVar("default_processes", default=1)
-"""How many processes to use when neither the call nor ``SESSIONTREE_PROCESSES`` says (the
-command-line tool sets 4 for its command)."""
+default_processes = 1
+"""How many processes to use when neither the call nor ``SESSIONTREE_PROCESSES`` says: a
+program's setting (the command-line tool sets 4 while a command runs)."""
 
 
 def processes(requested: int | None = None) -> int:
@@ -46,7 +45,7 @@ def processes(requested: int | None = None) -> int:
     (``None``: ``SESSIONTREE_PROCESSES``, else :data:`default_processes`)."""
     if requested is None:
         wanted = os.environ.get("SESSIONTREE_PROCESSES", "")
-        requested = int(wanted) if wanted.isdigit() else default_processes.get()
+        requested = int(wanted) if wanted.isdigit() else default_processes
     if requested <= 1 or getattr(sys, "frozen", False) or \
             not os.path.basename(sys.executable or "").lower().startswith(("python", "pypy")):
         return 1

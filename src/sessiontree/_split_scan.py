@@ -25,7 +25,6 @@ from typing import IO, TYPE_CHECKING
 
 from . import _helpers
 from ._columns import Columns
-from ._packed import Block, Unreadable, pack
 from ._scan import Problem, Scanner, ScanState
 
 if TYPE_CHECKING:
@@ -66,6 +65,8 @@ def _cuts(fd: int, size: int, parts: int) -> list[int]:
 def _helper(path: str, start: str, stop: str) -> None:
     """A helper process: scan ``path`` from ``start`` to ``stop`` (-1: its end), answer on
     standard output."""
+    from ._packed import pack
+
     columns = Columns()
     scanner = Scanner(path, columns)
     scanner.start_after_header({}, 0)
@@ -75,6 +76,8 @@ def _helper(path: str, start: str, stop: str) -> None:
 
 
 def _answer(helper: subprocess.Popen[bytes] | None) -> tuple[ScanState, Columns] | None:
+    from ._packed import Block, Unreadable  # (only where helpers run)
+
     data = _helpers.answer(helper)
     if data is None:
         return None

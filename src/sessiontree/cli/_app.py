@@ -11,7 +11,7 @@ from typing import Any, TypeVar
 
 import click
 
-from .._helpers import default_processes
+from .. import _helpers
 from ..errors import SessionTreeError
 from ._progress import loading
 
@@ -32,8 +32,10 @@ def cli() -> None:
     """
     # a command may scan a large file or folder with helper processes (the library does not
     # unless asked); SESSIONTREE_PROCESSES still decides when set
-    token = default_processes.set(CLI_PROCESSES)
-    click.get_current_context().call_on_close(lambda: default_processes.reset(token))
+    before = _helpers.default_processes
+    _helpers.default_processes = CLI_PROCESSES
+    click.get_current_context().call_on_close(lambda: setattr(_helpers, "default_processes",
+                                                              before))
 
 
 def reports_errors(func: F) -> F:

@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
-from .. import _envindex, _fs, _json
+from .. import _fs, _json
 from .._columns import Columns
 from .._split_scan import scan_file
 from .._scan import FileRecord, Problem, Record, Scanner, read_at, read_ranges
@@ -143,6 +143,8 @@ class JsonlFile:
             fd = os.open(self.path, os.O_RDONLY)
         except FileNotFoundError:
             return LoadResult(None, 0, [], [])
+        from .. import _envindex  # (loaded with the first file opened, not with the package)
+
         stream = os.fdopen(fd, "rb", buffering=0, closefd=False)
         st = os.fstat(fd)
         indexed = _envindex.enabled(self.index, st.st_size)
