@@ -148,14 +148,26 @@ def _rss_of(pid: int) -> float:
     return 0.0
 
 
+def _is_helper(pid: int) -> bool:
+    """Whether a child process is one of this package's helpers (not some other program this
+    process started: the count must not take, say, a pi that appended lines, for ours)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as listed:
+            return b"sessiontree" in listed.read()
+    except OSError:
+        return False
+
+
 class RssSampler:
-    """The largest sum of this process's and its children's resident sizes, sampled every
-    5 ms (a large file is scanned with helper processes: their memory counts too)."""
+    """The largest sum of this process's and its helper processes' resident sizes, and the
+    largest helper's, sampled every 5 ms (a large file may be scanned with helpers: their
+    memory counts too; other children do not)."""
 
     def __init__(self) -> None:
         import threading
 
         self.peak = 0.0
+        self.helper_peak = 0.0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -167,7 +179,9 @@ class RssSampler:
                     children = [int(c) for c in listed.read().split()]
             except OSError:
                 children = []
-            self.peak = max(self.peak, _rss_of(pid) + sum(map(_rss_of, children)))
+            helpers = [_rss_of(child) for child in children if _is_helper(child)]
+            self.helper_peak = max([self.helper_peak, *helpers])
+            self.peak = max(self.peak, _rss_of(pid) + sum(helpers))
             self._stop.wait(0.005)
 
     def __enter__(self) -> RssSampler:
@@ -234,8 +248,7 @@ def measure_open(path: str, phase: str, repeat: int) -> dict[str, Any]:
         out["open_context_ms"] = (time.perf_counter() - start) * 1000
     out["peak_mib"] = _peak_mib()
     out["peak_with_helpers_mib"] = sampler.peak
-    helpers = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
-    out["helper_peak_mib"] = helpers / 2**20 if sys.platform == "darwin" else helpers / 1024
+    out["helper_peak_mib"] = sampler.helper_peak
     out["indexed_bytes"] = session._log.indexed_bytes  # type: ignore[attr-defined]
     out["entries"] = len(session)
     out["context"] = context_digest(context.to_builtins()["messages"])

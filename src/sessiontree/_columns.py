@@ -32,7 +32,7 @@ Invariants:
 from __future__ import annotations
 
 from array import array
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import cached_property
 from itertools import compress, repeat
 from operator import add, attrgetter, ge, is_not, ne
@@ -87,21 +87,23 @@ class _Codes(dict[Any, int]):
 
 
 class PackedIds:
-    """The ids of many rows in one block of bytes, read one at a time without making the rest.
+    """The ids of many rows in one block, read one at a time without making the rest.
 
-    Either every id has ``width`` ASCII characters and is followed by ``\\n`` (pi's ids: one
-    ``split`` makes them all), or (``width`` 0) the ids are UTF-8 back to back, row ``r``
-    ending at ``ends[r]``.
+    Either every id has ``width`` ASCII characters and is followed by ``\\n`` (pi's ids: kept
+    as one string, which one ``split`` makes into all of them), or (``width`` 0) the ids are
+    UTF-8 back to back, row ``r`` ending at byte ``ends[r]``.
     """
 
-    __slots__ = ("blob", "count", "ends", "width")
+    __slots__ = ("blob", "count", "ends", "text", "width")
 
-    def __init__(self, blob: bytes | bytearray, count: int, width: int,
+    def __init__(self, blob: bytes | bytearray | str, count: int, width: int,
                  ends: array[int] | None = None) -> None:
-        self.blob = blob
+        """``blob``: the fixed-width form as bytes or text, or the UTF-8 form."""
         self.count = count
         self.width = width
         self.ends = ends
+        self.text = "" if not width else blob if isinstance(blob, str) else blob.decode("ascii")
+        self.blob = b"" if width or isinstance(blob, str) else blob
 
     @classmethod
     def of(cls, ids: list[str]) -> PackedIds:
@@ -109,7 +111,7 @@ class PackedIds:
         joined = "\n".join(ids)
         if ids and joined.isascii() and joined.count("\n") == len(ids) - 1 and \
                 0 < min(map(len, ids)) == max(map(len, ids)):
-            return cls((joined + "\n").encode("ascii"), len(ids), len(ids[0]))
+            return cls(joined + "\n", len(ids), len(ids[0]))
         encoded = [entry_id.encode("utf-8", "surrogatepass") for entry_id in ids]
         ends = array("q")
         total = 0
@@ -118,11 +120,15 @@ class PackedIds:
             ends.append(total)
         return cls(b"".join(encoded), len(ids), 0, ends)
 
+    def packed(self) -> bytes:
+        """The block (for storing)."""
+        return self.text.encode("ascii") if self.width else bytes(self.blob)
+
     def at(self, row: int) -> str:
         width = self.width
         if width:
             at = row * (width + 1)
-            return self.blob[at:at + width].decode("ascii")
+            return self.text[at:at + width]
         assert self.ends is not None
         start = self.ends[row - 1] if row else 0
         return self.blob[start:self.ends[row]].decode("utf-8", "surrogatepass")
@@ -131,7 +137,7 @@ class PackedIds:
         if not self.count:
             return []
         if self.width:
-            return self.blob[:-1].decode("ascii").split("\n")
+            return self.text[:-1].split("\n")
         return [self.at(row) for row in range(self.count)]
 
 
@@ -457,8 +463,11 @@ class Columns(Sequence[Record]):
             stamp = self.stamps[at:at + _STAMP].decode("ascii")
         rare = self.rare.get(row, _NO_RARE) if self.rare else _NO_RARE
         kind = self._types.by_code[self.types[row]]
-        entry_id = self.id_at(row)
-        parent_id = self.id_at(parent) if parent >= 0 else self.unresolved.get(row)
+        ids = self.__dict__.get("ids")
+        id_of: Callable[[int], str] = ids.__getitem__ if ids is not None else \
+            self._packed_ids.at  # type: ignore[union-attr]
+        entry_id = id_of(row)
+        parent_id = id_of(parent) if parent >= 0 else self.unresolved.get(row)
         made: Record
         if self.located:
             made = FileRecord(kind, entry_id, parent_id, stamp, holders[code], *rare,

@@ -79,7 +79,7 @@ def pack(columns: Columns, state: ScanState, extra: bytes = b"") -> list[bytes |
             (a lone surrogate, an integer past 64 bits): such a log is not packed.
     """
     ids = PackedIds.of(columns.ids)
-    raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.blob}
+    raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.packed()}
     if ids.ends is not None:
         raw["ends"] = ids.ends
     raw["stamps"] = columns.stamps
