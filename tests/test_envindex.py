@@ -103,6 +103,8 @@ def state(path: Path, index: bool) -> tuple[object, ...]:
                 tree_digest(session.tree()),
                 context_digest(session.build_context().to_builtins()["messages"]),
                 sorted(session._index.cycle_roots),  # type: ignore[attr-defined]
+                session._index._columns.duplicates,  # type: ignore[attr-defined]
+                session._index._columns.forward,  # type: ignore[attr-defined]
                 scanner.state().lineno, scanner.tail, scanner.end, scanner.ends_with_newline,
                 scanner.last_offset, scanner.tail_offset if scanner.tail != "clean" else None)
 

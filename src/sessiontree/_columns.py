@@ -192,8 +192,8 @@ class Columns(Sequence[Record]):
         """Add one record; it becomes the object of its row."""
         row = len(self.types)
         entry_id = record.id
+        rows = self.rows  # (made, if it is made from ids, before this row is added)
         self.ids.append(entry_id)
-        rows = self.rows
         if entry_id in rows:
             self.duplicates += 1
         rows[entry_id] = row
@@ -247,8 +247,8 @@ class Columns(Sequence[Record]):
             self.located = isinstance(batch[0], FileRecord)
         start = len(self.types)
         ids = list(map(_get_id, batch))
+        rows = self.rows  # (made, if it is made from ids, before these rows are added)
         self.ids += ids
-        rows = self.rows
         before = len(rows)
         rows.update(zip(ids, range(start, start + count)))
         if len(rows) - before != count:
@@ -293,8 +293,8 @@ class Columns(Sequence[Record]):
         if not count:
             return
         start = len(self)
+        rows = self.rows  # (made, if it is made from ids, before these rows are added)
         self.ids += part.ids
-        rows = self.rows
         before = len(rows)
         rows.update(zip(part.ids, range(start, start + count)))
         self.duplicates += count - (len(rows) - before)
