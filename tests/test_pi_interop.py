@@ -661,8 +661,9 @@ def test_both_pis_install_and_pi_1_5_loads_its_session_manager() -> None:
 
 
 def test_the_benchmark_runs_beside_pi_with_equal_digests(pi: Pi) -> None:
-    """benchmarks/run.py on the 1k file: pi and we built the same context, tree and path (no
-    timing is checked here)."""
+    """benchmarks/run.py on the 1k file: both pis and we built the same contexts (cold, from
+    the index, after foreign lines, the agent loop's last), tree and path (no timing is checked
+    here)."""
     pi.modules  # noqa: B018 (fails the test when pi is unavailable)
     script = Path(__file__).resolve().parents[1] / "benchmarks" / "run.py"
     done = subprocess.run([sys.executable, str(script), "--suites", "core", "--sizes", "1k",
@@ -671,4 +672,5 @@ def test_the_benchmark_runs_beside_pi_with_equal_digests(pi: Pi) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     assert "All digests equal pi's." in done.stdout
     rows = [line for line in done.stdout.splitlines() if line.startswith("| 1k |")]
-    assert len(rows) == 18 and sum("digest = pi's" in row for row in rows) == 5
+    assert len(rows) == 24 and sum("digest = pi's" in row for row in rows) == 9
+    assert "pi 1.5.2" in done.stdout and "pi 0.73.1" in done.stdout
