@@ -37,7 +37,7 @@ def test_a_helper_never_imports_modules_from_its_folder_or_pythonpath(
     monkeypatch.chdir(tmp_path / "cwd")
     monkeypatch.setenv("PYTHONPATH", str(tmp_path / "pythonpath"))
     monkeypatch.setattr(_jsonl_listing, "PARALLEL_FILES", 1)
-    monkeypatch.setattr(_helpers, "processes", lambda: 3)
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: 3)
     answers: list[bytes | None] = []
     real_answer = _helpers.answer
     monkeypatch.setattr(_helpers, "answer", lambda h: answers.append(real_answer(h)) or answers[-1])

@@ -1,7 +1,8 @@
 """Helper processes for work that splits: scanning a large file, listing a large folder.
 
 A helper is ``python -I -c`` running one function of this package with string arguments; it
-answers on its standard output (MessagePack) and the caller decodes the answer.
+answers on its standard output (MessagePack, or packed columns for a split scan) and the caller
+decodes the answer.
 
 Invariants:
 * A helper that cannot start, fails, or answers something unreadable costs only time: its
