@@ -109,9 +109,12 @@ class PackedIds:
     def of(cls, ids: list[str]) -> PackedIds:
         """Pack a list of ids (the fixed-width form when it fits)."""
         joined = "\n".join(ids)
-        if ids and joined.isascii() and joined.count("\n") == len(ids) - 1 and \
-                0 < min(map(len, ids)) == max(map(len, ids)):
-            return cls(joined + "\n", len(ids), len(ids[0]))
+        count, width = len(ids), len(ids[0]) if ids else 0
+        # every id of one width and none holding a newline: the newlines are exactly every
+        # width + 1 characters
+        if width and len(joined) == count * (width + 1) - 1 and joined.isascii() and \
+                joined.count("\n") == count - 1 and joined[width::width + 1] == "\n" * (count - 1):
+            return cls(joined + "\n", count, width)
         encoded = [entry_id.encode("utf-8", "surrogatepass") for entry_id in ids]
         ends = array("q")
         total = 0

@@ -196,7 +196,7 @@ class Block:
         """The columns, each read and checked against its CRC."""
         meta = self.meta
         count = meta.count
-        stamps = bytearray(self._section("stamps", count * 24))
+        stamps = self._section("stamps", count * 24)
         ends: array[int] | None = None
         if meta.id_width:
             blob = self._section("ids", count * (meta.id_width + 1))
