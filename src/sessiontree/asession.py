@@ -42,13 +42,14 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from msgspec import UNSET, UnsetType
 
 from ._cache import DEFAULT_CACHE_BYTES
+from ._codec import decode_line
 from ._scan import Problem
 from ._tree import TreeNode
 from .context import SessionContext
 from .entries import AnyEntry, Compaction, Custom, FileDetails, SessionHeader
 from .errors import InvalidLocation
 from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage
-from .session import Session, decode_line
+from .session import Session
 from .stores.base import SessionListing, Store
 from .stores.url import is_url, parse_location
 

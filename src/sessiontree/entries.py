@@ -20,6 +20,7 @@ from msgspec import UNSET, UnsetType
 from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage, message_from_builtins
 
 __all__ = [
+    "CHECKOUT_CUSTOM_TYPE",
     "CURRENT_VERSION",
     "BranchSummary",
     "Compaction",
@@ -41,6 +42,9 @@ __all__ = [
 
 CURRENT_VERSION = 3
 """The session format version this library writes (pi's ``CURRENT_SESSION_VERSION``)."""
+
+CHECKOUT_CUSTOM_TYPE = "sessiontree.checkout"
+"""``customType`` of the marker entry that persists a leaf move (format-spec.md 17 g)."""
 
 
 class SessionHeader(msgspec.Struct, tag_field="type", tag="session", rename="camel"):

@@ -213,29 +213,29 @@ def _write(header: SessionHeader, lines: Sequence[bytes], target: str) -> str:
     return target
 
 
-def _materialize(header: SessionHeader, lines: Sequence[bytes], *, in_memory: bool,
-                 path: str | os.PathLike[str] | None, directory: str | os.PathLike[str] | None,
-                 overwrite: bool = False) -> Session:
-    from .session import Session
+def _materialize(session: Session, header: SessionHeader, lines: Sequence[bytes], *,
+                 in_memory: bool, path: str | os.PathLike[str] | None,
+                 directory: str | os.PathLike[str] | None, overwrite: bool = False) -> Session:
+    """The fork, a session of the source's own class (``Session`` or a subclass of it)."""
     from .stores.memory import MemoryLog
 
+    make = type(session)
     if in_memory:
         if not lines:
-            return Session(MemoryLog(), header=header)
-        return Session(MemoryLog([_json.dumps(header), *lines]))
+            return make(MemoryLog(), header=header)
+        return make(MemoryLog([_json.dumps(header), *lines]))
     target = _target_path(header, path, directory, overwrite)
     if not lines:  # decision f: no file until the first entry
         from .stores.jsonl import JsonlFile
 
-        return Session(JsonlFile(target), header=header)
-    return Session.open(_write(header, lines, target))
+        return make(JsonlFile(target), header=header)
+    return make.open(_write(header, lines, target))
 
 
 def _into_store(session: Session, header: SessionHeader, lines: Sequence[bytes],
                 in_memory: bool, path: str | os.PathLike[str] | None,
                 directory: str | os.PathLike[str] | None) -> Session | None:
     """A fork of a database session goes into the same store (unless told otherwise)."""
-    from .session import Session
     from .stores.base import is_indexed
 
     log = session._log
@@ -244,10 +244,11 @@ def _into_store(session: Session, header: SessionHeader, lines: Sequence[bytes],
     store = getattr(log, "store", None)
     if store is None:
         return None
+    make = type(session)
     if not lines:  # decision f: stored at its first entry
-        return Session(store.new_log(header), header=header)
+        return make(store.new_log(header), header=header)
     store.import_lines(_json.dumps(header), lines)
-    return Session(store.open_log(header.id))
+    return make(store.open_log(header.id))
 
 
 def _before(session: Session, entry_id: str | None, mode: Literal["path", "all"],
@@ -301,7 +302,7 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
     lines, _ = branch_lines(session, leaf_id)
     header = _header(session, cwd, with_parent=not memory)
     fork = _into_store(session, header, lines, memory, path, directory) or \
-        _materialize(header, lines, in_memory=memory, path=path,
+        _materialize(session, header, lines, in_memory=memory, path=path,
                      directory=_default_directory(session, directory, cwd))
     _after(session, fork, leaf_id, "path")
     return fork
@@ -318,23 +319,21 @@ def _default_directory(session: Session, directory: str | os.PathLike[str] | Non
     return default_session_dir(os.path.abspath(cwd) if cwd is not None else session.cwd)
 
 
-def fork_from(source: str | os.PathLike[str] | Session, entry_id: str | None = None, *,
-              cwd: str | None = None, in_memory: bool = False,
-              path: str | os.PathLike[str] | None = None,
+def fork_from(source: Session, entry_id: str | None = None, *, cwd: str | None = None,
+              in_memory: bool = False, path: str | os.PathLike[str] | None = None,
               directory: str | os.PathLike[str] | None = None) -> Session:
-    """A new session from ``source``: every entry, all branches (pi's ``forkFrom``), or with
-    ``entry_id`` the root-to-``entry_id`` path (pi's ``/fork``, as
-    :func:`create_branched_session`).
+    """A new session from the open session ``source``: every entry, all branches (pi's
+    ``forkFrom``), or with ``entry_id`` the root-to-``entry_id`` path (pi's ``/fork``, as
+    :func:`create_branched_session`). :meth:`Session.fork_from
+    <sessiontree.Session.fork_from>` also takes a file or an address.
 
     Entries keep their bytes and ids; an entry that closed a parent cycle becomes a root (pi
     would hang on it). The new header has ``cwd`` (default: the source's) and
-    ``parentSession`` = the source file. The fork is returned open, its leaf the last entry.
+    ``parentSession`` = the source file. The fork is returned open, its leaf the last entry;
+    ``source``'s ``session_before_branch`` and ``session_branch`` handlers run.
 
     Args:
-        source: a session file (a path), a stored session's address (``sqlite:///x.db#ID``,
-            ``postgresql://...#ID``: the fork goes into that store, which stays open until the
-            fork is closed), or an open session (its ``session_before_branch`` and
-            ``session_branch`` handlers run).
+        source: the session to fork.
         entry_id: fork only the path to this entry (default: every branch).
         cwd: the working directory of the new session.
         in_memory: keep the fork in memory.
@@ -343,35 +342,14 @@ def fork_from(source: str | os.PathLike[str] | Session, entry_id: str | None = N
             ``cwd`` when ``cwd`` is given).
 
     Raises:
-        SessionNotFound, CorruptHeader, UnsupportedVersion: as ``Session.open`` (an old-version
-            source is not migrated: run ``sessiontree migrate`` on it first).
         EntryNotFound: ``entry_id`` is not in the source.
         ForkError: the source has no entries, or ``path`` exists.
         OperationCancelled, HookFailed: a handler cancelled or raised.
     """
-    from .session import Session
-
-    def fork(opened: Session) -> Session:
-        if entry_id is not None:
-            return create_branched_session(opened, entry_id, in_memory=in_memory, path=path,
-                                           directory=directory, cwd=cwd)
-        return _fork_all(opened, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
-
-    if isinstance(source, Session):
-        return fork(source)
-    import warnings
-
-    from .session import LoadWarning
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", LoadWarning)  # bad lines are simply not copied, as pi
-        opened = Session.open(source, migrate=False)
-    with opened:
-        forked = fork(opened)
-        owned = opened._owned_store  # a database opened for the source by its address
-        if owned is not None and getattr(forked._log, "store", None) is owned:
-            forked._owned_store, opened._owned_store = owned, None  # the fork lives in it
-        return forked
+    if entry_id is not None:
+        return create_branched_session(source, entry_id, in_memory=in_memory, path=path,
+                                       directory=directory, cwd=cwd)
+    return _fork_all(source, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
 
 
 def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,
@@ -384,7 +362,7 @@ def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,
     header = _header(session, os.path.abspath(cwd) if cwd is not None else None,
                      with_parent=not in_memory)
     fork = _into_store(session, header, lines, in_memory, path, directory) or \
-        _materialize(header, lines, in_memory=in_memory, path=path,
+        _materialize(session, header, lines, in_memory=in_memory, path=path,
                      directory=_default_directory(session, directory, cwd))
     _after(session, fork, None, "all")
     return fork

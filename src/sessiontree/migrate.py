@@ -20,7 +20,7 @@ import msgspec
 from . import _fs, _json
 from ._scan import Scanner, iter_lines
 from ._time import iso_now, new_entry_id
-from .entries import CURRENT_VERSION
+from .entries import CHECKOUT_CUSTOM_TYPE, CURRENT_VERSION
 from .errors import CorruptLine, SessionNotFound
 
 __all__ = [
@@ -155,7 +155,7 @@ def import_draft(lines: list[dict[str, Any]], now: str) -> Entries:
         leaf = None
     if leaf is not None and leaf != last_written:
         marker_id = new_entry_id(drawn)
-        out.append({"type": "custom", "customType": "sessiontree.checkout",
+        out.append({"type": "custom", "customType": CHECKOUT_CUSTOM_TYPE,
                     "data": {"targetId": leaf}, "id": marker_id, "parentId": leaf,
                     "timestamp": now})
     return out

@@ -25,7 +25,7 @@ import msgspec
 
 from . import _json
 from .context import NO_CONTENT_SUMMARY, is_placeholder_summary
-from .entries import AnyEntry, BranchSummary, FileDetails, as_json_object
+from .entries import CHECKOUT_CUSTOM_TYPE, AnyEntry, BranchSummary, FileDetails, as_json_object
 from .errors import EntryNotFound, InvalidEntry, SessionTreeError
 from .events import OperationCancelled, TreeEvent, TreePreparation
 from .messages import AgentMessage, UnknownMessage, message_from_builtins, message_text
@@ -621,7 +621,7 @@ def cherry_pick(session: Session, entry_id: str) -> str:
     kind = data.get("type")
     message = data.get("message")
     why: str | None = None
-    if kind == "custom" and data.get("customType") == _checkout_type():
+    if kind == "custom" and data.get("customType") == CHECKOUT_CUSTOM_TYPE:
         why = "a checkout marker records a leaf move, not a message; use checkout to move"
     elif kind in _WHY_NOT_CHERRY_PICKED:
         why = _WHY_NOT_CHERRY_PICKED[str(kind)]
@@ -633,9 +633,3 @@ def cherry_pick(session: Session, entry_id: str) -> str:
         raise InvalidEntry(f"cannot cherry-pick {entry_id}: {why} (cherry-pick copies messages "
                            "and custom messages)", path=session.file, entry_id=entry_id)
     return session.append_entry(data)
-
-
-def _checkout_type() -> str:
-    from .session import CHECKOUT_CUSTOM_TYPE
-
-    return CHECKOUT_CUSTOM_TYPE

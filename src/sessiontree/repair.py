@@ -21,8 +21,9 @@ import msgspec
 from . import _fs, _json
 from ._scan import Scanner, _split
 from ._time import file_stamp, iso_now
+from ._treelog import TreeLog
 from .migrate import migrate_file
-from .session import Session
+from .stores.jsonl import open_file
 
 __all__ = ["RepairResult", "repair_file"]
 
@@ -62,7 +63,7 @@ def repair_file(path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> 
 
 
 def _repair_locked(path: str) -> RepairResult:
-    with Session.open(path, warn=False) as session:
+    with TreeLog(open_file(path, warn=False), warn=False) as session:
         kept = {record.line: record for record in session._index.records()}
         rerooted = sorted(session._index.cycle_roots)
     with open(path, "rb") as stream:

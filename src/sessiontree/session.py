@@ -12,21 +12,19 @@ Invariants:
 
 from __future__ import annotations
 
-import functools
 import os
 import warnings
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _json
-from ._index import EntryIndex, LazyIndex
-from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
-from ._scan import Problem, Record
+from ._cache import DEFAULT_CACHE_BYTES
+from ._codec import decode_line, entry_builtins, ordered_entry
 from ._time import iso_now, new_entry_id, uuid7
 from ._tree import TreeIndex, TreeNode, js_trim
+from ._treelog import LoadWarning, TreeLog
 from .context import (
     EMPTY_CONTEXT,
     ContextMemo,
@@ -35,30 +33,20 @@ from .context import (
     extend_context,
 )
 from .entries import (
-    CURRENT_VERSION,
+    CHECKOUT_CUSTOM_TYPE,
     AnyEntry,
     BranchSummary,
     Compaction,
     Custom,
     CustomMessageEntry,
-    Entry,
     FileDetails,
     Label,
     ModelChange,
     SessionHeader,
     SessionInfo,
     ThinkingLevelChange,
-    entry_from_builtins,
 )
-from .errors import (
-    CorruptLine,
-    DuplicateId,
-    EntryNotFound,
-    InvalidEntry,
-    InvalidLocation,
-    SessionNotFound,
-    UnsupportedVersion,
-)
+from .errors import DuplicateId, EntryNotFound, InvalidEntry, InvalidLocation
 from .messages import (
     AgentMessage,
     CustomMessage,
@@ -68,15 +56,8 @@ from .messages import (
     validate_message,
 )
 from .stores._follow import idle_stop
-from .stores.base import (
-    FollowableLog,
-    LoadResult,
-    SessionListing,
-    SessionLog,
-    Store,
-    is_indexed,
-)
-from .stores.jsonl import JsonlFile, default_session_dir, session_file_name
+from .stores.base import FollowableLog, SessionLog, Store
+from .stores.jsonl import JsonlFile, default_session_dir, open_file, session_file_name
 from .stores.memory import MemoryLog
 from .stores.url import is_url
 
@@ -90,31 +71,6 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
 
-CHECKOUT_CUSTOM_TYPE = "sessiontree.checkout"
-"""``customType`` of the marker entry that persists a leaf move (format-spec.md 17 g)."""
-
-_PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
-
-
-@functools.cache
-def _entry_decoder() -> msgspec.json.Decoder[Entry]:
-    """Built on first use: compiling the union's decoder would slow down ``import sessiontree``."""
-    return msgspec.json.Decoder(Entry)
-
-
-@functools.cache
-def _entries_decoder() -> msgspec.json.Decoder[list[Entry]]:
-    """Many stored lines joined into one JSON array, in one call."""
-    return msgspec.json.Decoder(list[Entry])
-
-
-class _MessageOnly(msgspec.Struct):
-    message: msgspec.Raw = msgspec.Raw(b"")
-
-
-_message_only_decoder = msgspec.json.Decoder(_MessageOnly)
-
-
 _CHECKED_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom"})
 """Roles whose dict messages are checked against their struct before they are written."""
 
@@ -125,63 +81,24 @@ def _refuse_summary(role: str) -> None:
                            "branch_with_summary() or append_compaction()")
 
 
-class LoadWarning(UserWarning):
-    """Opening a session found bad lines; they are listed in ``Session.problems``."""
-
-
-def _ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: str,
-                   payload: Mapping[str, Any]) -> dict[str, Any]:
-    """An entry object in pi's key order for its type (format-spec.md section 4)."""
-    body = {k: v for k, v in payload.items() if k not in ("type", "id", "parentId", "timestamp")}
-    envelope = {"id": entry_id, "parentId": parent_id, "timestamp": timestamp}
-    if kind in _PAYLOAD_FIRST:
-        return {"type": kind, **body, **envelope}
-    return {"type": kind, **envelope, **body}
-
-
-class Session:
+class Session(TreeLog):
     """A session tree. Open one with :meth:`open`, :meth:`create` or :meth:`in_memory`.
 
-    Use it as a context manager (or call :meth:`close`) to release the file.
+    Use it as a context manager (or call :meth:`close`) to release the file. Reading entries by
+    id, :meth:`entries`, :meth:`extend`, :attr:`problems` and :meth:`listing` come from
+    :class:`~sessiontree._treelog.TreeLog`, the part of a session the stores share.
     """
+
+    _init_frames = 1
 
     def __init__(self, log: SessionLog, *, header: SessionHeader | None = None,
                  strict: bool = False, warn: bool = True,
                  cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         """Wrap an already-migrated log. Prefer :meth:`open`, :meth:`create`, :meth:`in_memory`."""
-        self._log = log
         self._owned_store: Store | None = None  # opened for this session: closed with it
-        self._cache = DecodedCache(cache_bytes)
         self._contexts = ContextMemo()
         self._events: EventBus | None = None
-        self._index: EntryIndex
-        problems: list[Problem] = []
-        if is_indexed(log):  # a database: nothing is loaded until asked for
-            head = log.head()
-            self._header_data = head.header
-            self._index = LazyIndex(log, head)
-        else:
-            result = log.load()
-            self._header_data = result.header
-            problems = list(result.problems)
-            self._index = TreeIndex(result.records, problems)
-            problems.sort(key=lambda p: (p.line, p.kind))
-        self._header = header if self._header_data is None else _typed_header(self._header_data)
-        self._problems = problems
-        last = self._index.last()
-        self._leaf: str | None = last.id if last is not None else None
-        if problems:
-            first = problems[0]
-            if strict:
-                log.close()
-                raise CorruptLine(f"{first.kind}: {first.reason}", kind=first.kind,
-                                  path=log.location, lineno=first.line, entry_id=first.entry_id)
-            if warn:
-                shown = "; ".join(p.describe() for p in problems[:3])
-                more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
-                warnings.warn(LoadWarning(
-                    f"{log.location or 'session'}: {len(problems)} problem(s): {shown}{more}"
-                ), stacklevel=3)
+        super().__init__(log, header=header, strict=strict, warn=warn, cache_bytes=cache_bytes)
 
     @property
     def events(self) -> EventBus:
@@ -252,35 +169,12 @@ class Session:
             InvalidLocation: a database address without ``#SESSION_ID``.
             StoreUnavailable: the database cannot be reached.
         """
-        from .migrate import migrate_file, needs_migration
-
         if is_url(path):
             return cls._open_stored(path, strict=strict, durable=durable, warn=warn,
                                     cache_bytes=cache_bytes, read_only=read_only)
-        log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, read_only=read_only,
-                        index=index, processes=processes)
-        if not log.exists():
-            raise SessionNotFound("no such session file", path=path)
-        header = _peek_header(log)
-        if header is not None:
-            version = header.get("version", 1)
-            if isinstance(version, int) and version > CURRENT_VERSION:
-                raise UnsupportedVersion(
-                    f"format version {version} is newer than this library's {CURRENT_VERSION}; "
-                    "upgrade sessiontree", path=path, lineno=1)
-            if needs_migration(header):
-                if not migrate or read_only:
-                    raise UnsupportedVersion(
-                        f"format version {version} needs migrating: run 'sessiontree migrate "
-                        f"{os.fspath(path)}'", path=path)
-                result = migrate_file(os.fspath(path), strict=strict)
-                if result.skipped and warn:
-                    warnings.warn(LoadWarning(
-                        f"{os.fspath(path)}: migration skipped {len(result.skipped)} line(s) that do "
-                        f"not parse (lines {', '.join(map(str, result.skipped[:5]))}); the original "
-                        f"is kept in {result.backup}"), stacklevel=2)
-                log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, index=index,
-                                processes=processes)
+        log = open_file(path, durable=durable, lock_timeout=lock_timeout, migrate=migrate,
+                        read_only=read_only, strict=strict, warn=warn, index=index,
+                        processes=processes)
         return cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes)
 
     @classmethod
@@ -409,138 +303,18 @@ class Session:
     def close(self) -> None:
         """Release the file (or the store opened for it). The session cannot be read or appended
         to afterwards."""
-        self._cache.clear()
         self._contexts.clear()
         try:
-            self._log.close()
+            super().close()
         finally:
             store, self._owned_store = self._owned_store, None
             if store is not None:
                 store.close()
 
-    def __enter__(self) -> Session:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
-
-    # -- the header and the load report ---------------------------------------------------------
-
-    @property
-    def header(self) -> SessionHeader:
-        """The session header (what the first line holds, or will hold once written)."""
-        if self._header is None:
-            self._header = SessionHeader(id=uuid7(), timestamp=iso_now(), cwd=os.getcwd())
-        return self._header
-
-    @property
-    def id(self) -> str:
-        return self.header.id
-
-    @property
-    def cwd(self) -> str:
-        return self.header.cwd
-
-    @property
-    def file(self) -> str | None:
-        """The session file's path (it may not exist yet), or ``None`` in memory."""
-        return self._log.location
-
-    @property
-    def url(self) -> str | None:
-        """Where the session lives: its file's path, a database address such as
-        ``sqlite:///x.db#<id>``, or ``None`` in memory."""
-        return self._log.url if is_indexed(self._log) else self._log.location
-
-    @property
-    def problems(self) -> list[Problem]:
-        """The load report: every skipped, repaired or re-rooted line, sorted by line.
-
-        (A database session checks its entries as they are written; what its tree reports,
-        orphans copied from a file for instance, is known once the whole tree is loaded.)
-        """
-        if isinstance(self._index, LazyIndex):
-            self._index.full()
-            return self._problems + self._index.problems
-        return list(self._problems)
+    def _paths_changed(self) -> None:
+        self._contexts.clear()
 
     # -- reading -------------------------------------------------------------------------------
-
-    def __len__(self) -> int:
-        return len(self._index)
-
-    def __contains__(self, entry_id: object) -> bool:
-        return entry_id in self._index
-
-    @property
-    def leaf_id(self) -> str | None:
-        """Where the next append goes; ``None`` before the first entry (a new root)."""
-        return self._leaf
-
-    @property
-    def name(self) -> str | None:
-        """The session name: the latest ``session_info`` on any branch, trimmed; None if cleared."""
-        return self._index.name
-
-    def _record(self, entry_id: str) -> Record:
-        record = self._index.get(entry_id)
-        if record is None:
-            raise EntryNotFound(f"no entry {entry_id!r} in this session", path=self.url,
-                                entry_id=entry_id)
-        return record
-
-    def _raw(self, record: Record) -> bytes:
-        return self._log.read(record)
-
-    def _read_many(self, records: Sequence[Record]) -> list[bytes]:
-        read_many = getattr(self._log, "read_many", None)
-        if read_many is not None:
-            return read_many(records)  # type: ignore[no-any-return]
-        return [self._log.read(r) for r in records]
-
-    def _loaded(self, record: Record, field: str) -> Decoded:
-        """The record's cache slot with ``field`` filled (its line read and decoded if not)."""
-        slot: Decoded | None = record.cached
-        if slot is None or getattr(slot, field) is None:
-            raw = self._log.read(record)
-            if slot is None:
-                slot = self._cache.admit(record, len(raw))
-            _FILL[field](slot, raw)
-        return slot
-
-    def _load_many(self, records: Sequence[Record], field: str) -> None:
-        """Fill ``field`` for many records, the lines not cached yet read together."""
-        missing = [r for r in records if r.cached is None or getattr(r.cached, field) is None]
-        if len(missing) > 1:
-            fill, admit = _FILL[field], self._cache.admit
-            raws = self._read_many(missing)
-            slots = [record.cached if record.cached is not None else admit(record, len(raw))
-                     for record, raw in zip(missing, raws)]
-            if field == "entry":  # one decoder call for them all (each line is one JSON value)
-                try:
-                    entries = _entries_decoder().decode(b"[" + b",".join(raws) + b"]")
-                except (msgspec.DecodeError, UnicodeDecodeError):
-                    pass  # an unknown type or an odd line among them: one at a time
-                else:
-                    for slot, entry in zip(slots, entries):
-                        slot.entry = entry
-                    return
-            for slot, raw in zip(slots, raws):
-                fill(slot, raw)
-
-    def _decode(self, record: Record) -> AnyEntry:
-        return self._loaded(record, "entry").entry  # type: ignore[no-any-return]
-
-    def _decode_all(self, records: Sequence[Record]) -> list[AnyEntry]:
-        """Typed entries of many records, the uncached lines read together."""
-        try:
-            found: list[Any] = [r.cached.entry for r in records]  # all cached: the usual case
-            if None not in found:
-                return found
-        except AttributeError:  # a record without a slot
-            pass
-        self._load_many(records, "entry")
-        return [self._decode(r) for r in records]
 
     def follow_lines(self, *, idle_timeout: float | None = None, poll: float = 0.2,
                      stop: Callable[[], bool] | None = None) -> Iterator[bytes]:
@@ -569,51 +343,6 @@ class Session:
         """:meth:`follow_lines`, each line decoded as a typed entry."""
         for line in self.follow_lines(idle_timeout=idle_timeout, poll=poll, stop=stop):
             yield decode_line(line)
-
-    def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
-        """A message entry's ``message`` as its stored bytes, without decoding it."""
-        message = self._loaded(record, "message").message
-        return message if message is not False else None
-
-    def _prefetch_messages(self, records: Sequence[Record]) -> None:
-        """Read the uncached messages of these records together (a context built from cold)."""
-        self._load_many([r for r in records if r.type == "message"], "message")
-
-    def _data(self, record: Record) -> dict[str, Any]:
-        return self._loaded(record, "data").data  # type: ignore[return-value]
-
-    def entry(self, entry_id: str) -> AnyEntry:
-        """The typed entry with this id.
-
-        Raises:
-            EntryNotFound: no such entry.
-        """
-        return self._decode(self._record(entry_id))
-
-    def raw_line(self, entry_id: str) -> bytes:
-        """The entry's line exactly as stored (without its line ending)."""
-        return self._raw(self._record(entry_id))
-
-    def ids(self) -> list[str]:
-        """Every indexed entry id, in file order (no payload decoded)."""
-        return self._index.ids()
-
-    def entries(self) -> Iterator[AnyEntry]:
-        """Every indexed entry in file order, decoded one at a time."""
-        records = self._index.records()
-        for start in range(0, len(records), 256):
-            yield from self._decode_all(records[start:start + 256])
-
-    def custom_entries(self, prefix: str = "") -> Iterator[Custom]:
-        """The ``custom`` entries whose ``customType`` starts with ``prefix``, in file order.
-
-        Only those lines are decoded, so this is cheap on large sessions.
-        """
-        for record in self._index.records():
-            if record.type == "custom" and (record.custom_type or "").startswith(prefix):
-                entry = self._decode(record)
-                if isinstance(entry, Custom):
-                    yield entry
 
     def optree(self, *, resolve_files: bool = True) -> OpTree:
         """The operation tree recorded in this session (its ``sessiontree.op*`` custom entries,
@@ -752,47 +481,7 @@ class Session:
         memo.put(target, context)
         return context
 
-    def listing(self, path: str | None = None) -> SessionListing:
-        """This session as a listing row (pi's ``SessionInfo``)."""
-        if is_indexed(self._log):
-            return self._log.listing()
-        from ._listing import ListingLine, listing_line, row_of_lines
-        from .stores._jsonl_listing import read_listing
-
-        location = path or self.file or ""
-        if self.file is not None:  # what pi's listing reads: the file
-            row = read_listing(self.file)
-            if row is not None:
-                return row if path is None else msgspec.structs.replace(row, path=location)
-        header = self.header
-        lines = getattr(self._log, "lines", ())  # a memory log's lines, its header first
-        parsed = [line for line in map(listing_line, lines) if line is not None]
-        parsed = parsed[next((i + 1 for i, line in enumerate(parsed) if line.type == "session"),
-                             0):]
-        first = ListingLine(type="session", id=header.id, cwd=header.cwd,
-                            timestamp=header.timestamp,
-                            parentSession=header.parent_session or None)
-        return row_of_lines(first, parsed, location, None)
-
     # -- appending -----------------------------------------------------------------------------
-
-    def _integrate(self, fresh: LoadResult | None) -> None:
-        """Index what another writer appended (format-spec.md 18.5); our leaf stays where it is."""
-        if fresh is None:
-            return
-        if self._header_data is None and fresh.header is not None:
-            self._header_data = fresh.header
-            self._header = _typed_header(fresh.header)
-        problems = list(fresh.problems)
-        known = {(p.line, p.kind) for p in self._problems}
-        if fresh.records:
-            self._contexts.clear()  # a duplicate id or a cycle may change existing paths
-        self._index.extend(fresh.records, problems)
-        self._problems.extend(p for p in problems if (p.line, p.kind) not in known)
-        self._problems.sort(key=lambda p: (p.line, p.kind))
-
-    def _serialized_header(self) -> bytes:
-        return _json.dumps(self.header)
 
     def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
         fresh = self._log.begin_append()
@@ -832,7 +521,7 @@ class Session:
         kind = data.get("type")
         if not isinstance(kind, str) or not kind or kind == "session":
             raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
-        return self._append(lambda i, p, t: _ordered_entry(kind, i, p, t, data))
+        return self._append(lambda i, p, t: ordered_entry(kind, i, p, t, data))
 
     def append_message(self, message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> str:
         """Append a conversation message (user, assistant, toolResult, bashExecution, custom).
@@ -929,45 +618,6 @@ class Session:
         """Name the session (trimmed; ``None`` or blank clears it)."""
         text = js_trim(name or "")
         return self._append(lambda i, p, t: SessionInfo(id=i, parent_id=p, timestamp=t, name=text))
-
-    def extend(self, entries: Iterable[Mapping[str, Any] | AnyEntry]) -> list[str]:
-        """Append entries as they are, ids and parents kept (copying between stores).
-
-        Each id must be new and each ``parentId`` must name an entry already in the session
-        (or be null); the leaf becomes the last entry.
-
-        Raises:
-            InvalidEntry: a duplicate id, a missing parent, or no type.
-        """
-        items = [dict(e) if isinstance(e, Mapping) else entry_builtins(e) for e in entries]
-        fresh = self._log.begin_append()
-        try:
-            self._integrate(fresh)
-            known: set[str] = set()
-            check_stored = not isinstance(self._index, LazyIndex)  # a database checks itself
-            for item in items:
-                kind, entry_id, parent = item.get("type"), item.get("id"), item.get("parentId")
-                if not isinstance(kind, str) or not isinstance(entry_id, str):
-                    raise InvalidEntry("every entry needs a string type and id")
-                if entry_id in known or (check_stored and entry_id in self._index):
-                    raise InvalidEntry(f"id {entry_id} is already in the session", entry_id=entry_id)
-                if parent is not None and parent not in known and check_stored and \
-                        parent not in self._index:
-                    raise InvalidEntry(f"parent {parent} of {entry_id} is not in the session",
-                                       entry_id=entry_id)
-                known.add(entry_id)
-            lines = [_json.dumps(item) for item in items]
-            header = None if self._header_data is not None else self._serialized_header()
-            records = self._log.write(lines, header) if lines else []
-            if header is not None and lines:
-                self._header_data = _json.loads(header)
-        finally:
-            self._log.end_append()
-        for record in records:
-            self._index.add(record)
-        if records:
-            self._leaf = records[-1].id
-        return [r.id for r in records]
 
     # -- moving the leaf -----------------------------------------------------------------------
 
@@ -1085,11 +735,37 @@ class Session:
                   directory: str | os.PathLike[str] | None = None) -> Session:
         """A new session from a session file or an open session: every branch (pi's
         ``forkFrom``), or the path to ``entry_id`` (pi's ``/fork``); returned open.
-        See :func:`sessiontree.fork.fork_from`."""
+        See :func:`sessiontree.fork.fork_from`.
+
+        Args:
+            source: a session file (a path), a stored session's address (``sqlite:///x.db#ID``,
+                ``postgresql://...#ID``: the fork goes into that store, which stays open until
+                the fork is closed), or an open session (its ``session_before_branch`` and
+                ``session_branch`` handlers run).
+
+        Raises:
+            SessionNotFound, CorruptHeader, UnsupportedVersion: as :meth:`open` (an old-version
+                source is not migrated: run ``sessiontree migrate`` on it first).
+            EntryNotFound, ForkError, OperationCancelled, HookFailed: as
+                :func:`~sessiontree.fork.fork_from`.
+        """
         from .fork import fork_from
 
-        return fork_from(source, entry_id, cwd=cwd, in_memory=in_memory, path=path,
-                         directory=directory)
+        def fork(opened: Session) -> Session:
+            return fork_from(opened, entry_id, cwd=cwd, in_memory=in_memory, path=path,
+                             directory=directory)
+
+        if isinstance(source, Session):
+            return fork(source)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", LoadWarning)  # bad lines are simply not copied, as pi
+            opened = cls.open(source, migrate=False)
+        with opened:
+            forked = fork(opened)
+            owned = opened._owned_store  # a database opened for the source by its address
+            if owned is not None and getattr(forked._log, "store", None) is owned:
+                forked._owned_store, opened._owned_store = owned, None  # the fork lives in it
+            return forked
 
     def export_branch(self, entry_id: str, path: str | os.PathLike[str], *,
                       overwrite: bool = False) -> str:
@@ -1178,14 +854,6 @@ class Session:
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
 
 
-def decode_line(raw: bytes) -> AnyEntry:
-    """A stored entry line as a typed entry (unknown types kept as :class:`UnknownEntry`)."""
-    try:
-        return _entry_decoder().decode(raw)
-    except (msgspec.DecodeError, UnicodeDecodeError):
-        return entry_from_builtins(_json.loads(raw))
-
-
 class _Either:
     """``x in _Either(a, b)``: in either container (the index's ids, or ids refused meanwhile)."""
 
@@ -1204,67 +872,3 @@ def _now_ms() -> int:
     return now_ms()
 
 
-def _fill_entry(slot: Decoded, raw: bytes) -> None:
-    slot.entry = decode_line(raw)
-
-
-def _fill_message(slot: Decoded, raw: bytes) -> None:
-    slot.message = _message_of(raw)
-
-
-def _fill_data(slot: Decoded, raw: bytes) -> None:
-    data = _json.loads(raw)
-    assert isinstance(data, dict)
-    slot.data = data
-
-
-_FILL: dict[str, Callable[[Decoded, bytes], None]] = {
-    "entry": _fill_entry, "message": _fill_message, "data": _fill_data}
-
-
-def _message_of(raw: bytes) -> dict[str, Any] | msgspec.Raw | bool:
-    """A message entry's ``message``: raw JSON, a dict for unusual lines, ``False`` for none."""
-    try:
-        message = _message_only_decoder.decode(raw).message
-        return message if message else False
-    except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
-        decoded = _json.loads(raw).get("message")
-        return decoded if isinstance(decoded, dict) else False
-
-
-def entry_builtins(entry: AnyEntry) -> dict[str, Any]:
-    from .entries import UnknownEntry
-
-    if isinstance(entry, UnknownEntry):
-        return dict(entry.data)
-    data = msgspec.to_builtins(entry)
-    assert isinstance(data, dict)
-    return data
-
-
-def _typed_header(data: dict[str, Any]) -> SessionHeader:
-    def text(key: str) -> str:
-        value = data.get(key)
-        return value if isinstance(value, str) else ""
-
-    version = data.get("version")
-    parent = data.get("parentSession")
-    return SessionHeader(
-        version=version if isinstance(version, int) else UNSET,
-        id=text("id"), timestamp=text("timestamp"), cwd=text("cwd"),
-        parent_session=parent if isinstance(parent, str) else UNSET,
-    )
-
-
-def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
-    """The header of a file without scanning the rest (to decide on migration first)."""
-    from ._scan import Scanner, iter_lines
-
-    scanner = Scanner(log.path)
-    with open(log.path, "rb") as stream:
-        for line, offset, terminated in iter_lines(stream, chunk_size=1 << 16):
-            scanner.feed(line, offset, terminated)
-            if scanner.header is not None:
-                return scanner.header
-    scanner.finish()
-    return None

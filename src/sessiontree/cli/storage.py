@@ -129,7 +129,7 @@ def tail(file: str, count: int, follow: bool, timeout: float | None, as_json: bo
 
 def _print_entry(line: bytes, as_json: bool) -> None:
     from ..describe import entry_kind, entry_summary
-    from ..session import decode_line
+    from .._codec import decode_line
 
     if as_json:
         echo_json(line)

@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from .._codec import ordered_entry
 from .._time import iso_now, new_entry_id
 from ..entries import SessionHeader
 
@@ -180,9 +181,7 @@ def _order(nodes: list[SourceNode], notes: list[str]) -> list[tuple[SourceNode, 
 
 
 def _ordered(body: Mapping[str, Any], entry_id: str, parent_id: str | None) -> dict[str, Any]:
-    from ..session import _ordered_entry
-
-    return _ordered_entry(str(body["type"]), entry_id, parent_id, str(body["timestamp"]), body)
+    return ordered_entry(str(body["type"]), entry_id, parent_id, str(body["timestamp"]), body)
 
 
 def node_entries(node: SourceNode, parent_id: str | None, taken: set[str]) -> list[dict[str, Any]]:

@@ -26,7 +26,9 @@ import msgspec
 
 from .. import _json
 from .._fs import atomic_write, make_private_dirs
+from .._treelog import TreeLog
 from ..errors import SessionTreeError
+from ..stores.jsonl import open_file
 from . import events as ev
 from ._apply import apply_event, mark_unfinished
 from .events import EVENT_PREFIX, OpEvent
@@ -231,27 +233,25 @@ class _Children:
 
     @classmethod
     def of(cls, session: Any) -> _Children | None:
-        from ..session import Session
-
         file = getattr(session, "file", None)
         if file is not None:
             folder = Path(file).parent
 
-            def open_file(name: str) -> Session | None:
+            def open_child_file(name: str) -> TreeLog | None:
                 other = folder / name
-                return Session.open(other) if other.is_file() else None
+                return TreeLog(open_file(other)) if other.is_file() else None
 
             return cls("file", os.path.realpath(file),
-                       lambda name: os.path.realpath(folder / name), open_file)
+                       lambda name: os.path.realpath(folder / name), open_child_file)
         store = getattr(getattr(session, "_log", None), "store", None)
         if store is None or getattr(session, "url", None) is None:
             return None  # in memory: no other sessions to look in
 
-        def open_stored(session_id: str) -> Session | None:
+        def open_stored(session_id: str) -> TreeLog | None:
             from ..errors import InvalidLocation, SessionNotFound
 
             try:
-                return Session(store.open_log(session_id), warn=False)
+                return TreeLog(store.open_log(session_id), warn=False)
             except (SessionNotFound, InvalidLocation):
                 return None
 
@@ -269,7 +269,5 @@ def _session_events(session: Any) -> Iterable[tuple[str, Any, str | None]]:
 
 def load_optree(path: str | os.PathLike[str], *, resolve_files: bool = True) -> OpTree:
     """Open a session file and return its operation tree (see :func:`optree_from_session`)."""
-    from ..session import Session
-
-    with Session.open(path) as session:
+    with TreeLog(open_file(path)) as session:
         return optree_from_session(session, resolve_files=resolve_files)

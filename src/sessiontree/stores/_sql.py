@@ -26,6 +26,7 @@ from typing import Any, TypeVar, overload
 
 from .. import _json
 from .._scan import Record
+from .._treelog import TreeLog
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
@@ -180,17 +181,13 @@ class SqlStore(ABC):
                entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
         """Append entries as they are (typed entries or on-disk dicts; ids and parents kept);
         parents must be stored already or come earlier in ``entries``."""
-        from ..session import Session
-
-        with Session(self.open_log(session_id), warn=False) as session:
-            session.extend(entries)
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            tree.extend(entries)
 
     def read(self, session_id: str) -> Iterator[AnyEntry]:
         """Every entry of a session in append order."""
-        from ..session import Session
-
-        with Session(self.open_log(session_id), warn=False) as session:
-            yield from session.entries()
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            yield from tree.entries()
 
     def list_sessions(self, *, cwd: str | None = None, limit: int | None = None
                       ) -> list[SessionListing]:

@@ -49,8 +49,7 @@ from .._listing import ListingStats, listing_line, listing_row
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
 from ..errors import ConcurrentModification, InvalidEntry, InvalidLocation
-from .base import SessionListing
-from .url import check_session_id
+from .base import SessionListing, check_session_id
 
 __all__ = [
     "ENTRY_COLUMNS",

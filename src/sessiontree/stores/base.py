@@ -17,6 +17,7 @@ every backend offers; stores only persist entries. Optional abilities are sub-pr
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
@@ -24,6 +25,7 @@ import msgspec
 
 from .._scan import Problem, Record
 from ..entries import AnyEntry, SessionHeader
+from ..errors import InvalidLocation
 
 __all__ = [
     "FollowableLog",
@@ -35,6 +37,7 @@ __all__ = [
     "SessionListing",
     "SessionLog",
     "Store",
+    "check_session_id",
     "has_lines",
     "has_logs",
     "is_indexed",
@@ -224,3 +227,19 @@ class LineStore(Protocol):
 def has_lines(store: Store) -> TypeGuard[LineStore]:
     """Whether ``store`` reads and writes whole sessions as lines (see :class:`LineStore`)."""
     return isinstance(store, LineStore)
+
+
+_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def check_session_id(session_id: object) -> str:
+    """A session id safe as a file name part and a key: 1-128 of ``A-Z a-z 0-9 . _ -``, not
+    starting with a dot, dash or underscore.
+
+    Raises:
+        InvalidLocation: anything else.
+    """
+    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+        raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', '_' "
+                              "and '-', at most 128, starting with a letter or digit)")
+    return session_id

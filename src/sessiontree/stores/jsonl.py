@@ -13,15 +13,18 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from .. import _fs, _json
+from .._codec import typed_header
 from .._columns import Columns
+from .._scan import FileRecord, Problem, Record, Scanner, iter_lines, read_at, read_ranges
 from .._split_scan import scan_file
-from .._scan import FileRecord, Problem, Record, Scanner, read_at, read_ranges
 from .._time import file_stamp, iso_now
-from ..entries import AnyEntry, SessionHeader
+from .._treelog import LoadWarning, TreeLog
+from ..entries import CURRENT_VERSION, AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
     CopyRefused,
@@ -32,10 +35,10 @@ from ..errors import (
     ReadOnlyStore,
     SessionNotFound,
     SessionTreeError,
+    UnsupportedVersion,
 )
 from ._follow import follow_file
-from .base import LoadResult, SessionListing
-from .url import check_session_id
+from .base import LoadResult, SessionListing, check_session_id
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -47,6 +50,7 @@ __all__ = [
     "default_sessions_root",
     "list_sessions",
     "most_recent_session",
+    "open_file",
     "read_listing",
     "session_file_name",
 ]
@@ -461,17 +465,13 @@ class JsonlStore:
 
     def append(self, session_id: str,
                entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
-        from ..session import Session
-
         self._writable()
-        with Session(self.open_log(session_id), warn=False) as session:
-            session.extend(entries)
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            tree.extend(entries)
 
     def read(self, session_id: str) -> Iterator[AnyEntry]:
-        from ..session import Session
-
-        with Session(self.open_log(session_id), warn=False) as session:
-            yield from session.entries()
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            yield from tree.entries()
 
     def list_sessions(self, *, cwd: str | None = None,
                       limit: int | None = None) -> list[SessionListing]:
@@ -519,13 +519,11 @@ class JsonlStore:
         Raises:
             DuplicateId: a file of that name exists.
         """
-        from ..session import _typed_header
-
         self._writable()
         data = _json.loads(header_line)
         if not isinstance(data, dict):
             raise InvalidEntry("the header line is not a session header")
-        header = _typed_header(data)
+        header = typed_header(data)
         path = self._new_path(header)
         try:
             _fs.atomic_write(str(path), b"".join(line + b"\n" for line in (header_line, *lines)),
@@ -545,13 +543,64 @@ class JsonlStore:
         self.close()
 
 
+def open_file(path: str | os.PathLike[str], *, durable: bool = False, lock_timeout: float = 0.0,
+              migrate: bool = True, read_only: bool = False, strict: bool = False,
+              warn: bool = True, index: bool | None = None,
+              processes: int | None = None) -> JsonlFile:
+    """The log of an existing session file, of the current format version: an older file is
+    migrated in place first (its original kept as ``<file>.v<N>.bak``); arguments as
+    :meth:`Session.open <sessiontree.Session.open>`.
+
+    Raises:
+        SessionNotFound: no such file.
+        UnsupportedVersion: a newer format version, or an old one with ``migrate=False`` or
+            ``read_only``.
+    """
+    from ..migrate import migrate_file, needs_migration
+
+    log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, read_only=read_only,
+                    index=index, processes=processes)
+    if not log.exists():
+        raise SessionNotFound("no such session file", path=path)
+    header = _peek_header(log)
+    if header is not None:
+        version = header.get("version", 1)
+        if isinstance(version, int) and version > CURRENT_VERSION:
+            raise UnsupportedVersion(
+                f"format version {version} is newer than this library's {CURRENT_VERSION}; "
+                "upgrade sessiontree", path=path, lineno=1)
+        if needs_migration(header):
+            if not migrate or read_only:
+                raise UnsupportedVersion(
+                    f"format version {version} needs migrating: run 'sessiontree migrate "
+                    f"{os.fspath(path)}'", path=path)
+            result = migrate_file(os.fspath(path), strict=strict)
+            if result.skipped and warn:
+                warnings.warn(LoadWarning(
+                    f"{os.fspath(path)}: migration skipped {len(result.skipped)} line(s) that do "
+                    f"not parse (lines {', '.join(map(str, result.skipped[:5]))}); the original "
+                    f"is kept in {result.backup}"), stacklevel=3)
+            log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, index=index,
+                            processes=processes)
+    return log
+
+
+def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
+    """The header of a file without scanning the rest (to decide on migration first)."""
+    scanner = Scanner(log.path)
+    with open(log.path, "rb") as stream:
+        for line, offset, terminated in iter_lines(stream, chunk_size=1 << 16):
+            scanner.feed(line, offset, terminated)
+            if scanner.header is not None:
+                return scanner.header
+    scanner.finish()
+    return None
+
+
 def read_exact_lines(path: str | os.PathLike[str]) -> tuple[bytes, Iterator[bytes]]:
     """The header line and the entry lines of a session file, exact bytes; refuses a file that
     would not come back byte for byte from them (see :meth:`JsonlStore.export_lines`)."""
-    from ..entries import CURRENT_VERSION
-    from ..session import Session
-
-    with Session.open(path, migrate=False, warn=False) as session:
+    with TreeLog(open_file(path, migrate=False, warn=False), warn=False) as session:
         if session.problems:
             first = session.problems[0]
             raise CopyRefused(f"{len(session.problems)} problem(s), first: line {first.line} "

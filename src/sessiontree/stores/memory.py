@@ -9,10 +9,10 @@ from typing import Any
 from .. import _json
 from .._columns import Columns
 from .._scan import FileRecord, Record, Scanner
+from .._treelog import TreeLog
 from ..entries import AnyEntry, SessionHeader
 from ..errors import DuplicateId, SessionNotFound
-from .base import LoadResult, SessionListing
-from .url import check_session_id
+from .base import LoadResult, SessionListing, check_session_id
 
 __all__ = ["MemoryLog", "MemoryStore"]
 
@@ -142,22 +142,15 @@ class MemoryStore:
 
     def append(self, session_id: str,
                entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
-        from ..session import Session
-
-        session = Session(self.log(session_id))
-        session.extend(entries)
+        TreeLog(self.log(session_id)).extend(entries)
 
     def read(self, session_id: str) -> Iterator[AnyEntry]:
-        from ..session import Session
-
-        yield from Session(self.log(session_id), warn=False).entries()
+        yield from TreeLog(self.log(session_id), warn=False).entries()
 
     def list_sessions(self) -> list[SessionListing]:
-        from ..session import Session
-
         listings = []
         for session_id, log in self._logs.items():
-            listings.append(Session(log, warn=False).listing(path=f"memory:{session_id}"))
+            listings.append(TreeLog(log, warn=False).listing(path=f"memory:{session_id}"))
         listings.sort(key=lambda item: item.modified_ms, reverse=True)
         return listings
 

@@ -46,6 +46,7 @@ from ..errors import (
     StoreUnavailable,
 )
 from .. import _json
+from .._codec import decode_line, entry_builtins
 from ..entries import AnyEntry, SessionHeader
 from ._sql import SqlStore
 from ._sql_common import (
@@ -462,8 +463,6 @@ class AsyncPostgresStore:
         """
         self._writable()
         check_session_id(session_id)
-        from ..session import entry_builtins
-
         lines = [_json.dumps(entry if isinstance(entry, Mapping) else entry_builtins(entry))
                  for entry in entries]
         async with self._transaction() as conn:
@@ -476,8 +475,6 @@ class AsyncPostgresStore:
 
     async def read(self, session_id: str) -> list[AnyEntry]:
         """Every entry of a session in append order."""
-        from ..session import decode_line
-
         return [decode_line(line) for line in await self.lines(session_id)]
 
     async def lines(self, session_id: str) -> list[bytes]:

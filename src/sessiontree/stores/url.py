@@ -12,10 +12,10 @@ A ``#SESSION_ID`` fragment names one session of a database store. Parsing opens 
 from __future__ import annotations
 
 import os
-import re
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeGuard
 
 from ..errors import InvalidLocation
+from .base import check_session_id
 
 if TYPE_CHECKING:
     from .jsonl import JsonlStore
@@ -26,22 +26,6 @@ __all__ = ["Location", "check_session_id", "is_url", "open_store", "parse_locati
 
 Kind = Literal["jsonl", "sqlite", "postgres"]
 _POSTGRES = ("postgresql://", "postgres://")
-
-
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-def check_session_id(session_id: object) -> str:
-    """A session id safe as a file name part and a key: 1-128 of ``A-Z a-z 0-9 . _ -``, not
-    starting with a dot, dash or underscore.
-
-    Raises:
-        InvalidLocation: anything else.
-    """
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
-        raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', '_' "
-                              "and '-', at most 128, starting with a letter or digit)")
-    return session_id
 
 
 class Location(NamedTuple):

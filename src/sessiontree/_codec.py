@@ -1,0 +1,79 @@
+"""Entry lines and the values they stand for: a stored line as a typed entry, a typed entry as
+its on-disk object, a new entry object in pi's key order, a header object as a typed header.
+
+Invariants:
+* Nothing here does I/O or knows where lines are kept, so the stores, the session and the
+  operations share one reading and one writing of a line.
+* A line whose type this library does not know decodes to an ``UnknownEntry`` holding every
+  field; written back, it gives the same object.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping
+from typing import Any
+
+import msgspec
+from msgspec import UNSET
+
+from . import _json
+from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
+
+__all__ = ["decode_line", "entries_decoder", "entry_builtins", "ordered_entry", "typed_header"]
+
+_PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
+
+
+@functools.cache
+def _entry_decoder() -> msgspec.json.Decoder[Entry]:
+    """Built on first use: compiling the union's decoder would slow down ``import sessiontree``."""
+    return msgspec.json.Decoder(Entry)
+
+
+@functools.cache
+def entries_decoder() -> msgspec.json.Decoder[list[Entry]]:
+    """Many stored lines joined into one JSON array, in one call."""
+    return msgspec.json.Decoder(list[Entry])
+
+
+def decode_line(raw: bytes) -> AnyEntry:
+    """A stored entry line as a typed entry (unknown types kept as :class:`UnknownEntry`)."""
+    try:
+        return _entry_decoder().decode(raw)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return entry_from_builtins(_json.loads(raw))
+
+
+def entry_builtins(entry: AnyEntry) -> dict[str, Any]:
+    """A typed entry as its on-disk object (an unknown one as it was read)."""
+    if isinstance(entry, UnknownEntry):
+        return dict(entry.data)
+    data = msgspec.to_builtins(entry)
+    assert isinstance(data, dict)
+    return data
+
+
+def ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: str,
+                  payload: Mapping[str, Any]) -> dict[str, Any]:
+    """An entry object in pi's key order for its type (format-spec.md section 4)."""
+    body = {k: v for k, v in payload.items() if k not in ("type", "id", "parentId", "timestamp")}
+    envelope = {"id": entry_id, "parentId": parent_id, "timestamp": timestamp}
+    if kind in _PAYLOAD_FIRST:
+        return {"type": kind, **body, **envelope}
+    return {"type": kind, **envelope, **body}
+
+
+def typed_header(data: dict[str, Any]) -> SessionHeader:
+    """A header line's object as a typed header (fields of the wrong type left empty)."""
+    def text(key: str) -> str:
+        value = data.get(key)
+        return value if isinstance(value, str) else ""
+
+    version = data.get("version")
+    parent = data.get("parentSession")
+    return SessionHeader(
+        version=version if isinstance(version, int) else UNSET,
+        id=text("id"), timestamp=text("timestamp"), cwd=text("cwd"),
+        parent_session=parent if isinstance(parent, str) else UNSET,
+    )

@@ -1,0 +1,374 @@
+"""``TreeLog``: a session's log read into its tree, the part of a session the stores share.
+
+A store appends and reads a session through it (ids and parents checked, lines written once,
+entries decoded on demand), and :class:`~sessiontree.session.Session` is one with the facade's
+API on top. It knows logs, lines and the tree index; it knows nothing of contexts, hooks or
+operations.
+
+Invariants:
+* Entries are indexed by envelope only; a payload is decoded when asked for, so loading costs
+  one pass over the log and reading an entry costs one line.
+* A line once written is never re-serialized: copies reuse its bytes.
+* On load the leaf is the last entry in file order (pi's rule).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, ClassVar, TypeVar
+
+import msgspec
+
+from . import _json
+from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
+from ._codec import decode_line, entries_decoder, entry_builtins, typed_header
+from ._index import EntryIndex, LazyIndex
+from ._scan import Problem, Record
+from ._time import iso_now, uuid7
+from ._tree import TreeIndex
+from .entries import AnyEntry, Custom, SessionHeader
+from .errors import CorruptLine, EntryNotFound, InvalidEntry
+from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed
+
+__all__ = ["LoadWarning", "TreeLog"]
+
+T = TypeVar("T", bound="TreeLog")
+
+
+class LoadWarning(UserWarning):
+    """Opening a session found bad lines; they are listed in ``Session.problems``."""
+
+
+class _MessageOnly(msgspec.Struct):
+    message: msgspec.Raw = msgspec.Raw(b"")
+
+
+_message_only_decoder = msgspec.json.Decoder(_MessageOnly)
+
+
+class TreeLog:
+    """A session's log with its tree index and its cache of decoded lines.
+
+    Use it as a context manager (or call :meth:`close`) to release the log.
+    """
+
+    _init_frames: ClassVar[int] = 0
+    """Frames between the caller and :meth:`__init__` (a subclass's own ``__init__``), so that a
+    load warning points at the caller."""
+
+    def __init__(self, log: SessionLog, *, header: SessionHeader | None = None,
+                 strict: bool = False, warn: bool = True,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
+        """Read an already-migrated log (a database's only as far as asked for)."""
+        self._log = log
+        self._cache = DecodedCache(cache_bytes)
+        self._index: EntryIndex
+        problems: list[Problem] = []
+        if is_indexed(log):  # a database: nothing is loaded until asked for
+            head = log.head()
+            self._header_data = head.header
+            self._index = LazyIndex(log, head)
+        else:
+            result = log.load()
+            self._header_data = result.header
+            problems = list(result.problems)
+            self._index = TreeIndex(result.records, problems)
+            problems.sort(key=lambda p: (p.line, p.kind))
+        self._header = header if self._header_data is None else typed_header(self._header_data)
+        self._problems = problems
+        last = self._index.last()
+        self._leaf: str | None = last.id if last is not None else None
+        if problems:
+            first = problems[0]
+            if strict:
+                log.close()
+                raise CorruptLine(f"{first.kind}: {first.reason}", kind=first.kind,
+                                  path=log.location, lineno=first.line, entry_id=first.entry_id)
+            if warn:
+                shown = "; ".join(p.describe() for p in problems[:3])
+                more = f" and {len(problems) - 3} more" if len(problems) > 3 else ""
+                warnings.warn(LoadWarning(
+                    f"{log.location or 'session'}: {len(problems)} problem(s): {shown}{more}"
+                ), stacklevel=3 + self._init_frames)
+
+    def close(self) -> None:
+        """Release the log. It cannot be read or appended to afterwards."""
+        self._cache.clear()
+        self._log.close()
+
+    def _paths_changed(self) -> None:
+        """Another writer's entries changed the tree: forget what was derived from paths."""
+
+    def __enter__(self: T) -> T:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def header(self) -> SessionHeader:
+        """The session header (what the first line holds, or will hold once written)."""
+        if self._header is None:
+            self._header = SessionHeader(id=uuid7(), timestamp=iso_now(), cwd=os.getcwd())
+        return self._header
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    @property
+    def cwd(self) -> str:
+        return self.header.cwd
+
+    @property
+    def file(self) -> str | None:
+        """The session file's path (it may not exist yet), or ``None`` in memory."""
+        return self._log.location
+
+    @property
+    def url(self) -> str | None:
+        """Where the session lives: its file's path, a database address such as
+        ``sqlite:///x.db#<id>``, or ``None`` in memory."""
+        return self._log.url if is_indexed(self._log) else self._log.location
+
+    @property
+    def problems(self) -> list[Problem]:
+        """The load report: every skipped, repaired or re-rooted line, sorted by line.
+
+        (A database session checks its entries as they are written; what its tree reports,
+        orphans copied from a file for instance, is known once the whole tree is loaded.)
+        """
+        if isinstance(self._index, LazyIndex):
+            self._index.full()
+            return self._problems + self._index.problems
+        return list(self._problems)
+
+    def __len__(self) -> int:
+        return len(self._index)
+
+    def __contains__(self, entry_id: object) -> bool:
+        return entry_id in self._index
+
+    @property
+    def leaf_id(self) -> str | None:
+        """Where the next append goes; ``None`` before the first entry (a new root)."""
+        return self._leaf
+
+    @property
+    def name(self) -> str | None:
+        """The session name: the latest ``session_info`` on any branch, trimmed; None if cleared."""
+        return self._index.name
+
+    def _record(self, entry_id: str) -> Record:
+        record = self._index.get(entry_id)
+        if record is None:
+            raise EntryNotFound(f"no entry {entry_id!r} in this session", path=self.url,
+                                entry_id=entry_id)
+        return record
+
+    def _raw(self, record: Record) -> bytes:
+        return self._log.read(record)
+
+    def _read_many(self, records: Sequence[Record]) -> list[bytes]:
+        read_many = getattr(self._log, "read_many", None)
+        if read_many is not None:
+            return read_many(records)  # type: ignore[no-any-return]
+        return [self._log.read(r) for r in records]
+
+    def _loaded(self, record: Record, field: str) -> Decoded:
+        """The record's cache slot with ``field`` filled (its line read and decoded if not)."""
+        slot: Decoded | None = record.cached
+        if slot is None or getattr(slot, field) is None:
+            raw = self._log.read(record)
+            if slot is None:
+                slot = self._cache.admit(record, len(raw))
+            _FILL[field](slot, raw)
+        return slot
+
+    def _load_many(self, records: Sequence[Record], field: str) -> None:
+        """Fill ``field`` for many records, the lines not cached yet read together."""
+        missing = [r for r in records if r.cached is None or getattr(r.cached, field) is None]
+        if len(missing) > 1:
+            fill, admit = _FILL[field], self._cache.admit
+            raws = self._read_many(missing)
+            slots = [record.cached if record.cached is not None else admit(record, len(raw))
+                     for record, raw in zip(missing, raws)]
+            if field == "entry":  # one decoder call for them all (each line is one JSON value)
+                try:
+                    entries = entries_decoder().decode(b"[" + b",".join(raws) + b"]")
+                except (msgspec.DecodeError, UnicodeDecodeError):
+                    pass  # an unknown type or an odd line among them: one at a time
+                else:
+                    for slot, entry in zip(slots, entries):
+                        slot.entry = entry
+                    return
+            for slot, raw in zip(slots, raws):
+                fill(slot, raw)
+
+    def _decode(self, record: Record) -> AnyEntry:
+        return self._loaded(record, "entry").entry  # type: ignore[no-any-return]
+
+    def _decode_all(self, records: Sequence[Record]) -> list[AnyEntry]:
+        """Typed entries of many records, the uncached lines read together."""
+        try:
+            found: list[Any] = [r.cached.entry for r in records]  # all cached: the usual case
+            if None not in found:
+                return found
+        except AttributeError:  # a record without a slot
+            pass
+        self._load_many(records, "entry")
+        return [self._decode(r) for r in records]
+
+    def _message_json(self, record: Record) -> dict[str, Any] | msgspec.Raw | None:
+        """A message entry's ``message`` as its stored bytes, without decoding it."""
+        message = self._loaded(record, "message").message
+        return message if message is not False else None
+
+    def _prefetch_messages(self, records: Sequence[Record]) -> None:
+        """Read the uncached messages of these records together (a context built from cold)."""
+        self._load_many([r for r in records if r.type == "message"], "message")
+
+    def _data(self, record: Record) -> dict[str, Any]:
+        return self._loaded(record, "data").data  # type: ignore[return-value]
+
+    def entry(self, entry_id: str) -> AnyEntry:
+        """The typed entry with this id.
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        return self._decode(self._record(entry_id))
+
+    def raw_line(self, entry_id: str) -> bytes:
+        """The entry's line exactly as stored (without its line ending)."""
+        return self._raw(self._record(entry_id))
+
+    def ids(self) -> list[str]:
+        """Every indexed entry id, in file order (no payload decoded)."""
+        return self._index.ids()
+
+    def entries(self) -> Iterator[AnyEntry]:
+        """Every indexed entry in file order, decoded one at a time."""
+        records = self._index.records()
+        for start in range(0, len(records), 256):
+            yield from self._decode_all(records[start:start + 256])
+
+    def custom_entries(self, prefix: str = "") -> Iterator[Custom]:
+        """The ``custom`` entries whose ``customType`` starts with ``prefix``, in file order.
+
+        Only those lines are decoded, so this is cheap on large sessions.
+        """
+        for record in self._index.records():
+            if record.type == "custom" and (record.custom_type or "").startswith(prefix):
+                entry = self._decode(record)
+                if isinstance(entry, Custom):
+                    yield entry
+
+    def listing(self, path: str | None = None) -> SessionListing:
+        """This session as a listing row (pi's ``SessionInfo``)."""
+        if is_indexed(self._log):
+            return self._log.listing()
+        from ._listing import ListingLine, listing_line, row_of_lines
+        from .stores._jsonl_listing import read_listing
+
+        location = path or self.file or ""
+        if self.file is not None:  # what pi's listing reads: the file
+            row = read_listing(self.file)
+            if row is not None:
+                return row if path is None else msgspec.structs.replace(row, path=location)
+        header = self.header
+        lines = getattr(self._log, "lines", ())  # a memory log's lines, its header first
+        parsed = [line for line in map(listing_line, lines) if line is not None]
+        parsed = parsed[next((i + 1 for i, line in enumerate(parsed) if line.type == "session"),
+                             0):]
+        first = ListingLine(type="session", id=header.id, cwd=header.cwd,
+                            timestamp=header.timestamp,
+                            parentSession=header.parent_session or None)
+        return row_of_lines(first, parsed, location, None)
+
+    def _integrate(self, fresh: LoadResult | None) -> None:
+        """Index what another writer appended (format-spec.md 18.5); our leaf stays where it is."""
+        if fresh is None:
+            return
+        if self._header_data is None and fresh.header is not None:
+            self._header_data = fresh.header
+            self._header = typed_header(fresh.header)
+        problems = list(fresh.problems)
+        known = {(p.line, p.kind) for p in self._problems}
+        if fresh.records:
+            self._paths_changed()  # a duplicate id or a cycle may change existing paths
+        self._index.extend(fresh.records, problems)
+        self._problems.extend(p for p in problems if (p.line, p.kind) not in known)
+        self._problems.sort(key=lambda p: (p.line, p.kind))
+
+    def _serialized_header(self) -> bytes:
+        return _json.dumps(self.header)
+
+    def extend(self, entries: Iterable[Mapping[str, Any] | AnyEntry]) -> list[str]:
+        """Append entries as they are, ids and parents kept (copying between stores).
+
+        Each id must be new and each ``parentId`` must name an entry already in the session
+        (or be null); the leaf becomes the last entry.
+
+        Raises:
+            InvalidEntry: a duplicate id, a missing parent, or no type.
+        """
+        items = [dict(e) if isinstance(e, Mapping) else entry_builtins(e) for e in entries]
+        fresh = self._log.begin_append()
+        try:
+            self._integrate(fresh)
+            known: set[str] = set()
+            check_stored = not isinstance(self._index, LazyIndex)  # a database checks itself
+            for item in items:
+                kind, entry_id, parent = item.get("type"), item.get("id"), item.get("parentId")
+                if not isinstance(kind, str) or not isinstance(entry_id, str):
+                    raise InvalidEntry("every entry needs a string type and id")
+                if entry_id in known or (check_stored and entry_id in self._index):
+                    raise InvalidEntry(f"id {entry_id} is already in the session", entry_id=entry_id)
+                if parent is not None and parent not in known and check_stored and \
+                        parent not in self._index:
+                    raise InvalidEntry(f"parent {parent} of {entry_id} is not in the session",
+                                       entry_id=entry_id)
+                known.add(entry_id)
+            lines = [_json.dumps(item) for item in items]
+            header = None if self._header_data is not None else self._serialized_header()
+            records = self._log.write(lines, header) if lines else []
+            if header is not None and lines:
+                self._header_data = _json.loads(header)
+        finally:
+            self._log.end_append()
+        for record in records:
+            self._index.add(record)
+        if records:
+            self._leaf = records[-1].id
+        return [r.id for r in records]
+
+
+def _fill_entry(slot: Decoded, raw: bytes) -> None:
+    slot.entry = decode_line(raw)
+
+
+def _fill_message(slot: Decoded, raw: bytes) -> None:
+    slot.message = _message_of(raw)
+
+
+def _fill_data(slot: Decoded, raw: bytes) -> None:
+    data = _json.loads(raw)
+    assert isinstance(data, dict)
+    slot.data = data
+
+
+_FILL: dict[str, Callable[[Decoded, bytes], None]] = {
+    "entry": _fill_entry, "message": _fill_message, "data": _fill_data}
+
+
+def _message_of(raw: bytes) -> dict[str, Any] | msgspec.Raw | bool:
+    """A message entry's ``message``: raw JSON, a dict for unusual lines, ``False`` for none."""
+    try:
+        message = _message_only_decoder.decode(raw).message
+        return message if message else False
+    except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
+        decoded = _json.loads(raw).get("message")
+        return decoded if isinstance(decoded, dict) else False
