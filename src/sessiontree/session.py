@@ -1,11 +1,14 @@
-"""``Session``: one agent conversation as an append-only tree, over a JSONL file or memory.
+"""``Session``: one agent conversation as an append-only tree; the facade a program calls.
+
+A session is composed from a log (a JSONL file, memory, or a store's log); reading entries, the
+load report and checked appends come from :class:`~sessiontree._treelog.TreeLog`, and each
+operation is handed to its own module (:mod:`.navigation`, :mod:`.fork`, :mod:`.compaction`,
+:mod:`.optree`), which takes the session as an argument and never imports this module.
 
 Invariants:
 * Every append creates a child of the current leaf and makes it the leaf; nothing stored is
   ever rewritten in place (migrations replace the whole file atomically, keeping a backup).
-* Entries are indexed by envelope only; a payload is decoded when asked for, so opening costs
-  one pass over the file and ``build_context`` costs O(depth).
-* A line once written is never re-serialized: copies reuse its bytes.
+* ``build_context`` costs O(depth) (one step from a remembered parent's context when it can).
 * On open the leaf is the last entry in file order (pi's rule); ``branch``/``reset_leaf`` move it
   in memory only, ``checkout`` persists the move with a marker entry (format-spec.md 17 g).
 """
