@@ -6,14 +6,17 @@ content type, and the body against the provider SDK's own request types, unknown
 forbidden) and answers with the APIs' response shapes, as one JSON answer or, when the request
 says ``"stream": true``, as the APIs' server-sent events. Tests script what the next answers
 are: text, thinking and tool calls, an error status with the provider's error body and headers,
-a delay (for timeouts and cancellation), slow chunks, a connection that breaks mid-stream, an
-empty or malformed answer; unscripted requests succeed.
+a delay (for timeouts and cancellation), slow chunks, a stream held open after some events until
+the client hangs up (for cancelling a reply mid-stream without racing its end), a connection that
+breaks mid-stream, an empty or malformed answer; unscripted requests succeed.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import select
+import socket
 import threading
 import time
 from collections import deque
@@ -24,6 +27,7 @@ from typing import Any
 OPENAI_KEY = "sk-test-openai-0123456789"
 ANTHROPIC_KEY = "sk-ant-test-0123456789"
 ANTHROPIC_VERSION = "2023-06-01"
+HOLD_LIMIT = 120.0  # a held stream is cut after this long, so a client that never hangs up fails
 
 
 @dataclass
@@ -41,6 +45,9 @@ class Reply:
         tool_calls: ``(name, arguments)`` of tool calls the model makes after the text.
         chunk_delay: seconds between streamed chunks (cut short when the server is released).
         break_after: a stream is cut (the connection closed) after this many events.
+        hold_after: a stream stops after this many events and stays open until the client hangs
+            up (then ``FakeLLM.hung_up`` is set), the server is released or ``HOLD_LIMIT``
+            seconds pass (then the connection is cut); it never finishes.
         usage: ``(input, output, cached input)`` token counts reported.
     """
 
@@ -54,6 +61,7 @@ class Reply:
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     chunk_delay: float = 0.0
     break_after: int | None = None
+    hold_after: int | None = None
     usage: tuple[int, int, int] = (812, 64, 0)
 
 
@@ -75,6 +83,7 @@ class FakeLLM:
         self.received = threading.Event()
         self.release = threading.Event()
         self.finished = threading.Event()
+        self.hung_up = threading.Event()
         self.lock = threading.Lock()
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(self))
         self.server.daemon_threads = True
@@ -329,6 +338,9 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                     self.wfile.flush()
                     self.connection.shutdown(2)
                     return
+                if reply.hold_after is not None and number >= reply.hold_after:
+                    self._hold()
+                    return
                 if reply.chunk_delay and number:
                     if state.release.wait(reply.chunk_delay):
                         return
@@ -343,6 +355,21 @@ def _handler(state: FakeLLM) -> type[BaseHTTPRequestHandler]:
                     self.wfile.flush()
                 except OSError:
                     return
+
+        def _hold(self) -> None:
+            """Keep the stream open, sending nothing, until the client closes its end."""
+            deadline = time.monotonic() + HOLD_LIMIT
+            while not state.release.is_set() and time.monotonic() < deadline:
+                readable, _, _ = select.select([self.connection], [], [], 0.05)
+                if readable:
+                    try:
+                        closed = not self.connection.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        closed = True
+                    if closed:
+                        state.hung_up.set()
+                        return
+                    state.release.wait(0.05)  # the client sent more: not a hang-up
 
         def do_POST(self) -> None:  # noqa: N802
             length = int(self.headers.get("content-length") or 0)

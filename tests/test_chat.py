@@ -36,7 +36,7 @@ def test_chat_in_a_terminal(server: FakeLLM, tmp_path: Path) -> None:
     server.then(Reply(text="# Plan\n\nSome **bold** words:\n\n- first item\n- second item\n",
                       usage=(1000, 50, 0)),
                 Reply(text="Got both lines."),
-                Reply(text="word " * 500, chunk_delay=0.03))
+                Reply(text="word " * 500, hold_after=20))  # streams a little, then waits
     file = tmp_path / "chat.jsonl"
     term = Terminal(["chat", str(file), *MODEL], environment(server, tmp_path))
     try:
@@ -59,10 +59,10 @@ def test_chat_in_a_terminal(server: FakeLLM, tmp_path: Path) -> None:
         term.send("\x03")                     # Ctrl+C at the prompt: a fresh, empty one
         term.expect("›")
         term.type("Talk for a long time")
-        term.expect("word word word")
-        term.pause(0.3)
+        term.expect("word word word")         # the reply is streaming, and cannot end by itself
         term.send("\x03")                     # Ctrl+C: cancel the reply
         term.expect("cancelled")
+        assert server.hung_up.wait(10)        # the cancelled request's connection was closed
         term.expect("›")
         term.send("\x04")                     # Ctrl+D: leave
         assert term.close() == 0
