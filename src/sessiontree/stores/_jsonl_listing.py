@@ -23,7 +23,7 @@ from typing import Any
 
 import msgspec
 
-from .. import _fs, _helpers, _json
+from .. import _fs, _helpers
 from .._listing import ListingLine, line_decoder, listing_line, row_of_lines
 from .base import SessionListing
 

@@ -48,7 +48,7 @@ from .. import _json
 from .._listing import ListingStats, listing_line, listing_row
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
-from ..errors import ConcurrentModification, InvalidEntry, InvalidLocation
+from ..errors import ConcurrentModification, InvalidEntry
 from .base import SessionListing, check_session_id
 
 __all__ = [

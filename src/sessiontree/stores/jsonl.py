@@ -34,7 +34,6 @@ from ..errors import (
     InvalidLocation,
     ReadOnlyStore,
     SessionNotFound,
-    SessionTreeError,
     UnsupportedVersion,
 )
 from ._follow import follow_file
@@ -49,9 +48,7 @@ __all__ = [
     "default_session_dir",
     "default_sessions_root",
     "list_sessions",
-    "most_recent_session",
     "open_file",
-    "read_listing",
     "session_file_name",
 ]
 
