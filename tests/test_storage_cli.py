@@ -324,3 +324,60 @@ def test_a_read_only_postgres_store_refuses_writes_twice_over(fresh_postgres_url
                 conn.execute("DELETE FROM sessiontree_entries")
     with PostgresStore.from_url(fresh_postgres_url) as store:
         assert [len(list(store.read(i))) for i in store.session_ids()] == [1]
+
+
+def _session_file(folder: Path, stamp: str, header_id: str, name_id: str, message_time: str) -> Path:
+    """A session file named ``<stamp>_<name_id>.jsonl`` with one user message at ``message_time``."""
+    from sessiontree._json import dumps
+
+    folder.mkdir(exist_ok=True)
+    path = folder / f"{stamp}_{name_id}.jsonl"
+    header = {"type": "session", "version": 3, "id": header_id,
+              "timestamp": "2026-01-01T00:00:00.000Z", "cwd": "/w"}
+    entry = {"type": "message", "id": "a1b2c3d4", "parentId": None, "timestamp": message_time,
+             "message": {"role": "user", "content": "hi"}}
+    path.write_bytes(dumps(header) + b"\n" + dumps(entry) + b"\n")
+    return path
+
+
+def test_prune_deletes_the_old_file_not_another_with_its_id(tmp_path: Path) -> None:
+    folder = tmp_path / "pi"
+    session_id = "0196e1a8-0000-7000-8000-000000000001"
+    old = _session_file(folder, "2026-01-01T00-00-00-000Z", session_id, session_id,
+                        "2020-01-01T00:00:00.000Z")
+    recent_time = time.strftime("%Y-%m-%dT%H:%M:%S.000Z", time.gmtime())
+    recent = _session_file(folder, "2099-01-01T00-00-00-000Z", session_id, session_id,
+                           recent_time)
+    renamed = _session_file(folder, "2020-01-01T00-00-00-000Z", "header-id", "name-id",
+                            "2020-01-01T00:00:00.000Z")
+    code, out, err = run("prune", str(folder), "--older-than", "30")
+    assert (code, err) == (0, "")
+    assert str(old) in out and str(renamed) in out and str(recent) not in out
+    assert "deleted 2 session(s)" in out
+    assert recent.exists() and not old.exists() and not renamed.exists()
+
+
+def test_delete_removes_only_sessions(tmp_path: Path) -> None:
+    notes = tmp_path / "notes.txt"
+    notes.write_text("my notes\n")
+    looks_like_one = tmp_path / "data.jsonl"
+    looks_like_one.write_text('{"type":"row","id":"1"}\n')
+    for path in (notes, looks_like_one):
+        code, out, err = run("delete", "--yes", str(path))
+        assert code == 1 and "not a session" in err and str(path) in err
+        assert path.exists()
+    session = _session_file(tmp_path, "2026-01-01T00-00-00-000Z", "s-1", "s-1",
+                            "2026-01-01T00:00:00.000Z")
+    assert run("delete", "--yes", str(session))[0] == 0 and not session.exists()
+
+
+def test_a_store_refuses_to_delete_by_an_id_two_files_carry(tmp_path: Path) -> None:
+    from sessiontree import JsonlStore
+
+    first = _session_file(tmp_path, "2026-01-01T00-00-00-000Z", "s-1", "s-1",
+                          "2026-01-01T00:00:00.000Z")
+    second = _session_file(tmp_path, "2026-02-01T00-00-00-000Z", "s-1", "s-1",
+                           "2026-02-01T00:00:00.000Z")
+    with JsonlStore(tmp_path) as store, pytest.raises(InvalidLocation, match="2 files"):
+        store.delete("s-1")
+    assert first.exists() and second.exists()

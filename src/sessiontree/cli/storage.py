@@ -43,7 +43,9 @@ def _remove(location: str) -> str:
     from ..stores.url import is_url, open_store, parse_location
 
     if not is_url(location):
-        os.unlink(location)
+        from ..stores.jsonl import delete_session_file
+
+        delete_session_file(location)
         return location
     where = parse_location(location)
     assert where.session_id is not None
@@ -74,7 +76,7 @@ def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
     """Delete the sessions of STORE (a folder, sqlite:///x.db or postgresql://...; default:
     pi's folder for the current working directory) whose last activity is older than DAYS.
     """
-    from ..stores.jsonl import default_session_dir
+    from ..stores.jsonl import JsonlStore, default_session_dir
     from ..stores.url import is_url, open_store
 
     target = store or str(default_session_dir(os.getcwd()))
@@ -82,8 +84,11 @@ def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
     with open_store(target, read_only=dry_run) as opened:
         old = [item for item in opened.list_sessions() if item.modified_ms < cutoff]
         if not dry_run:
-            for item in old:
-                opened.delete(item.id)
+            for item in old:  # a folder's rows by path: two files may carry one id
+                if isinstance(opened, JsonlStore):
+                    opened.delete_listed(item)
+                else:
+                    opened.delete(item.id)
     rows = [{"id": item.id, "path": item.path, "modified_ms": item.modified_ms} for item in old]
     if as_json:
         echo_json(_json.dumps({"dryRun": dry_run, "deleted": rows}))

@@ -47,6 +47,7 @@ __all__ = [
     "JsonlStore",
     "default_session_dir",
     "default_sessions_root",
+    "delete_session_file",
     "list_sessions",
     "open_file",
     "session_file_name",
@@ -478,8 +479,30 @@ class JsonlStore:
         return found[:limit] if limit is not None else found
 
     def delete(self, session_id: str) -> None:
+        """Remove the session's file.
+
+        Raises:
+            InvalidLocation: several files carry this id in their names (pi's listing tells
+                them apart by path: delete the file itself with :func:`delete_session_file`).
+        """
         self._writable()
-        self._path(session_id).unlink()
+        check_session_id(session_id)
+        matches = sorted(self.directory.glob(f"*_{glob_escape(session_id)}.jsonl"))
+        if len(matches) > 1:
+            raise InvalidLocation(
+                f"{len(matches)} files carry session id {session_id} in their names "
+                f"({', '.join(m.name for m in matches)}); nothing was deleted: delete the file "
+                "itself", path=self.directory)
+        delete_session_file(self._path(session_id))
+
+    def delete_listed(self, listing: SessionListing) -> None:
+        """Remove the file a listing row of this folder came from (its path, not its id: two
+        files may carry one id, and a file's name may disagree with its header)."""
+        self._writable()
+        if os.path.dirname(os.path.abspath(listing.path)) != os.path.abspath(self.directory):
+            raise InvalidLocation("the listed file is not in this folder; nothing was deleted",
+                                  path=listing.path)
+        delete_session_file(listing.path)
 
     def open_log(self, session_id: str) -> JsonlFile:
         """The file of a stored session (read-only stores hand out read-only logs)."""
@@ -580,6 +603,33 @@ def open_file(path: str | os.PathLike[str], *, durable: bool = False, lock_timeo
             log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, index=index,
                             processes=processes)
     return log
+
+
+def delete_session_file(path: str | os.PathLike[str]) -> None:
+    """Remove a session file, after checking that it is one: a regular file whose first line
+    that parses is a session header (so that a mistyped name never deletes a document).
+
+    Raises:
+        SessionNotFound: no such file.
+        InvalidLocation: not a regular file, or not a session (nothing was deleted).
+    """
+    import stat
+
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise SessionNotFound("no such session file", path=path) from None
+    if not stat.S_ISREG(st.st_mode):
+        raise InvalidLocation("not a regular file, so not a session; nothing was deleted",
+                              path=path)
+    try:
+        header = _peek_header(JsonlFile(path))
+    except CorruptHeader:
+        header = None
+    if header is None:
+        raise InvalidLocation("not a session file (no line of it is a session header); nothing "
+                              "was deleted", path=path)
+    os.unlink(path)
 
 
 def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
