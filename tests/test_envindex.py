@@ -263,7 +263,7 @@ def test_where_the_index_lives_and_its_permissions(tmp_path: Path,
     assert found.parent == cache / "index" and found.exists()
     assert stat.S_IMODE(found.stat().st_mode) == 0o600
     assert stat.S_IMODE(found.parent.stat().st_mode) == 0o700
-    assert [p.name for p in found.parent.iterdir() if ".tmp-" in p.name] == []
+    assert [p.name for p in found.parent.iterdir() if "tmp-" in p.name] == []
     monkeypatch.delenv("SESSIONTREE_CACHE_DIR")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert _envindex.cache_dir() == str(tmp_path / "xdg" / "sessiontree")
@@ -327,7 +327,7 @@ def test_concurrent_opens_and_an_appender_agree_with_a_full_scan(tmp_path: Path)
     assert appender.wait() == 0
     for count, tree, context in outputs:
         assert 400 <= int(count) <= 600
-    assert [p.name for p in index_file(path).parent.iterdir() if ".tmp-" in p.name] == []
+    assert [p.name for p in index_file(path).parent.iterdir() if "tmp-" in p.name] == []
     assert state(path, True) == state(path, False)
     with Session.open(path, index=True) as session:
         assert len(session) == 600

@@ -1,8 +1,10 @@
 """File-system primitives that never lose data: atomic rewrites, backups, sidecars, locks.
 
-A rewrite's temporary file is ``.<name>.tmp-<pid>-<ns>`` beside the target. One left behind by a
-process that died mid-write (a killed ``fork``) is removed by the next rewrite in that folder,
-only when its process no longer exists (a live process's file is never touched).
+A rewrite's temporary file is ``.<name>.sessiontree-tmp-<pid>-<ns>`` beside the target, a name
+no other program makes. One left behind by a process that died mid-write (a killed ``fork``)
+is removed by the next rewrite in that folder, only when its process no longer exists (a live
+process's file is never touched); another program's temporary files (``.x.tmp-<pid>-1``) are
+never removed.
 """
 
 from __future__ import annotations
@@ -82,7 +84,9 @@ def write_new(path: str, data: bytes, *, exclusive: bool = False) -> str:
     return candidate
 
 
-_TEMP_NAME = re.compile(r"^\..+\.tmp-(\d+)-\d+$")
+TEMP_MARK = ".sessiontree-tmp-"
+"""What the name of every temporary file of a rewrite holds, before ``<pid>-<ns>``."""
+_TEMP_NAME = re.compile(r"^\..+" + re.escape(TEMP_MARK) + r"(\d+)-\d+$")
 
 
 def _process_exists(pid: int) -> bool:
@@ -132,7 +136,8 @@ def atomic_write(path: str, data: bytes | Sequence[bytes | memoryview], *, mode:
     """
     directory = os.path.dirname(os.path.abspath(path))
     remove_stale_temps(directory)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp-{os.getpid()}-{time.monotonic_ns()}")
+    tmp = os.path.join(directory, f".{os.path.basename(path)}{TEMP_MARK}{os.getpid()}-"
+                                  f"{time.monotonic_ns()}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     try:
         try:
