@@ -15,11 +15,12 @@ from click.testing import CliRunner
 from sessiontree import Session, UserMessage
 from sessiontree._json import loads
 from sessiontree.cli import cli
-from sessiontree.errors import CopyRefused, InvalidLocation, ReadOnlyStore, SessionNotFound
+from sessiontree.errors import CopyIncomplete, CopyRefused, InvalidLocation, ReadOnlyStore, SessionNotFound
+from sessiontree.stores.jsonl import default_session_dir, list_sessions
 from sessiontree.stores.sqlite import SqliteStore
 from sessiontree.stores.url import parse_location
 from sessiontree.testing.generate import generate_folder
-from sessiontree.transfer import copy_sessions
+from sessiontree.transfer import CopyResult, copy_sessions
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -52,12 +53,12 @@ def test_jsonl_sqlite_postgres_jsonl_gives_back_the_same_files(tmp_path: Path,
     assert run("copy", db, postgres_url)[0] == 0
     back = tmp_path / "back"
     assert run("copy", postgres_url, str(back))[0] == 0
-    for session in made:
+    for session in made:  # in pi's layout: the folder of the session's cwd
         original = Path(session.path)
-        returned = back / original.name
+        returned = back / default_session_dir(session.cwd, "").name / original.name
         assert returned.read_bytes() == original.read_bytes()
         assert stat.S_IMODE(returned.stat().st_mode) == 0o600
-    assert stat.S_IMODE(back.stat().st_mode) == 0o700
+        assert stat.S_IMODE(returned.parent.stat().st_mode) == 0o700
     # again: everything is there with the same bytes, so nothing is copied
     code, out, _ = run("copy", str(tmp_path / "pi"), db)
     assert code == 0 and "copied 0 session(s)" in out and "6 already there" in out
@@ -115,8 +116,10 @@ def test_copies_at_once_into_one_store_skip_what_another_stored(
     assert sum(copier.copied or 0 for copier in ended) == 24  # each session stored once
     back = tmp_path / "back"
     copy_sessions(target, str(back))
+    project = "." if backend_kind == "jsonl" else default_session_dir(made[0].cwd, "").name
     for session in made:
-        assert (back / Path(session.path).name).read_bytes() == Path(session.path).read_bytes()
+        assert (back / project / Path(session.path).name).read_bytes() == \
+            Path(session.path).read_bytes()
 
 
 def test_a_copy_onto_other_content_copies_the_rest_and_says_what_it_did(tmp_path: Path) -> None:
@@ -130,8 +133,9 @@ def test_a_copy_onto_other_content_copies_the_rest_and_says_what_it_did(tmp_path
         theirs = store.export_lines(other.id)[0]
     code, out, err = run("copy", str(tmp_path / "pi"), db)
     assert code == 1 and out == ""
-    assert err.count("\n") == 1 and made[1].session_id in err
-    assert "copied 1, 1 already there" in err
+    named, summary = err.splitlines()
+    assert named.startswith(f"not copied: {made[1].path}: ") and "other content" in named
+    assert summary == f"copied 1 session(s) to {db}; 1 already there; 1 not copied"
     with SqliteStore.open(tmp_path / "d.db") as store:
         assert sorted(store.session_ids()) == sorted(m.session_id for m in made)
         assert store.export_lines(made[1].session_id)[0] == theirs  # left as it was
@@ -381,3 +385,74 @@ def test_a_store_refuses_to_delete_by_an_id_two_files_carry(tmp_path: Path) -> N
     with JsonlStore(tmp_path) as store, pytest.raises(InvalidLocation, match="2 files"):
         store.delete("s-1")
     assert first.exists() and second.exists()
+
+
+def pi_root(root: Path) -> dict[str, Path]:
+    """A sessions root as pi leaves it: two project folders of generated sessions, a session
+    file not named ``<time>_<id>.jsonl`` (``fork -o``), and two files no copy can take whole
+    (a ``.jsonl`` that is no session, a session with a torn last line). The sessions by id."""
+    projects = ("/home/dev/projects/acme-api", "/srv/web")
+    sessions: dict[str, Path] = {}
+    for number, cwd in enumerate(projects):
+        folder = root / default_session_dir(cwd, "").name
+        for made in generate_folder(folder, 3, seed=40 + number, min_entries=5, max_entries=60,
+                                    cwds=(cwd,)):
+            sessions[made.session_id] = Path(made.path)
+    renamed = next(iter(sessions.values()))
+    forked = renamed.with_name("forked.jsonl")
+    forked.write_bytes(renamed.read_bytes().replace(b'"id":"', b'"id":"x', 1))
+    sessions[loads(forked.read_bytes().split(b"\n", 1)[0])["id"]] = forked
+    (root / "--srv-web--" / "notes.jsonl").write_bytes(b'{"not":"a session"}\n')
+    torn = root / "--srv-web--" / "2026-01-01T00-00-00-000Z_torn-one.jsonl"
+    torn.write_bytes(b'{"type":"session","version":3,"id":"torn-one","timestamp":"2026-01-01T00:'
+                     b'00:00.000Z","cwd":"/srv/web"}\n{"type":"message","id":"a","parentId":null,'
+                     b'"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":'
+                     b'"x"}}\n{"typ')
+    return sessions
+
+
+def test_the_sessions_root_is_one_store(tmp_path: Path, fresh_postgres_url: str,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 18 point 1: ``ls ROOT`` said "no sessions" and ``copy ROOT URL`` copied none;
+    files not named ``<time>_<id>.jsonl`` were skipped without a word."""
+    root = tmp_path / "sessions"
+    sessions = pi_root(root)
+    torn = str(root / "--srv-web--" / "2026-01-01T00-00-00-000Z_torn-one.jsonl")
+    listed = {row.id for row in list_sessions(root, all=True)}
+    assert listed == set(sessions) | {"torn-one"}  # what pi's listAll lists
+    assert list_sessions(root) == []  # no session of its own
+    for args in (["ls", "--json", str(root)], ["ls", "--json", "--all", str(root)]):
+        code, out, err = run(*args)
+        assert code == 0, err
+        assert {row["id"] for row in loads(out)} == listed
+    monkeypatch.setenv("SESSIONTREE_DIR", str(root))
+    assert {row["id"] for row in loads(run("ls", "--all", "--json")[1])} == listed
+
+    db = sqlite_url(tmp_path / "all.db")
+    code, out, err = run("copy", str(root), db)
+    assert code == 1 and out == ""
+    torn_line, notes = sorted(err.splitlines()[:-1])  # each named once, with the reason
+    assert notes == f"not copied: {root / '--srv-web--' / 'notes.jsonl'}: not a session " \
+                    "file: its first line is not a session header (pi does not list it either)"
+    assert torn_line.startswith(f"not copied: {torn}: ") and "repair" in torn_line
+    assert err.splitlines()[-1] == f"copied {len(sessions)} session(s) to {db}; 2 not copied"
+    with pytest.raises(CopyIncomplete) as raised:  # again: the rest is there already
+        copy_sessions(str(root), db)
+    again = raised.value.result
+    assert isinstance(again, CopyResult)
+    assert again.copied == [] and sorted(again.skipped) == sorted(sessions)
+    assert {f.source for f in again.failed} == {str(root / "--srv-web--" / "notes.jsonl"), torn}
+
+    assert run("copy", db, fresh_postgres_url)[0] == 0
+    back = tmp_path / "back"
+    code, out, err = run("copy", fresh_postgres_url, str(back))
+    assert code == 0 and f"copied {len(sessions)} session(s)" in out, err
+    written = {path.relative_to(back) for path in back.rglob("*.jsonl")}
+    assert len(written) == len(sessions)
+    for session_id, original in sessions.items():
+        header = loads(original.read_bytes().split(b"\n", 1)[0])
+        (returned,) = (back / p for p in written if p.name.endswith(f"_{session_id}.jsonl"))
+        assert returned.parent.name == original.parent.name  # the project's folder
+        assert returned.name == f"{header['timestamp'].replace(':', '-').replace('.', '-')}_" \
+                                f"{session_id}.jsonl"  # pi's name, forked.jsonl's too
+        assert returned.read_bytes() == original.read_bytes()

@@ -15,6 +15,7 @@
     │   └── DuplicateId        an entry id the stored session already has
     ├── InvalidLocation        a store URL, session id or file name that cannot be used
     ├── CopyRefused            a session a copy would not reproduce byte for byte
+    ├── CopyIncomplete         a whole-store copy that left sessions out (each named, with why)
     ├── ReadOnlyStore          a write to a store opened read-only
     ├── StoreUnavailable       the database could not be reached or the connection was lost
     ├── BlockingCallInLoop     a blocking call on a session whose store's I/O runs in the event
@@ -34,6 +35,7 @@ __all__ = [
     "AmbiguousEntry",
     "BlockingCallInLoop",
     "ConcurrentModification",
+    "CopyIncomplete",
     "CopyRefused",
     "CorruptHeader",
     "CorruptLine",
@@ -186,6 +188,17 @@ class InvalidLocation(SessionTreeError, ValueError):
 class CopyRefused(SessionTreeError):
     """A session that a copy would not reproduce exactly (bad lines, an old format version);
     nothing was copied. The message says which command fixes it."""
+
+
+class CopyIncomplete(SessionTreeError):
+    """A copy of a whole store that could not copy some of its sessions; every other one was
+    copied. ``result`` says what was copied, what was there already, and each file or session
+    left out with the reason (:class:`~sessiontree.transfer.CopyResult`)."""
+
+    def __init__(self, reason: str, *, result: object, path: str | os.PathLike[str] | None = None
+                 ) -> None:
+        super().__init__(reason, path=path)
+        self.result = result
 
 
 class ReadOnlyStore(SessionTreeError):

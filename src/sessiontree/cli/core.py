@@ -196,28 +196,38 @@ _TIME_LEGEND = {"created": "* no user or assistant message yet: the time the ses
 @click.option("--cwd", "cwd", metavar="PATH",
               help="Only the sessions of this working directory (without DIRECTORY: pi's "
                    "folder for it).")
+@click.option("--all", "-a", "every", is_flag=True,
+              help="Every project: DIRECTORY (default: pi's sessions root) and each of its "
+                   "project folders, as pi's session selector lists all.")
 @json_option
 @reports_errors
-def ls(directory: str | None, cwd: str | None, as_json: bool) -> None:
+def ls(directory: str | None, cwd: str | None, every: bool, as_json: bool) -> None:
     """List the sessions in DIRECTORY, newest first (default: pi's folder for the current
     working directory): the time of the last message, the entry count, the name (or the first
     user message) and the file. DIRECTORY may be a store URL (sqlite:///x.db,
-    postgresql://...): its sessions table is read, no entry is scanned.
+    postgresql://...): its sessions table is read, no entry is scanned. A folder with no
+    session of its own but project folders (pi's sessions root) is listed as with --all.
 
     An empty or (for the default folder) missing folder prints "no sessions in DIR" and exits 0.
     A listing index in the folder makes the next listing fast.
     """
     from ..describe import one_line
-    from ..stores.jsonl import default_session_dir, list_sessions
+    from ..stores.jsonl import default_session_dir, default_sessions_root, list_sessions
     from ..stores.url import is_url, open_store
 
     wanted = os.path.abspath(cwd) if cwd is not None else None
-    folder = directory or str(default_session_dir(wanted or os.getcwd()))
+    default = str(default_sessions_root()) if every else \
+        str(default_session_dir(wanted or os.getcwd()))
+    folder = directory or default
     if is_url(folder):
         with open_store(folder, read_only=True) as store:
             listings = store.list_sessions(cwd=wanted)  # by the cwd index, newest first
+    elif directory or os.path.isdir(folder):
+        listings = list_sessions(folder, cwd=wanted, all=every)
+        if not listings and not every:  # pi's sessions root: its projects
+            listings = list_sessions(folder, cwd=wanted, all=True)
     else:
-        listings = list_sessions(folder, cwd=wanted) if directory or os.path.isdir(folder) else []
+        listings = []
     if as_json:
         echo_json(_json.dumps(msgspec.to_builtins(listings)))
         return

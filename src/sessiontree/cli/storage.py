@@ -22,20 +22,37 @@ __all__ = ["copy", "delete", "prune", "tail"]
 @json_option
 @reports_errors
 def copy(source: str, destination: str, as_json: bool) -> None:
-    """Copy one session (a .jsonl file or URL#SESSION_ID) or a whole store (a folder,
-    sqlite:///x.db, postgresql://...) into the store DST, every line byte for byte.
+    """Copy one session (a .jsonl file or URL#SESSION_ID) or a whole store (a folder, pi's
+    sessions root with its project folders, sqlite:///x.db, postgresql://...) into the store
+    DST, every line byte for byte. Into a folder, sessions land in pi's layout: a database's
+    in one --<cwd>-- folder per project, a folder's in the project folder they came from.
 
     Each session is written whole or not at all; sessions already in DST with the same bytes
-    are skipped, so an interrupted copy is finished by running it again.
+    are skipped, so an interrupted copy is finished by running it again. A file or session
+    that cannot be copied is named on stderr with the reason, the others are copied, and the
+    exit status is 1.
     """
-    from ..transfer import copy_sessions
+    from ..errors import CopyIncomplete
+    from ..transfer import CopyResult, copy_sessions
 
-    result = copy_sessions(source, destination)
+    try:
+        result = copy_sessions(source, destination)
+    except CopyIncomplete as exc:
+        assert isinstance(exc.result, CopyResult)
+        result = exc.result
     if as_json:
         echo_json(_json.dumps(msgspec.to_builtins(result)))
-        return
-    click.echo(f"copied {len(result.copied)} session(s) to {destination}"
-               + (f"; {len(result.skipped)} already there" if result.skipped else ""))
+    else:
+        for failure in result.failed:
+            click.echo(f"not copied: {failure.source}: {failure.reason}", err=True)
+        summary = (f"copied {len(result.copied)} session(s) to {destination}"
+                   + (f"; {len(result.skipped)} already there" if result.skipped else ""))
+        if not result.failed:
+            click.echo(summary)
+            return
+        click.echo(f"{summary}; {len(result.failed)} not copied", err=True)
+    if result.failed:
+        sys.exit(1)
 
 
 def _remove(location: str) -> str:

@@ -27,7 +27,8 @@ from .. import _fs, _helpers
 from .._listing import ListingLine, line_decoder, listing_line, row_of_lines
 from .base import SessionListing
 
-__all__ = ["INDEX_NAME", "list_folder", "most_recent_session", "read_listing"]
+__all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "project_folders",
+           "read_listing", "session_files"]
 
 INDEX_NAME = ".sessiontree-index"
 _INDEX_VERSION = 1
@@ -158,6 +159,38 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
         _save_index(location, fresh)
     rows.sort(key=lambda row: row.modified_ms, reverse=True)
     return rows
+
+
+def project_folders(root: str | os.PathLike[str]) -> list[str]:
+    """``root`` and its sub-folders (pi's sessions root holds one ``--<cwd>--`` folder per
+    project), sorted, hidden folders left out: where ``list_root`` and ``session_files`` look."""
+    location = os.path.abspath(root)
+    with os.scandir(location) as entries:
+        subfolders = sorted(e.path for e in entries
+                            if not e.name.startswith(".") and e.is_dir(follow_symlinks=False))
+    return [location, *subfolders]
+
+
+def list_root(root: str | os.PathLike[str], *, cwd: str | None = None, index: bool = True,
+              processes: int | None = None) -> list[SessionListing]:
+    """Every session of ``root`` and of each of its project folders, newest first: pi's
+    ``SessionManager.listAll`` (which lists the project folders; sessions directly in ``root``
+    are listed too, so that no file ``ls`` could show is left out)."""
+    rows = [row for folder in project_folders(root)
+            for row in list_folder(folder, cwd=cwd, index=index, processes=processes)]
+    rows.sort(key=lambda row: row.modified_ms, reverse=True)
+    return rows
+
+
+def session_files(root: str | os.PathLike[str]) -> list[str]:
+    """Every ``*.jsonl`` file of ``root`` and of its project folders, sorted (what a copy of
+    the whole root must account for: each is copied or named with the reason)."""
+    found: list[str] = []
+    for folder in project_folders(root):
+        with os.scandir(folder) as entries:
+            found.extend(sorted(e.path for e in entries
+                                if e.name.endswith(".jsonl") and e.is_file()))
+    return found
 
 
 def _read_rows(folder: str, names: list[str], requested: int | None) -> dict[str, _Cached]:

@@ -370,12 +370,13 @@ def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
 
 
 def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
-                  index: bool = True, processes: int | None = None) -> list[SessionListing]:
+                  index: bool = True, processes: int | None = None,
+                  all: bool = False) -> list[SessionListing]:
     """Every ``*.jsonl`` session in ``directory``, newest first, as pi's ``SessionManager.list``
-    lists them (files without a session header skipped).
+    lists them (files without a session header skipped); with ``all``, as its ``listAll``.
 
     Args:
-        directory: the folder (not searched recursively).
+        directory: the folder (not searched recursively, unless ``all``).
         cwd: only the sessions whose header names this working directory.
         index: keep the folder's listing index (``.sessiontree-index``) to skip unchanged files
             next time; it is checked against every file's size, mtime and inode, and rebuilt
@@ -383,15 +384,18 @@ def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
         processes: read the files with this many processes when 64 or more need reading
             (helper processes, only when CPUs are free); ``None``: ``SESSIONTREE_PROCESSES``,
             else one (no helper).
+        all: ``directory`` is a sessions root (pi's layout, one ``--<cwd>--`` folder per
+            project): list the sessions of every sub-folder too.
 
     Raises:
         SessionNotFound: ``directory`` is not a folder.
     """
     if not os.path.isdir(directory):
         raise SessionNotFound("no such session folder", path=directory)
-    from ._jsonl_listing import list_folder
+    from ._jsonl_listing import list_folder, list_root
 
-    return list_folder(directory, cwd=cwd, index=index, processes=processes)
+    listed = list_root if all else list_folder
+    return listed(directory, cwd=cwd, index=index, processes=processes)
 
 
 def __getattr__(name: str) -> Any:
@@ -471,11 +475,13 @@ class JsonlStore:
         with TreeLog(self.open_log(session_id), warn=False) as tree:
             yield from tree.entries()
 
-    def list_sessions(self, *, cwd: str | None = None,
-                      limit: int | None = None) -> list[SessionListing]:
+    def list_sessions(self, *, cwd: str | None = None, limit: int | None = None,
+                      all: bool = False) -> list[SessionListing]:
         """The sessions newest first (only ``cwd``'s, at most ``limit``), as the database
-        stores take them."""
-        found = list_sessions(self.directory, cwd=cwd) if self.directory.is_dir() else []
+        stores take them; ``all``: the folder is a sessions root, its project folders listed
+        too (see :func:`list_sessions`)."""
+        found = list_sessions(self.directory, cwd=cwd, all=all) \
+            if self.directory.is_dir() else []
         return found[:limit] if limit is not None else found
 
     def delete(self, session_id: str) -> None:
