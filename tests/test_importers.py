@@ -389,3 +389,157 @@ def test_the_import_command_prints_the_summary_and_reports_errors(tmp_path: Path
     assert failed.exit_code == 1
     assert failed.stderr.strip() == (f"Error: {bad} line 1, column 14: the file ends in the "
                                      "middle of a JSON value (truncated?)")
+
+
+# -- Nothing dropped, nothing invented, every failure typed (issue 23 points 8 and 10) ----------
+
+def _chatgpt(mapping: dict[str, Any], **fields: Any) -> list[dict[str, Any]]:
+    """A one-conversation ``conversations.json`` over ``mapping`` (node id -> message or None)."""
+    nodes, parent = {}, None
+    for key, message in mapping.items():
+        nodes[key] = {"id": key, "message": message and {"id": key, **message},
+                      "parent": parent, "children": []}
+        parent = key
+    return [{"title": "t", "create_time": 1731000000.0, "conversation_id": "c-1",
+             "current_node": parent, "mapping": nodes, **fields}]
+
+
+def _said(role: str, content: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"author": {"role": role}, "create_time": 1731000001.0, "content": content,
+            "recipient": "all", **fields}
+
+
+def test_chatgpt_keeps_what_a_content_holds_beside_its_text(tmp_path: Path) -> None:
+    quote = {"content_type": "tether_quote", "url": "https://example.org/a", "domain":
+             "example.org", "title": "A page", "text": "the quoted words", "tether_id": None}
+    source = tmp_path / "conversations.json"
+    source.write_text(json.dumps(_chatgpt({
+        "u1": _said("user", {"content_type": "text", "parts": "one part, not a list"}),
+        "u2": _said("user", {"content_type": "multimodal_text",
+                             "parts": {"content_type": "image_asset_pointer",
+                                       "asset_pointer": "file-service://f-1"}}),
+        "a1": _said("assistant", {"content_type": "text", "parts": ["search"]},
+                    recipient="browser"),
+        "t1": _said("tool", quote, author={"role": "tool", "name": "browser"}),
+        "a2": _said("assistant", {"content_type": "thoughts", "thoughts": [
+            {"summary": "Weighing it", "content": None}]}),
+    })))
+    (row,) = import_file("chatgpt", source, tmp_path / "out").imported
+    with Session.open(row.location or "") as session:
+        entries = by_source(session)
+    assert entries["u1"]["message"]["content"] == [{"type": "text",
+                                                    "text": "one part, not a list"}]
+    assert entries["u2"]["message"]["content"] == [{"type": "text",
+                                                    "text": "[image: file-service://f-1]"}]
+    assert entries["u2"]["source"]["parts"][0]["asset_pointer"] == "file-service://f-1"
+    result = entries["t1"]
+    assert result["message"]["role"] == "toolResult"
+    assert result["message"]["content"] == [{"type": "text", "text": "the quoted words"}]
+    assert result["source"]["content"] == {"url": "https://example.org/a",
+                                           "domain": "example.org", "title": "A page",
+                                           "tether_id": None}
+    assert entries["a2"]["message"]["content"][0]["thinking"] == "Weighing it"
+
+
+def test_chatgpt_parts_of_no_known_shape_are_an_error_naming_them(tmp_path: Path) -> None:
+    source = tmp_path / "conversations.json"
+    source.write_text(json.dumps(_chatgpt({"u1": _said("user", {"content_type": "text",
+                                                                "parts": 42})})))
+    with pytest.raises(MalformedSource) as caught:
+        import_file("chatgpt", source, tmp_path / "out")
+    assert caught.value.position == "$[0].mapping.u1.message.content.parts"
+    assert not (tmp_path / "out").exists()
+
+
+def test_responses_null_fields_are_empty_never_the_text_none(tmp_path: Path) -> None:
+    items = [{"type": "function_call", "call_id": None, "name": None, "arguments": "{}"},
+             {"type": "function_call_output", "call_id": None, "output": "done"},
+             {"type": "message", "role": "assistant", "content": [
+                 {"type": "output_text", "text": None}, {"type": "refusal", "refusal": "no"}]},
+             {"type": "reasoning", "summary": [{"type": "summary_text", "text": None}]}]
+    source = tmp_path / "items.json"
+    source.write_text(json.dumps(items))
+    (row,) = import_file("responses", source, tmp_path / "out").imported
+    lines = Path(row.location or "").read_text().splitlines()
+    assert all('"None"' not in line for line in lines)
+    with Session.open(row.location or "") as session:
+        stored = [json.loads(session.raw_line(i)) for i in session.ids()[:4]]
+        assert [entry["message"]["content"] for entry in stored] == [
+            [{"type": "toolCall", "id": "", "name": "", "arguments": {}}],
+            [{"type": "text", "text": "done"}],
+            [{"type": "text", "text": "no"}],
+            [{"type": "thinking", "thinking": "", "thinkingSignature": json.dumps(
+                items[3], separators=(",", ":"))}]]
+        assert [entry_items(entry) for entry in stored] == [[item] for item in items]
+
+
+@pytest.mark.parametrize("format", ["chatgpt", "open-webui", "responses", "claude-code"])
+def test_bytes_that_are_not_utf8_are_said_in_the_summary(tmp_path: Path, format: str) -> None:
+    name = {"chatgpt": "chatgpt-conversations.json", "open-webui": "open-webui-export.json",
+            "responses": "responses-items.json", "claude-code": "claude-code-session.jsonl"}
+    text = (DATA / name[format]).read_bytes()
+    at = text.index(b'"', text.index(b"\n", text.index(b"\n") + 1)) + 1  # in line 2 or 3's string
+    source = tmp_path / name[format]
+    source.write_bytes(text[:at] + b"\xff\xfe" + text[at:])
+    result = import_file(format, source, tmp_path / "out")
+    line = text.count(b"\n", 0, at) + 1
+    column = at - text.rfind(b"\n", 0, at)
+    assert result.notes == (f"{source}: not valid UTF-8: 2 invalid byte sequence(s) read as "
+                            f"U+FFFD, the first at line {line}, byte {column}",)
+    assert f"note: {result.notes[0]}" in result.summary().splitlines()[1]
+    clean = import_file(format, DATA / name[format], tmp_path / "clean")
+    assert clean.notes == () and "note:" not in clean.summary().splitlines()[1]
+    printed = CliRunner().invoke(cli, ["import", "--from", format, str(source), "--to",
+                                       str(tmp_path / "cli"), "--json"])
+    assert json.loads(printed.output)["notes"] == list(result.notes)
+
+
+@pytest.mark.parametrize("format,wrap", [
+    ("chatgpt", '[{"mapping": {}, "deep": %s}]'),
+    ("open-webui", '[{"id": "c", "chat": {"history": {"messages": {}}}, "deep": %s}]'),
+    ("responses", '[{"role": "user", "content": "hi", "deep": %s}]'),
+    ("claude-code", '{"type": "x", "deep": %s}\n{"type": "user"}\n'),
+])
+def test_json_nested_too_deep_is_an_error_naming_where(tmp_path: Path, format: str,
+                                                       wrap: str) -> None:
+    depth = 50_000
+    text = wrap % ('["[{", ' + "[" * depth + '{"a": "]"}' + "]" * depth + "]")
+    source = tmp_path / "deep.json"
+    source.write_text(text)
+    with pytest.raises(MalformedSource) as caught:
+        import_file(format, source, tmp_path / "out")
+    error = caught.value
+    deepest = text.index('{"a"')  # the bracket in the strings does not count
+    assert error.path == str(source) and error.lineno == text.count("\n", 0, deepest) + 1
+    assert error.column == deepest - text.rfind("\n", 0, deepest)
+    levels = depth + (3 if format == "claude-code" else 4)
+    assert error.reason == f"JSON nested {levels} levels deep, deeper than can be read"
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("value", ["NaN", "Infinity", "-Infinity", "1e300", "-1e13",
+                                   "253402300800000"])
+def test_a_time_that_is_no_time_is_an_error_naming_it(tmp_path: Path, value: str) -> None:
+    chatgpt = json.dumps(_chatgpt({"u1": _said("user", {"content_type": "text",
+                                                        "parts": ["hi"]}, create_time=0)}))
+    webui = json.dumps([{"id": "c", "created_at": 1731200000, "chat": {"history": {
+        "currentId": "q", "messages": {"q": {"id": "q", "parentId": None, "role": "user",
+                                             "content": "hi", "timestamp": 0}}}}}])
+    cases = [
+        ("chatgpt", chatgpt.replace('"create_time": 0', f'"create_time": {value}'),
+         "$[0].mapping.u1.message.create_time"),
+        ("chatgpt", chatgpt.replace('"create_time": 1731000000.0', f'"create_time": {value}'),
+         "$[0].create_time"),
+        ("open-webui", webui.replace('"timestamp": 0', f'"timestamp": {value}'),
+         "$[0].chat.history.messages.q.timestamp"),
+        ("open-webui", webui.replace('"created_at": 1731200000', f'"created_at": {value}'),
+         "$[0].created_at"),
+    ]
+    for format, text, position in cases:
+        source = tmp_path / "source.json"
+        source.write_text(text)
+        with pytest.raises(MalformedSource) as caught:
+            import_file(format, source, tmp_path / "out")
+        assert caught.value.path == str(source) and caught.value.position == position
+        assert caught.value.reason.startswith(f"{json.loads(value)!r} is not a time")
+        assert not (tmp_path / "out").exists()

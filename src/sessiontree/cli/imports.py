@@ -45,6 +45,7 @@ def import_command(format: str, src: str, store: str | None, cwd: str | None, ag
             {"sourceId": s.source_id, "title": s.title, "sessionId": s.session_id,
              "location": s.location, "status": s.status, "changed": s.changed,
              "counts": s.counts, "unmapped": s.unmapped, "branches": s.branches,
-             "leafId": s.leaf_id, "notes": list(s.notes)} for s in result.sessions]}))
+             "leafId": s.leaf_id, "notes": list(s.notes)} for s in result.sessions],
+            "notes": list(result.notes)}))
         return
     click.echo(result.summary())

@@ -20,6 +20,9 @@ Invariants:
 * A conversation imported before (same format and source id, so the same session id) is not
   imported again: the result says so, and whether the source changed since.
 * Every session opens in pi with the source's current leaf as its leaf.
+* Nothing is changed silently: bytes of the file that are not UTF-8 are read as U+FFFD and the
+  result's notes say so; JSON nested deeper than can be read, and times that are no time
+  (NaN, infinite, out of range), are a ``MalformedSource`` naming where they are.
 """
 
 from __future__ import annotations
@@ -102,6 +105,8 @@ class ImportResult:
     format: str
     source: str
     sessions: list[ImportedSession]
+    notes: tuple[str, ...] = ()
+    """What reading the file changed (bytes that are not UTF-8)."""
 
     @property
     def imported(self) -> list[ImportedSession]:
@@ -122,6 +127,7 @@ class ImportResult:
                 unmapped[key] = unmapped.get(key, 0) + value
         lines = [f"{self.source} ({self.format}): {len(self.imported)} imported, "
                  f"{len(self.skipped)} already imported"]
+        lines.extend(f"  note: {note}" for note in self.notes)
         if totals:
             lines.append("  entries: " + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())))
         if unmapped:
@@ -146,11 +152,21 @@ def parse_file(format: str, path: str | os.PathLike[str]) -> list[SourceConversa
         ValueError: an unknown format.
         MalformedSource: the file is malformed or truncated.
     """
+    return _parse(format, path)[0]
+
+
+def _parse(format: str, path: str | os.PathLike[str]) -> tuple[list[SourceConversation],
+                                                                  list[str]]:
+    """The file's conversations, and the notes reading it made."""
     try:
         parser = FORMATS[format]
     except KeyError:
         raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}") from None
-    return parser(SourceFile(path, format))
+    source = SourceFile(path, format)
+    try:
+        return parser(source), source.notes
+    except RecursionError:  # past the parse: a value too deep to hash or copy
+        source.too_deep()
 
 
 def import_file(format: str, path: str | os.PathLike[str],
@@ -176,17 +192,17 @@ def import_file(format: str, path: str | os.PathLike[str],
         InvalidLocation: ``store`` is not a store address.
         StoreUnavailable: the database cannot be reached.
     """
-    conversations = parse_file(format, path)
+    conversations, notes = _parse(format, path)
     source = os.path.abspath(os.fspath(path))
     cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
     if isinstance(store, (str, os.PathLike)):
         with open_store(store) as opened:
-            return _import(format, source, conversations, opened, cwd, again)
-    return _import(format, source, conversations, store, cwd, again)
+            return _import(format, source, conversations, opened, cwd, again, notes)
+    return _import(format, source, conversations, store, cwd, again, notes)
 
 
 def _import(format: str, source: str, conversations: list[SourceConversation],
-            store: Store | None, cwd: str, again: bool) -> ImportResult:
+            store: Store | None, cwd: str, again: bool, notes: list[str]) -> ImportResult:
     rows: list[ImportedSession] = []
     for conversation in conversations:
         target = _store(store, conversation.cwd or cwd)
@@ -206,7 +222,7 @@ def _import(format: str, source: str, conversations: list[SourceConversation],
             session_id=built.header.id, location=location, status="imported",
             counts=built.counts, unmapped=built.unmapped, branches=built.branches,
             leaf_id=built.leaf_id, notes=tuple(built.notes)))
-    return ImportResult(format=format, source=source, sessions=rows)
+    return ImportResult(format=format, source=source, sessions=rows, notes=tuple(notes))
 
 
 def _store(store: Store | None, cwd: str) -> Store:

@@ -18,7 +18,9 @@ the mapping (edited prompts, regenerated answers) stay siblings in the tree.
   its parent.
 
 Times are the messages' ``create_time`` (else the parent's, else the conversation's); the
-conversation's title is the session name.
+conversation's title is the session name. What a message's content holds beside the text read
+from it (a ``tether_quote``'s url, domain and title, a code block's language, a ``parts`` that
+was not an array) is kept in the entry's ``source.content``.
 """
 
 from __future__ import annotations
@@ -27,15 +29,11 @@ import json
 from typing import Any, NoReturn
 
 from ._build import SourceConversation, SourceNode, fingerprint, iso_from_seconds
-from ._read import SourceFile, json_path, obj
+from ._read import SourceFile, as_text, json_path, obj
 
 __all__ = ["FORMAT", "parse_chatgpt"]
 
 FORMAT = "chatgpt"
-
-
-def _number(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
 
 
 class _Conversation:
@@ -52,12 +50,22 @@ class _Conversation:
     def fail(self, reason: str, *more: str | int) -> NoReturn:
         self.source.fail(reason, position=json_path(*self.where, *more))
 
-    def texts(self, content: dict[str, Any], key: str) -> tuple[list[str], list[Any]]:
-        """The text pieces of a message's content, and the parts that are not text."""
-        if isinstance(content.get("parts"), list):
+    def seconds(self, value: Any, *more: str | int) -> float | None:
+        return self.source.seconds(value, *self.where, *more)
+
+    def texts(self, content: dict[str, Any], key: str) -> tuple[list[str], list[Any], str | None]:
+        """The text pieces of a message's content, the parts that are not text, and the content
+        field they were read from (``None``: none, the content is kept whole in ``source``)."""
+        parts = content.get("parts")
+        if isinstance(parts, (str, dict)):  # one part where a list is expected: still a part
+            parts = [parts]
+        elif parts is not None and not isinstance(parts, list):
+            self.fail("parts must be an array of strings and objects",
+                      "mapping", key, "message", "content", "parts")
+        if parts is not None:
             texts: list[str] = []
             other: list[Any] = []
-            for index, part in enumerate(content["parts"]):
+            for index, part in enumerate(parts):
                 if isinstance(part, str):
                     if part:
                         texts.append(part)
@@ -70,14 +78,15 @@ class _Conversation:
                 else:
                     self.fail("a content part must be a string or an object",
                               "mapping", key, "message", "content", "parts", index)
-            return texts, other
+            return texts, other, "parts" if isinstance(content["parts"], list) else None
         for field in ("text", "result"):
             if isinstance(content.get(field), str):
-                return [content[field]], []
+                return [content[field]], [], field
         if content.get("content_type") == "thoughts" and isinstance(content.get("thoughts"), list):
-            return [str(t.get("content", t.get("summary", ""))) for t in content["thoughts"]
-                    if isinstance(t, dict)], []
-        return [], []
+            return [as_text(t.get("content") if t.get("content") is not None else t.get("summary"))
+                    for t in content["thoughts"]
+                    if isinstance(t, dict)], [], None
+        return [], [], None
 
     def node(self, key: str, raw: Any, times: dict[str, float]) -> SourceNode:
         node = self.source.expect_object(raw, *self.where, "mapping", key)
@@ -85,7 +94,7 @@ class _Conversation:
         if parent is not None and not isinstance(parent, str):
             self.fail("parent must be a node id or null", "mapping", key, "parent")
         message = node.get("message")
-        created = _number(self.data.get("create_time")) or 0.0
+        created = self.seconds(self.data.get("create_time"), "create_time") or 0.0
         when = times.get(parent, created) if isinstance(parent, str) else created
         if message is None:
             times[key] = when
@@ -98,15 +107,19 @@ class _Conversation:
         content = message.get("content")
         if not isinstance(content, dict):
             self.fail("a message needs a content object", "mapping", key, "message", "content")
-        when = _number(message.get("create_time")) or when
+        when = self.seconds(message.get("create_time"), "mapping", key, "message",
+                            "create_time") or when
         times[key] = when
-        texts, other = self.texts(content, key)
+        texts, other, read = self.texts(content, key)
         source = {k: v for k, v in message.items() if k not in ("id", "content", "create_time")}
         source["contentType"] = content.get("content_type")
         if other:
             source["parts"] = other
         entry = self.entry(key, role, message, content, texts, parent, iso_from_seconds(when),
                            round(when * 1000))
+        rest = {k: v for k, v in content.items() if k not in ("content_type", read)}
+        if rest and entry["type"] != "custom":  # (a custom entry holds the whole content)
+            source["content"] = rest  # a tether_quote's url, domain and title, say
         return SourceNode(key=key, parent=parent, entries=[entry], source=source)
 
     def entry(self, key: str, role: str, message: dict[str, Any], content: dict[str, Any],
@@ -155,7 +168,7 @@ class _Conversation:
         digest = fingerprint(self.data)
         leaf = self.data.get("current_node")
         title = self.data.get("title")
-        created = _number(self.data.get("create_time"))
+        created = self.seconds(self.data.get("create_time"), "create_time")
         if created is None:
             created = min(times.values(), default=0.0)
         return SourceConversation(

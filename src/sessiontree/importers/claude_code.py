@@ -42,7 +42,7 @@ from collections import Counter
 from typing import Any, Literal, NamedTuple
 
 from ._build import OWN_ID, SourceConversation, SourceNode, fingerprint
-from ._read import SourceFile, obj
+from ._read import SourceFile, as_text, obj
 
 __all__ = ["FORMAT", "Took", "detached_entry", "parse_claude_code"]
 
@@ -91,8 +91,8 @@ class Took(NamedTuple):
 def _image(block: dict[str, Any]) -> dict[str, Any] | None:
     source = block.get("source")
     if isinstance(source, dict) and source.get("type") == "base64":
-        return {"type": "image", "data": str(source.get("data", "")),
-                "mimeType": str(source.get("media_type", ""))}
+        return {"type": "image", "data": as_text(source.get("data")),
+                "mimeType": as_text(source.get("media_type"))}
     return None
 
 
@@ -143,7 +143,7 @@ class _Reader:
         kind = record.get("type")
         key, parent = record.get("uuid"), record.get("parentUuid")
         if kind == "summary" and isinstance(record.get("leafUuid"), str):
-            text = str(record.get("summary", ""))
+            text = as_text(record.get("summary"))
             self.summaries.append((record["leafUuid"], text))
             self.detached.append((lineno, record))  # becomes a label if its entry is here
             return Took("summary", self.alias.get(record["leafUuid"], record["leafUuid"]), text,
@@ -252,20 +252,20 @@ class _Reader:
                                                                  "text": str(content or "")}]:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "text":
-                blocks.append({"type": "text", "text": str(block.get("text", ""))})
+                blocks.append({"type": "text", "text": as_text(block.get("text"))})
             elif kind == "thinking":
-                thinking = {"type": "thinking", "thinking": str(block.get("thinking", ""))}
+                thinking = {"type": "thinking", "thinking": as_text(block.get("thinking"))}
                 if isinstance(block.get("signature"), str):
                     thinking["thinkingSignature"] = block["signature"]
                 blocks.append(thinking)
             elif kind == "redacted_thinking":
                 blocks.append({"type": "thinking", "thinking": "",
-                               "thinkingSignature": str(block.get("data", "")), "redacted": True})
+                               "thinkingSignature": as_text(block.get("data")), "redacted": True})
             elif kind == "tool_use":
-                tool_id = str(block.get("id", ""))
-                self.tool_names[tool_id] = str(block.get("name", ""))
+                tool_id = as_text(block.get("id"))
+                self.tool_names[tool_id] = as_text(block.get("name"))
                 tool_ids.add(tool_id)
-                blocks.append({"type": "toolCall", "id": tool_id, "name": str(block.get("name", "")),
+                blocks.append({"type": "toolCall", "id": tool_id, "name": as_text(block.get("name")),
                                "arguments": block.get("input") if isinstance(block.get("input"),
                                                                              dict) else {}})
             else:
@@ -332,7 +332,7 @@ class _Reader:
                                                                   "text": str(content or "")}]:
             kind = block.get("type") if isinstance(block, dict) else None
             if kind == "tool_result":
-                tool_id = str(block.get("tool_use_id", ""))
+                tool_id = as_text(block.get("tool_use_id"))
                 answered.add(tool_id)
                 result = block.get("content")
                 blocks = [{"type": "text", "text": result}] if isinstance(result, str) else [
@@ -419,7 +419,7 @@ def _block(block: Any) -> dict[str, Any] | None:
     if not isinstance(block, dict):
         return None
     if block.get("type") == "text":
-        return {"type": "text", "text": str(block.get("text", ""))}
+        return {"type": "text", "text": as_text(block.get("text"))}
     if block.get("type") == "image":
         return _image(block)
     return None
@@ -428,7 +428,7 @@ def _block(block: Any) -> dict[str, Any] | None:
 def _text(content: Any) -> str:
     if isinstance(content, str):
         return content
-    return "\n".join(str(b.get("text", "")) for b in (content if isinstance(content, list) else ())
+    return "\n".join(as_text(b.get("text")) for b in (content if isinstance(content, list) else ())
                      if isinstance(b, dict) and b.get("type") == "text")
 
 

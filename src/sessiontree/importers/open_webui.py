@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any
 
 from ._build import SourceConversation, SourceNode, fingerprint, iso_from_seconds
-from ._read import SourceFile, json_path, obj
+from ._read import SourceFile, as_text, json_path, obj
 
 __all__ = ["FORMAT", "parse_open_webui"]
 
@@ -31,10 +31,9 @@ FORMAT = "open-webui"
 _OWN = ("id", "parentId", "childrenIds", "role", "content", "timestamp")
 
 
-def _seconds(value: Any) -> float | None:
-    if not isinstance(value, (int, float)) or isinstance(value, bool):
-        return None
-    return value / 1000 if value > 1e11 else float(value)  # some versions store ms
+def _seconds(source: SourceFile, value: Any, *where: str | int) -> float | None:
+    milliseconds = isinstance(value, (int, float)) and value > 1e11  # as some versions store
+    return source.seconds(value, *where, per_second=1000 if milliseconds else 1)
 
 
 def _usage(message: dict[str, Any]) -> dict[str, Any]:
@@ -78,7 +77,7 @@ def _node(source: SourceFile, key: str, raw: Any, where: tuple[str | int, ...],
         source.fail("a message needs a role", position=json_path(*where, key, "role"))
     if not isinstance(content, str):
         source.fail("content must be a string", position=json_path(*where, key, "content"))
-    when = _seconds(message.get("timestamp")) or fallback
+    when = _seconds(source, message.get("timestamp"), *where, key, "timestamp") or fallback
     timestamp, stamp = iso_from_seconds(when), round(when * 1000)
     rest = {k: v for k, v in message.items() if k not in _OWN}
     if role == "user":
@@ -94,7 +93,7 @@ def _node(source: SourceFile, key: str, raw: Any, where: tuple[str | int, ...],
                 "stopReason": "error" if error else "stop", "timestamp": stamp}
         if error:
             detail = error.get("content") if isinstance(error, dict) else error
-            body["errorMessage"] = str(detail)
+            body["errorMessage"] = as_text(detail)  # (the error record stays in source)
         entry = {"type": "message", "timestamp": timestamp, "message": body}
     else:
         entry = {"type": "custom", "customType": f"open-webui.{role}",
@@ -108,7 +107,8 @@ def _chat(source: SourceFile, record: dict[str, Any], where: tuple[str | int, ..
     chat_where = (*where, "chat") if chat is not record else where
     history = source.expect_object(chat.get("history"), *chat_where, "history")
     messages = source.expect_object(history.get("messages"), *chat_where, "history", "messages")
-    created = _seconds(record.get("created_at")) or _seconds(chat.get("timestamp")) or 0.0
+    created = _seconds(source, record.get("created_at"), *where, "created_at") \
+        or _seconds(source, chat.get("timestamp"), *chat_where, "timestamp") or 0.0
     nodes = []
     last = created
     for key, raw in messages.items():

@@ -33,7 +33,7 @@ from ..context import convert_to_llm, entry_message
 from ..entries import as_json_object
 from ..messages import message_from_builtins, now_ms
 from ._build import SourceConversation, SourceNode, fingerprint
-from ._read import SourceFile
+from ._read import SourceFile, as_text
 
 __all__ = [
     "FORMAT",
@@ -78,8 +78,8 @@ class ToolCalls:
             return
         for block in message.get("content") or ():
             if isinstance(block, dict) and block.get("type") == "toolCall":
-                call_id = str(block.get("id", "")).split("|")[0]
-                self._calls[call_id] = (str(block.get("id", "")), str(block.get("name", "")))
+                call_id = as_text(block.get("id")).split("|")[0]
+                self._calls[call_id] = (as_text(block.get("id")), as_text(block.get("name")))
 
     def get(self, call_id: str) -> tuple[str, str]:
         return self._calls.get(call_id, (call_id, ""))
@@ -145,7 +145,8 @@ def _mapped(item: Mapping[str, Any], calls: ToolCalls, info: AssistantInfo, stam
     if kind == "message" and role == "assistant":
         parts = item.get("content")
         text = parts if isinstance(parts, str) else "".join(
-            str(p.get("text", p.get("refusal", ""))) for p in parts or () if isinstance(p, dict))
+            as_text(p.get("text") if p.get("text") is not None else p.get("refusal"))
+            for p in parts or () if isinstance(p, dict))
         block: dict[str, Any] = {"type": "text", "text": text}
         if isinstance(item.get("id"), str):
             signature = {"v": 1, "id": item["id"]}
@@ -158,20 +159,20 @@ def _mapped(item: Mapping[str, Any], calls: ToolCalls, info: AssistantInfo, stam
             arguments = json.loads(item.get("arguments") or "{}")
         except (TypeError, ValueError):
             arguments = {}
-        call_id = str(item.get("call_id", ""))
+        call_id = as_text(item.get("call_id"))
         pi_id = f"{call_id}|{item['id']}" if isinstance(item.get("id"), str) else call_id
-        call = {"type": "toolCall", "id": pi_id, "name": str(item.get("name", "")),
+        call = {"type": "toolCall", "id": pi_id, "name": as_text(item.get("name")),
                 "arguments": arguments if isinstance(arguments, dict) else {}}
         return _message(_assistant([call], info, "toolUse", stamp), timestamp)
     if kind == "function_call_output":
-        pi_id, name = calls.get(str(item.get("call_id", "")))
+        pi_id, name = calls.get(as_text(item.get("call_id")))
         output = item.get("output")
         blocks = [{"type": "text", "text": output}] if isinstance(output, str) else \
             _parts_to_blocks(output if isinstance(output, list) else ())
         return _message({"role": "toolResult", "toolCallId": pi_id, "toolName": name,
                          "content": blocks, "isError": False, "timestamp": stamp}, timestamp)
     if kind == "reasoning":
-        summary = "\n\n".join(str(s.get("text", "")) for s in item.get("summary") or ()
+        summary = "\n\n".join(as_text(s.get("text")) for s in item.get("summary") or ()
                               if isinstance(s, dict))
         thinking = {"type": "thinking", "thinking": summary,
                     "thinkingSignature": json.dumps(item, separators=(",", ":"),
@@ -246,7 +247,7 @@ def _assistant_items(message: Mapping[str, Any]) -> list[dict[str, Any]]:
                     item["phase"] = parsed["phase"]
             items.append(item)
         elif kind == "toolCall":
-            call_id, _, item_id = str(block.get("id", "")).partition("|")
+            call_id, _, item_id = as_text(block.get("id")).partition("|")
             call: dict[str, Any] = {"type": "function_call", "call_id": call_id,
                                     "name": block.get("name", ""),
                                     "arguments": json.dumps(block.get("arguments", {}),
@@ -294,7 +295,7 @@ def entry_items(entry: Mapping[str, Any]) -> list[dict[str, Any]]:
         if any(b.get("type") == "image" for b in parts):
             output = _user_item({"content": parts})["content"]
         return [{"type": "function_call_output",
-                 "call_id": str(message.get("toolCallId", "")).split("|")[0], "output": output}]
+                 "call_id": as_text(message.get("toolCallId")).split("|")[0], "output": output}]
     if kind == "branch_summary" and not entry.get("summary"):
         return []
     converted = convert_to_llm([message_from_builtins(message)])  # type: ignore[list-item]
