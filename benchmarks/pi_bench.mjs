@@ -21,7 +21,7 @@
 //   branch:  sha256 over the ids of getBranch(deepest) joined by "\n" (deepest: greatest distance
 //            from its root, the first in file order on ties)
 import { createHash } from "node:crypto";
-import { appendFileSync, copyFileSync, mkdtempSync, rmSync, statSync } from "node:fs";
+import { appendFileSync, copyFileSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { basename, join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -139,12 +139,19 @@ function listingDigest(rows) {
 	return hash.digest("hex");
 }
 
+// The whole folder: pi 1.x's list(cwd, dir) keeps the sessions of cwd only, its listAll(dir)
+// takes the folder whole; pi 0.73.1's list never filtered (and its listAll took no folder).
+function listWhole(SessionManager, opts) {
+	const { version } = JSON.parse(readFileSync(join(opts.dist, "..", "package.json"), "utf8"));
+	return Number(version.split(".")[0]) >= 1 ? SessionManager.listAll(opts.list) : SessionManager.list("/", opts.list);
+}
+
 async function list(opts, SessionManager) {
 	const runs = [];
 	let rows;
 	for (let i = 0; i < opts.repeat; i++) {
 		const start = performance.now();
-		rows = await SessionManager.list("/", opts.list);
+		rows = await listWhole(SessionManager, opts);
 		runs.push(performance.now() - start);
 	}
 	const sorted = [...runs].sort((a, b) => a - b);

@@ -1,5 +1,7 @@
 """Listing folders of sessions as pi's ``SessionManager.list`` does, its index, and
-``Session.continue_recent`` beside pi's ``continueRecent``; all checked against pi itself."""
+``Session.continue_recent`` beside pi's ``continueRecent``; all checked against pi itself: pi
+1.5.2 row for row and in its order, pi 0.73.1 row for row where the two pis agree (0.73.1 left
+rows of one time in the folder's order)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+import pytest
 from click.testing import CliRunner
 
 from sessiontree import AssistantMessage, Session, UserMessage, list_sessions
@@ -19,7 +22,7 @@ from sessiontree.stores import _jsonl_listing
 from sessiontree.stores._jsonl_listing import INDEX_NAME
 from sessiontree.stores.memory import MemoryLog
 from sessiontree.testing.generate import generate_folder
-from sessiontree.testing.pi import run_node_script
+from sessiontree.testing.pi import PI_1_5, PiUnavailable, ensure_pi, run_node_script
 
 from .test_pi_interop import Pi, pi  # noqa: F401 - the fixture
 
@@ -27,8 +30,23 @@ PROBE = Path(__file__).parent / "pi" / "pi_listing.mjs"
 CWDS = ("/home/dev/projects/acme-api", "/home/dev/projects/web")
 
 
-def pi_list(pi: Pi, folder: Path, cwd: str = "/") -> list[dict[str, Any]]:
-    return run_node_script(PROBE, str(pi.modules), "list", str(folder), cwd)  # type: ignore[no-any-return]
+@pytest.fixture(scope="session")
+def pi15() -> Pi:
+    """pi 1.5.2, installed on first use; a test using it fails (never skips) without it."""
+    try:
+        return Pi(ensure_pi(release=PI_1_5))
+    except PiUnavailable as error:
+        return Pi(f"pi 1.5.2 is required by the listing tests and could not be installed: {error}")
+
+
+def pi_list(pi: Pi, folder: Path, cwd: str | None = None) -> list[dict[str, Any]]:
+    """pi's rows: ``list(cwd, folder)``, or without ``cwd`` the whole folder."""
+    return run_node_script(PROBE, str(pi.modules), "list", str(folder),  # type: ignore[no-any-return]
+                           *([cwd] if cwd is not None else []))
+
+
+def by_path(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {row["path"]: row for row in rows}
 
 
 def ours(folder: Path, **options: Any) -> list[dict[str, Any]]:
@@ -85,15 +103,82 @@ def odd_files(folder: Path) -> None:
     os.utime(folder / "no-times.jsonl", ns=(1_700_000_000_123_456_789, 1_700_000_000_123_456_789))
 
 
-def test_listing_equals_pis_on_a_generated_folder_with_odd_files(tmp_path: Path, pi: Pi) -> None:
+def test_listing_equals_pis_on_a_generated_folder_with_odd_files(tmp_path: Path, pi: Pi,
+                                                                 pi15: Pi) -> None:
     generate_folder(tmp_path, 25, seed=7, min_entries=0, max_entries=400, cwds=CWDS)
     odd_files(tmp_path)
-    expected = pi_list(pi, tmp_path)
+    expected = pi_list(pi15, tmp_path)
     assert len(expected) == 25 + 5
     assert as_pi(ours(tmp_path, index=False)) == expected
     assert as_pi(ours(tmp_path)) == expected  # builds the index
     assert as_pi(ours(tmp_path)) == expected  # served from the index
-    assert as_pi(ours(tmp_path, cwd=CWDS[1])) == [row for row in expected if row["cwd"] == CWDS[1]]
+    assert as_pi(ours(tmp_path, cwd=CWDS[1])) == pi_list(pi15, tmp_path, CWDS[1]) == \
+        [row for row in expected if row["cwd"] == CWDS[1]]
+    assert by_path(expected) == by_path(pi_list(pi, tmp_path))  # the pis agree on these rows
+
+
+def ties_and_quirks(folder: Path) -> dict[str, str]:
+    """Files on which pi 1.5.2 and pi 0.73.1 list differently; what each shows in 1.5.2."""
+    header = {"type": "session", "version": 3, "timestamp": "2026-01-02T03:04:05.678Z", "cwd": "/a/b"}
+
+    def message(content: Any, stamp: Any = "2026-01-02T03:04:06.000Z", **extra: Any) -> dict[str, Any]:
+        return {"type": "message", "id": "x", "parentId": None, "timestamp": stamp,
+                "message": {"role": "user", "content": content, **extra}}
+
+    def write(name: str, *lines: Any, raw: bytes | None = None) -> None:
+        (folder / name).write_bytes(raw if raw is not None else b"".join(
+            json.dumps(line).encode() + b"\n" for line in lines))
+
+    for name in ("B-tie", "a-tie", "a_tie", "A-tie", "b.tie", "1tie", "\u00e9-tie", "z-tie", "e-tie"):
+        write(f"{name}.jsonl", {**header, "id": name.replace("\u00e9", "e2")})  # one time
+    write("bom.jsonl", raw=b"\xef\xbb\xbf" + json.dumps({**header, "id": "bom"}).encode() + b"\n")
+    write("lone-cr.jsonl", raw=json.dumps({**header, "id": "lone-cr"}).encode() + b"\n" + json.dumps(
+        message("split by a carriage return")).encode().replace(b'"id"', b'\r"id"') + b"\n")
+    write("number-time.jsonl", {**header, "id": "number-time"}, message("n", stamp=1780000000000.7))
+    write("true-time.jsonl", {**header, "id": "true-time"}, message("t", stamp=True))
+    write("null-time.jsonl", {**header, "id": "null-time"}, message("t", stamp=None))
+    write("no-message.jsonl", {**header, "id": "no-message"},
+          {"type": "message", "id": "x", "parentId": None, "timestamp": header["timestamp"]})
+    write("number-name.jsonl", {**header, "id": "number-name"},
+          {"type": "session_info", "id": "x", "parentId": None, "name": 5})
+    write("null-content.jsonl", {**header, "id": "null-content"}, message(None))
+    write("null-block.jsonl", {**header, "id": "null-block"}, message([None]))
+    write("odd-texts.jsonl", {**header, "id": "odd-texts"},
+          message([{"type": "text", "text": 5}, {"type": "text"}, {"type": "text", "text": [1, None]},
+                   "not a block", {"type": "text", "text": "b"}]))
+    write("cwd-spelled.jsonl", {**header, "id": "cwd-spelled", "cwd": "/a/./b/"})
+    write("no-cwd.jsonl", {**header, "id": "no-cwd", "cwd": ""})
+    write("empty-parent.jsonl", {**header, "id": "empty-parent", "parentSession": ""})
+    return {"bom": "not listed (a BOM makes the header line not parse)",
+            "lone-cr": "two lines, neither an entry", "number-time": "dated by its number",
+            "true-time": "dated 1 ms (new Date(true))", "null-time": "dated by its header",
+            "no-message": "not listed", "number-name": "not listed", "null-content": "not listed",
+            "null-block": "not listed", "odd-texts": "first message '5  1, b'"}
+
+
+def test_listing_follows_pi_1_5_where_the_pis_differ(tmp_path: Path, pi: Pi, pi15: Pi) -> None:
+    """Ties in time go by file name as pi 1.5.2 orders them (localeCompare, descending), lines
+    end where node's readline ends them, entry times convert as JavaScript's Date does, and
+    files pi's summary throws on are not listed."""
+    quirks = ties_and_quirks(tmp_path)
+    expected = pi_list(pi15, tmp_path)
+    assert as_pi(ours(tmp_path, index=False)) == expected
+    assert as_pi(ours(tmp_path)) == expected == as_pi(ours(tmp_path))  # the index, both ways
+    for cwd in ("/a/b", "/a/b/", "/a/../a/b"):
+        assert as_pi(ours(tmp_path, cwd=cwd)) == pi_list(pi15, tmp_path, cwd)
+    rows = {Path(row["path"]).stem: row for row in expected}
+    names = [Path(row["path"]).stem for row in expected]
+    ties = [n for n in names if n.endswith("tie")]
+    assert ties == ["z-tie", "\u00e9-tie", "e-tie", "b.tie", "B-tie", "A-tie", "a-tie", "a_tie", "1tie"]
+    assert {"bom", "no-message", "number-name", "null-content", "null-block"}.isdisjoint(rows)
+    assert rows["number-time"]["modified"] == 1780000000000 and rows["true-time"]["modified"] == 1
+    assert rows["odd-texts"]["firstMessage"] == "5  1, b"
+    assert rows["lone-cr"]["messageCount"] == 0 and rows["empty-parent"]["parentSessionPath"] == ""
+    old = by_path(pi_list(pi, tmp_path))  # where pi 0.73.1 differs, as the README says
+    differ = {Path(path).stem for path in set(old) | set(by_path(expected))
+              if old.get(path) != by_path(expected).get(path)}
+    assert differ == {"bom", "lone-cr", "number-time", "true-time"}
+    assert set(quirks) >= differ
 
 
 def lines_only_a_file_reading_catches(folder: Path) -> None:
@@ -291,7 +376,7 @@ def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None
     for junk in (b"\x00garbage", msgspec.msgpack.encode({"version": 99, "files": {}}), b""):
         index.write_bytes(junk)
         assert {r.path for r in list_sessions(tmp_path)} == paths
-        assert msgspec.msgpack.decode(index.read_bytes())["version"] == 1
+        assert msgspec.msgpack.decode(index.read_bytes())["version"] == 2
 
 
 def test_a_folder_that_cannot_be_written_is_listed_without_an_index(tmp_path: Path) -> None:
@@ -309,7 +394,7 @@ def test_a_folder_that_cannot_be_written_is_listed_without_an_index(tmp_path: Pa
         tmp_path.chmod(0o700)
 
 
-def test_continue_recent_resumes_what_pi_resumes(tmp_path: Path, pi: Pi) -> None:
+def test_continue_recent_resumes_what_pi_resumes(tmp_path: Path, pi: Pi, pi15: Pi) -> None:
     cwd = "/home/dev/projects/acme-api"
     made = generate_folder(tmp_path, 5, seed=11, min_entries=5, max_entries=30, cwds=[cwd])
     for i, item in enumerate(made):  # modification times decide, not names or headers
@@ -320,8 +405,12 @@ def test_continue_recent_resumes_what_pi_resumes(tmp_path: Path, pi: Pi) -> None
     long_header.write_text(json.dumps({"type": "session", "version": 3, "id": "long", "cwd": "/" + "x" * 600,
                                        "timestamp": "2026-01-02T03:04:05.678Z"}) + "\n")
     (tmp_path / "zz-not-a-session.jsonl").write_text('{"type":"message"}\n')
-    probe = run_node_script(PROBE, str(pi.modules), "recent", str(tmp_path), cwd)
-    assert probe["mostRecent"] == probe["continued"] == newest.path
+    old = run_node_script(PROBE, str(pi.modules), "recent", str(tmp_path), cwd)
+    assert old["mostRecent"] == old["continued"] == newest.path  # 0.73.1: 512 bytes, no cwd
+    probe = run_node_script(PROBE, str(pi15.modules), "recent", str(tmp_path), cwd)
+    # pi 1.5.2 finds the long header (it reads up to a MiB) but resumes sessions of cwd only
+    assert (probe["mostRecent"], probe["continued"]) == (str(long_header), newest.path)
+    assert _jsonl_listing.most_recent_session(tmp_path) == str(long_header)
     with Session.continue_recent(cwd, directory=tmp_path) as session:
         assert session.file == newest.path and len(session) == newest.entries
 

@@ -1,21 +1,29 @@
-"""What a session listing shows, as pi's ``buildSessionInfo`` computes it: one rule set for
-every store (a folder of JSONL files, ``Session.listing()``, the database stores' sessions
+"""What a session listing shows, as pi 1.5.2's ``buildSessionInfo`` computes it: one rule set
+for every store (a folder of JSONL files, ``Session.listing()``, the database stores' sessions
 table, which keeps the counts as entries are appended so that a listing never reads them).
 
-The rules (pi 0.73.1; format-spec.md section 13, "Listing"), over the lines that parse, in order:
+The rules (pi 1.5.2; format-spec.md section 13, "Listing"), over the lines that parse to a value
+JavaScript holds true (``null``, ``false``, ``0`` and ``""`` lines are skipped), in order:
 
 * ``message_count``: every ``message`` entry.
 * activity: over the ``message`` entries whose message has a string ``role`` that is ``user``
   or ``assistant`` and a ``content`` key, the latest of the message's numeric ``timestamp``,
-  else the entry's ``timestamp`` (an ISO time); it is the row's ``modified`` when above 0,
-  else the header's time, else the file's modification time (``modified_from`` says which).
-  A number JavaScript's ``Date`` cannot hold (beyond 8.64e15 ms either way, which JSON's
-  ``1e300`` is) counts as no time: pi's ``modified`` would be an Invalid Date, which no store
-  can keep or sort by.
+  else ``new Date(entry.timestamp)`` (an ISO time; a number is epoch ms, ``null`` is 0 and a
+  boolean 0 or 1, as JavaScript converts them; pi 0.73.1 read ISO strings only); it is the
+  row's ``modified`` when above 0, else the header's time, else the file's modification time
+  (``modified_from`` says which). A number JavaScript's ``Date`` cannot hold (beyond 8.64e15
+  ms either way, which JSON's ``1e300`` is) counts as no time: pi's ``modified`` would be an
+  Invalid Date, which no store can keep or sort by.
 * ``first_message``: the text of the first such ``user`` message whose text is not empty (a
-  string content as it is, else its ``text`` blocks joined by a space).
+  string content as it is, else its ``text`` blocks' texts joined by a space, each converted
+  as JavaScript's ``Array.join`` converts it).
 * ``name``: the latest ``session_info``'s ``name``, trimmed as JavaScript trims; ``None`` when
-  that is empty or not a string.
+  that is empty, ``null`` or missing.
+* a file pi cannot summarize is not listed (``ListingStats.unlistable``): pi's
+  ``buildSessionInfo`` throws, and drops the file, on a ``message`` entry without a message
+  object, a ``session_info`` whose ``name`` is neither a string nor ``null``, and a user or
+  assistant message whose ``content`` is neither a string nor an array, or holds a ``null``
+  block. The database stores list such a session all the same (they have no file to drop).
 
 Invariant: :class:`ListingStats` takes lines in any number of calls and ends in the same state
 (a database adds each appended line; a folder listing adds a whole file at once).
@@ -23,6 +31,7 @@ Invariant: :class:`ListingStats` takes lines in any number of calls and ends in 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
@@ -37,8 +46,8 @@ from ._tree import js_trim
 if TYPE_CHECKING:
     from .stores.base import SessionListing
 
-__all__ = ["ListingLine", "ListingStats", "listing_line", "listing_row", "message_text",
-           "row_of_lines"]
+__all__ = ["ListingLine", "ListingStats", "cwd_matches", "js_date_ms", "listing_line",
+           "listing_row", "message_text", "pi_order", "resolve_path", "row_of_lines"]
 
 
 class ListingMessage(msgspec.Struct):
@@ -67,7 +76,8 @@ _get_type = attrgetter("type")
 
 
 def listing_line(line: bytes | memoryview) -> ListingLine | None:
-    """One line as a listing reads it; ``None`` for a line that does not parse (pi skips it)."""
+    """One line as a listing reads it; ``None`` for a line that pi skips (it does not parse,
+    or it parses to ``null``, ``false``, ``0`` or ``""``)."""
     try:
         return line_decoder.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):
@@ -76,6 +86,8 @@ def listing_line(line: bytes | memoryview) -> ListingLine | None:
         value = _json.loads(line)  # lone surrogates, invalid UTF-8: what JSON.parse accepts
     except ValueError:
         return None
+    if not value and (value is None or isinstance(value, (bool, int, float, str))):
+        return None  # pi's `if (!entry) continue`
     if not isinstance(value, dict):
         return ListingLine()
     message = value.get("message")
@@ -84,20 +96,39 @@ def listing_line(line: bytes | memoryview) -> ListingLine | None:
         type=value.get("type", UNSET), id=entry_id if isinstance(entry_id, str) else UNSET,
         timestamp=value.get("timestamp", UNSET), name=value.get("name", UNSET),
         cwd=value.get("cwd", UNSET), parentSession=value.get("parentSession", UNSET),
-        message=ListingMessage(
+        message=None if message is None else ListingMessage() if not isinstance(message, dict)
+        else ListingMessage(
             role=message.get("role", UNSET), timestamp=message.get("timestamp", UNSET),
             content=msgspec.Raw(_json.dumps(message["content"])) if "content" in message
-            else msgspec.Raw(b"")) if isinstance(message, dict) else None)
+            else msgspec.Raw(b"")))
+
+
+def _js_string(value: Any) -> str:
+    """``String(value)`` for a JSON value, as ``Array.prototype.join`` converts an element."""
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return _json.js_number(float(value)) if isinstance(value, float) or abs(value) >= 2**53 \
+            else str(value)
+    if isinstance(value, list):
+        return ",".join(map(_js_string, value))
+    return "[object Object]"
 
 
 def message_text(message: Mapping[str, Any]) -> str:
-    """The text of a message's content: a string, or its text blocks joined by spaces."""
+    """The text of a message's content as pi's listing takes it: a string, or the ``text`` of
+    its text blocks joined by spaces (a missing or ``null`` text is empty, any other value
+    converted as JavaScript converts it)."""
     content = message.get("content")
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return " ".join(b["text"] for b in content if isinstance(b, dict)
-                        and b.get("type") == "text" and isinstance(b.get("text"), str))
+        return " ".join(_js_string(b.get("text")) for b in content
+                        if isinstance(b, dict) and b.get("type") == "text")
     return ""
 
 
@@ -105,14 +136,38 @@ def _text(content: msgspec.Raw) -> str:
     return message_text({"content": _json.loads(content)})
 
 
+def _content_breaks_pi(content: msgspec.Raw) -> bool:
+    """Whether pi's ``extractTextContent`` throws on this content: neither a string nor an
+    array, or an array holding ``null`` (read without decoding in the common cases)."""
+    view = memoryview(content)
+    first = view[:1].tobytes()
+    if first == b'"':
+        return False
+    if first != b"[":
+        return True
+    return b"null" in view.tobytes() and None in _json.loads(content)
+
+
 _DATE_LIMIT = 8.64e15
 """The largest epoch-ms time a JavaScript ``Date`` holds (either way from 1970)."""
 
 
-class ListingStats:
-    """Message count, first user text, latest activity and name of one session."""
+def js_date_ms(value: Any) -> float | None:
+    """``new Date(value).getTime()`` of a JSON value; ``None`` for an Invalid Date."""
+    if value is None:
+        return 0
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, (int, float)):
+        return float(int(value)) if -_DATE_LIMIT <= value <= _DATE_LIMIT else None
+    return iso_to_ms(value)  # a string (other values: Invalid Date)
 
-    __slots__ = ("activity", "first", "messages", "name")
+
+class ListingStats:
+    """Message count, first user text, latest activity and name of one session, and whether
+    pi could summarize it at all."""
+
+    __slots__ = ("activity", "first", "messages", "name", "unlistable")
 
     def __init__(self, messages: int = 0, first: str = "", activity: float | None = None,
                  name: str | None = None) -> None:
@@ -120,16 +175,22 @@ class ListingStats:
         self.first = first
         self.activity = activity
         self.name = name
+        self.unlistable = False
+        """pi's ``buildSessionInfo`` throws on this session's lines: its listing drops the file."""
 
     def add(self, lines: Iterable[ListingLine]) -> None:
         """Count these lines (in stored order; the header is not counted)."""
         messages, first, name, activity = self.messages, self.first, self.name, self.activity
+        unlistable = self.unlistable
         for line in lines:  # one loop, no call per line: a folder listing reads every line
             kind = line.type
             if kind == "message":
                 messages += 1
                 message = line.message
-                if message is None or not message.content:
+                if message is None:
+                    unlistable = True  # typeof undefined.role throws
+                    continue
+                if not message.content:
                     continue
                 role = message.role
                 if role != "user" and role != "assistant":
@@ -138,14 +199,23 @@ class ListingStats:
                 if type(stamp) is int or type(stamp) is float:
                     when: float | None = stamp if -_DATE_LIMIT <= stamp <= _DATE_LIMIT else None
                 else:
-                    when = iso_to_ms(line.timestamp)
+                    when = js_date_ms(line.timestamp) if line.timestamp is not UNSET else None
                 if when is not None and (activity is None or when > activity):
                     activity = when
-                if not first and role == "user":
+                if _content_breaks_pi(message.content):
+                    unlistable = True
+                elif not first and role == "user":
                     first = _text(message.content)
             elif kind == "session_info":
-                name = (js_trim(line.name) or None) if isinstance(line.name, str) else None
+                value = line.name
+                if isinstance(value, str):
+                    name = js_trim(value) or None
+                elif value is None or value is UNSET:
+                    name = None
+                else:
+                    unlistable = True  # name.trim is not a function
         self.messages, self.first, self.name, self.activity = messages, first, name, activity
+        self.unlistable = unlistable
 
     def modified(self, created: object, mtime_ms: float | None
                  ) -> tuple[int, Literal["message", "created", "file"]]:
@@ -159,11 +229,13 @@ class ListingStats:
 
 
 def row_of_lines(header: ListingLine, entries: list[ListingLine], path: str,
-                 mtime_ms: float | None) -> SessionListing:
-    """The row of a session from its header line and the lines after it that parse; the
-    entry count is the number of distinct string ids (a duplicate header is not an entry)."""
-    stats = ListingStats()
-    stats.add(entries)
+                 mtime_ms: float | None, stats: ListingStats | None = None) -> SessionListing:
+    """The row of a session from its header line and the lines after it that parse (``stats``:
+    those lines already counted); the entry count is the number of distinct string ids (a
+    duplicate header is not an entry)."""
+    if stats is None:
+        stats = ListingStats()
+        stats.add(entries)
     if "session" in map(_get_type, entries):  # pi's duplicate header quirk: not entries
         entries = [line for line in entries if line.type != "session"]
     ids = set(map(_get_id, entries))
@@ -183,8 +255,70 @@ def listing_row(header: Mapping[str, Any], stats: ListingStats, path: str,
     cwd, parent, stamp = header.get("cwd"), header.get("parentSession"), header.get("timestamp")
     return SessionListing(
         path=path, id=str(header.get("id")), cwd=cwd if isinstance(cwd, str) else "",
-        name=stats.name, parent_session=parent if isinstance(parent, str) and parent else None,
+        name=stats.name, parent_session=parent if isinstance(parent, str) else None,
         created=stamp if isinstance(stamp, str) else "", modified_ms=modified,
         message_count=stats.messages, entry_count=entry_count,
         first_message=stats.first or "(no messages)", modified_from=source,
     )
+
+
+# -- the order of rows and the cwd filter --------------------------------------------------------
+
+_ICU_ASCII = (" _-,;:!?.'\"()[]{}@*/\\&#%`^+<=>|~$0123456789aAbBcCdDeEfFgGhHiIjJkKlLmMnNoOpPqQrR"
+              "sStTuUvVwWxXyYzZ")
+"""Printable ASCII in the order of ICU's root collation (``localeCompare`` in node, measured):
+punctuation and symbols, digits, then letters, a letter's lower case first."""
+_PRIMARY = {c: i for i, c in enumerate(dict.fromkeys(_ICU_ASCII.lower()))}
+
+
+def _collation_key(text: str) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...], tuple[int, ...]]:
+    """A sort key comparing as ``a.localeCompare(b)`` does under ICU's root collation: every
+    character's base first (letters without case or accent), then the accents, then the case.
+    Exact for ASCII; other characters are decomposed (NFD) into a base, compared after every
+    ASCII character by code point, and its combining marks."""
+    import unicodedata
+
+    primary: list[int] = []
+    accents: list[tuple[int, ...]] = []
+    case: list[int] = []
+    for char in unicodedata.normalize("NFD", text):
+        if unicodedata.combining(char) and accents:
+            accents[-1] += (ord(char),)
+            continue
+        lower = char.lower() if len(char.lower()) == 1 else char
+        weight = _PRIMARY.get(lower)
+        primary.append(weight if weight is not None else 0x100 + ord(lower))
+        accents.append(())
+        case.append(int(char != lower))
+    return tuple(primary), tuple(accents), tuple(case)
+
+
+def pi_order(rows: list[SessionListing]) -> list[SessionListing]:
+    """Rows in pi 1.5.2's order: newest ``modified`` first, rows of one time by file name in
+    descending ``localeCompare`` order (pi reads the files in that order, then sorts stably;
+    pi 0.73.1 left such rows in the folder's order)."""
+    ordered = sorted(rows, key=lambda row: row.path)  # names equal to the collation: as node lists
+    times = [row.modified_ms for row in ordered]
+    if len(set(times)) < len(times):  # ties: by name, the costly key only then
+        ordered.sort(key=lambda row: _collation_key(os.path.basename(row.path)), reverse=True)
+    ordered.sort(key=attrgetter("modified_ms"), reverse=True)
+    return ordered
+
+
+def resolve_path(path: str) -> str:
+    """pi's ``resolvePath``: ``~`` and ``~/`` expanded, a ``file://`` URL made a path, then
+    made absolute against the working directory and normalized as node's ``path.resolve``."""
+    if path == "~" or path.startswith("~/"):
+        path = os.path.join(os.path.expanduser("~"), path[2:])
+    elif path.startswith("file://"):
+        from urllib.parse import unquote, urlsplit
+
+        path = unquote(urlsplit(path).path)
+    resolved = os.path.normpath(os.path.join(os.getcwd(), path))
+    return "/" + resolved.lstrip("/") if resolved.startswith("//") else resolved
+
+
+def cwd_matches(session_cwd: str, resolved_cwd: str) -> bool:
+    """pi 1.5.2's ``sessionCwdMatches``: a non-empty header cwd naming ``resolved_cwd`` (an
+    already resolved path) once resolved."""
+    return session_cwd != "" and resolve_path(session_cwd) == resolved_cwd

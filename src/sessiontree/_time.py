@@ -76,13 +76,36 @@ def new_entry_id(taken: object) -> str:
     return str(uuid.uuid4())
 
 
-def uuid7() -> str:
-    """A UUID version 7 (time-ordered), the kind pi 0.73 uses for session ids."""
-    ms = time.time_ns() // 1_000_000
-    rand = int.from_bytes(os.urandom(10), "big")
-    value = (ms & ((1 << 48) - 1)) << 80
-    value |= 0x7 << 76
-    value |= ((rand >> 62) & 0xFFF) << 64
-    value |= 0b10 << 62
-    value |= rand & ((1 << 62) - 1)
-    return str(uuid.UUID(int=value))
+class _Uuid7:
+    """Session ids as pi 1.5.2 draws them (pi-ai's ``uuidv7``): a UUID version 7 whose 48-bit
+    millisecond time never goes back within the process, followed by a 41-bit sequence that
+    starts at a random 40-bit value and grows by one per id, then random bits; so the ids of
+    one process sort in the order they were made, even within a millisecond."""
+
+    def __init__(self) -> None:
+        import threading
+
+        self._lock = threading.Lock()
+        self._last_ms = -1
+        self._sequence: int | None = None
+
+    def __call__(self) -> str:
+        with self._lock:
+            self._last_ms = ms = max(time.time_ns() // 1_000_000, self._last_ms)
+            if self._sequence is None:
+                self._sequence = int.from_bytes(os.urandom(5), "big")
+            elif self._sequence == (1 << 41) - 1:
+                raise RuntimeError("UUIDv7 sequence exhausted")
+            else:
+                self._sequence += 1
+            sequence = self._sequence
+        value = (ms & ((1 << 48) - 1)) << 80 | 0x7 << 76
+        value |= (sequence >> 29) << 64  # its top 12 bits after the version
+        value |= 0b10 << 62 | (sequence & ((1 << 29) - 1)) << 33  # the rest after the variant
+        value |= int.from_bytes(os.urandom(5), "big") >> 7  # 33 random bits
+        return str(uuid.UUID(int=value))
+
+
+uuid7 = _Uuid7()
+"""A new session id: a UUID version 7, time-ordered and increasing within the process, as pi
+1.5.2 makes them (pi 0.73.1's were time-ordered to the millisecond only)."""

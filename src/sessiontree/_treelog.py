@@ -275,7 +275,7 @@ class TreeLog:
 
         location = path or self.file or ""
         if self.file is not None:  # what pi's listing reads: the file
-            row = read_listing(self.file)
+            row = read_listing(self.file, as_pi=False)
             if row is not None:
                 return row if path is None else msgspec.structs.replace(row, path=location)
         header = self.header

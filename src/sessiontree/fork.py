@@ -3,13 +3,17 @@ and exports of one path or one subtree.
 
 Invariants:
 * The source is never written to.
-* A copied entry is its stored line, byte for byte, except where its ``parentId`` must change:
-  a child of a dropped label entry (format-spec.md 17 i), an exported subtree's top entry (without
-  ancestors), an entry that closed a parent cycle (made a root, so pi does not hang).
+* A copied entry is its stored line, byte for byte, except where pi 1.5.2's fork changes it:
+  the ``parentId`` of a child of a dropped label entry (format-spec.md 17 i) and of a forked
+  path's top entry whose parent is missing (made a root), a compaction's ``firstKeptEntryId``
+  that named a dropped label entry (the next kept entry); and the ``parentId`` of an exported
+  subtree's top entry (without ancestors) and of an entry that closed a parent cycle (made a
+  root, so pi does not hang).
 * Copied entries keep their ids; only the new label entries get new ones.
 * A new file is written whole: a temporary file in the same folder, fsync, rename (format-spec.md
   18.3), named ``<timestamp>_<session id>.jsonl`` unless the caller names it; its header has a
-  new UUIDv7 id, the current time, and ``parentSession`` = the source file's absolute path.
+  new UUIDv7 id, the current time, the working directory resolved as pi resolves it, and
+  ``parentSession`` = the source file's absolute path.
 * A fork with no entries creates no file (decision f): it is written on its first append.
 """
 
@@ -49,9 +53,14 @@ class ForkError(SessionTreeError):
 
 
 def _reparent(line: bytes, parent: str | None) -> bytes:
+    return _changed(line, parentId=parent)
+
+
+def _changed(line: bytes, **fields: Any) -> bytes:
+    """The line with these fields set (in place when present, as JavaScript's spread does)."""
     data = _json.loads(line)
     assert isinstance(data, dict)
-    data["parentId"] = parent
+    data.update(fields)
     return _json.dumps(data)
 
 
@@ -65,13 +74,14 @@ def _label_line(entry_id: str, parent: str | None, timestamp: str | None, target
 
 
 def branch_lines(session: Session, leaf_id: str) -> tuple[list[bytes], list[str]]:
-    """The entry lines of a fork of the root-to-``leaf_id`` path (pi's
-    ``createBranchedSession`` with decision i).
+    """The entry lines of a fork of the root-to-``leaf_id`` path (pi 1.5.2's
+    ``createBranchedSession``).
 
-    Label entries on the path are dropped; a child of a dropped label gets the label's nearest
-    kept ancestor as parent. Then, for every label currently set on a kept entry (in the
-    session's label order), a new label entry with the original label timestamp is chained
-    after the last kept entry.
+    Label entries on the path are dropped; each kept entry's parent is the kept entry before it
+    (a child of a dropped label gets the label's nearest kept ancestor, the top entry none), and
+    a compaction that kept from a dropped label keeps from the next kept entry. Then, for every
+    label currently set on a kept entry (in the session's label order), a new label entry with
+    the original label timestamp is chained after the last kept entry.
 
     Returns:
         The lines, and the ids copied from the source in order.
@@ -85,17 +95,27 @@ def branch_lines(session: Session, leaf_id: str) -> tuple[list[bytes], list[str]
     lines: list[bytes] = []
     kept: list[str] = []
     last_kept: str | None = None
-    previous: str | None = None  # the previous path entry, kept or not
+    dropped: list[str] = []  # label entries since the last kept entry
+    instead: dict[str, str] = {}  # a dropped label entry -> the kept entry after it
     for entry_id in path:
-        if session.entry(entry_id).type == "label":
-            previous = entry_id
+        entry = session.entry(entry_id)
+        if entry.type == "label":
+            dropped.append(entry_id)
             continue
+        instead.update(dict.fromkeys(dropped, entry_id))
         raw = session.raw_line(entry_id)
-        if previous is not None and previous != last_kept:
-            raw = _reparent(raw, last_kept)  # its parent was a dropped label entry
+        changes: dict[str, Any] = {}
+        if entry.parent_id != last_kept:
+            changes["parentId"] = last_kept  # a dropped label entry, or a missing parent
+        first_kept = getattr(entry, "first_kept_entry_id", None)
+        if entry.type == "compaction" and first_kept in instead:
+            changes["firstKeptEntryId"] = instead[first_kept]
+        if changes:
+            raw = _changed(raw, **changes)
+        dropped = []
         lines.append(raw)
         kept.append(entry_id)
-        last_kept = previous = entry_id
+        last_kept = entry_id
     taken = set(kept)
     on_path = set(kept)
     for target, (label, timestamp) in session.labels().items():
@@ -183,11 +203,15 @@ def _cycle_free_lines(session: Session) -> list[bytes]:
 
 
 def _header(session: Session, cwd: str | None, *, with_parent: bool = True) -> SessionHeader:
+    """A fork's header; its cwd (default: the source's) resolved as pi 1.5.2 resolves it."""
     from msgspec import UNSET
+
+    from ._listing import resolve_path
 
     parent = (os.path.abspath(session.file) if session.file else session.url) if with_parent \
         else None
-    return SessionHeader(id=uuid7(), timestamp=iso_now(), cwd=cwd if cwd is not None else session.cwd,
+    return SessionHeader(id=uuid7(), timestamp=iso_now(),
+                         cwd=resolve_path(cwd if cwd is not None else session.cwd),
                          parent_session=parent if parent else UNSET)
 
 
@@ -359,8 +383,7 @@ def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,
         raise ForkError("cannot fork: the source session has no entries", path=session.file)
     _before(session, None, "all", in_memory)
     lines = _cycle_free_lines(session)
-    header = _header(session, os.path.abspath(cwd) if cwd is not None else None,
-                     with_parent=not in_memory)
+    header = _header(session, cwd, with_parent=not in_memory)
     fork = _into_store(session, header, lines, in_memory, path, directory) or \
         _materialize(session, header, lines, in_memory=in_memory, path=path,
                      directory=_default_directory(session, directory, cwd))

@@ -273,9 +273,10 @@ class Session(TreeLog):
         """Resume the most recent session of a working directory, or start a new one there
         (pi's ``continueRecent``, what ``pi -c`` does).
 
-        The most recent session is pi's choice exactly: among the folder's ``*.jsonl`` files
-        whose first line, read from the first 512 bytes, is a session header, the one modified
-        last. Nothing is written until the first append.
+        The most recent session is pi 1.5.2's choice exactly: among the folder's ``*.jsonl``
+        files whose first line that parses (within the first MiB) is a session header, the one
+        modified last; in a ``directory`` that is not pi's folder for ``cwd``, only the
+        sessions of ``cwd``. Nothing is written until the first append.
 
         Args:
             cwd: the working directory (default: the current one).
@@ -288,8 +289,10 @@ class Session(TreeLog):
         from .stores._jsonl_listing import most_recent_session
 
         cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
-        folder = default_session_dir(cwd, root) if directory is None else directory
-        found = most_recent_session(folder)
+        own = default_session_dir(cwd, root)
+        folder = own if directory is None else directory
+        found = most_recent_session(folder, None if os.path.abspath(folder) == os.fspath(own)
+                                    else cwd)
         if found is not None:
             return cls.open(found, durable=durable, lock_timeout=lock_timeout)
         return cls.create(folder, cwd, durable=durable)

@@ -19,36 +19,34 @@ Invariants (format-spec.md section 13, "Listing"):
 from __future__ import annotations
 
 import os
-from typing import Any
+import re
 
 import msgspec
 
 from .. import _fs, _helpers
-from .._listing import ListingLine, line_decoder, listing_line, row_of_lines
+from .._listing import (ListingLine, ListingStats, cwd_matches, line_decoder, listing_line,
+                        pi_order, resolve_path, row_of_lines)
 from .base import SessionListing
 
 __all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "project_folders",
            "read_listing", "session_files"]
 
 INDEX_NAME = ".sessiontree-index"
-_INDEX_VERSION = 1
+_INDEX_VERSION = 2
+"""2: pi 1.5.2's rules (rows of version 1 were counted by pi 0.73.1's)."""
 PARALLEL_FILES = 64
 """Listing this many files or more (their rows not in the index) uses helper processes."""
 
 
-class _Header(msgspec.Struct):
-    type: Any = None
-    id: Any = None
-
-
-_header_decoder = msgspec.json.Decoder(_Header)
 _BLANK_TAIL = b" \t\r\n"
+_LINE_END = re.compile(rb"\r\n?|\n")
+"""Where node's ``readline`` ends a line (pi 1.5.2 reads files with it): LF, CRLF, a lone CR."""
 
 
-def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None
-                 ) -> SessionListing | None:
+def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None, *,
+                 as_pi: bool = True) -> SessionListing | None:
     """Summarize one session file as pi's ``buildSessionInfo`` does; ``None`` when it has no
-    session header or cannot be read."""
+    session header or cannot be read, and (``as_pi``) when pi's listing drops it."""
     location = os.path.abspath(path)
     try:
         fd = os.open(location, os.O_RDONLY)
@@ -60,13 +58,17 @@ def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None
             os.close(fd)
     except OSError:
         return None
-    lines = _clean_lines(data)
-    if lines is None:  # odd lines: each on its own (pi trims the text first, a BOM included)
-        body = data[3:] if data.startswith(b"\xef\xbb\xbf") else data
-        lines = [line for line in map(listing_line, body.split(b"\n")) if line is not None]
+    raw = _LINE_END.split(data) if b"\r" in data else data.split(b"\n")
+    lines = _clean_lines(raw)
+    if lines is None:  # odd lines: each on its own, skipped where pi skips them
+        lines = [line for line in map(listing_line, raw) if line is not None]
     if not lines or lines[0].type != "session" or not isinstance(lines[0].id, str):
         return None
-    return row_of_lines(lines[0], lines[1:], location, st.st_mtime_ns / 1e6)
+    stats = ListingStats()
+    stats.add(lines[1:])
+    if as_pi and stats.unlistable:
+        return None
+    return row_of_lines(lines[0], lines[1:], location, st.st_mtime_ns / 1e6, stats)
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -80,10 +82,10 @@ def _read_all(fd: int, size: int) -> bytes:
     return parts[0] if len(parts) == 1 else b"".join(parts)
 
 
-def _clean_lines(data: bytes) -> list[ListingLine] | None:
+def _clean_lines(lines: list[bytes]) -> list[ListingLine] | None:
     """Every line decoded on its own, or ``None`` when one is blank or does not parse as a
     listing line (then the careful reading skips what pi skips)."""
-    lines = data.split(b"\n")
+    lines = lines[:]
     while lines and not lines[-1].strip(_BLANK_TAIL):
         lines.pop()
     try:
@@ -127,7 +129,8 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
 
     Args:
         folder: the folder (not searched recursively).
-        cwd: only sessions whose header names this working directory.
+        cwd: only the sessions whose header names this working directory (both resolved as pi
+            resolves paths; a session without a cwd never matches).
         index: reuse and refresh the folder's index (rows of unchanged files are not read again).
         processes: how many processes may read files (see :func:`_helpers.processes`).
     """
@@ -153,12 +156,12 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
     if to_read:
         changed = True
         fresh.update(_read_rows(location, to_read, processes))
+    wanted = resolve_path(cwd) if cwd is not None else None
     rows = [row for row in (fresh[name].row for name in names if name in fresh)
-            if row is not None and (cwd is None or row.cwd == cwd)]
+            if row is not None and (wanted is None or cwd_matches(row.cwd, wanted))]
     if index and (changed or len(fresh) != len(cached)):
         _save_index(location, fresh)
-    rows.sort(key=lambda row: row.modified_ms, reverse=True)
-    return rows
+    return pi_order(rows)
 
 
 def project_folders(root: str | os.PathLike[str]) -> list[str]:
@@ -244,28 +247,52 @@ def _save_index(folder: str, files: dict[str, _Cached]) -> None:
         pass  # a folder we may not write to is listed without an index
 
 
-def most_recent_session(folder: str | os.PathLike[str]) -> str | None:
-    """pi's ``findMostRecentSession``: among the ``*.jsonl`` files whose first line, read from
-    the first 512 bytes only, is a session header, the one modified last (to the millisecond,
-    the first by name on a tie); ``None`` if none."""
+def most_recent_session(folder: str | os.PathLike[str], cwd: str | None = None) -> str | None:
+    """pi 1.5.2's ``findMostRecentSession``: the ``*.jsonl`` file modified last (ties: the
+    first by name) whose first line that parses, within the first MiB, is a session header
+    (of ``cwd``, resolved as pi resolves paths, when given); ``None`` if none. (pi 0.73.1
+    read the first line of the first 512 bytes only.)"""
     location = os.path.abspath(folder)
-    best: tuple[int, str] | None = None
+    wanted = resolve_path(cwd) if cwd is not None else None
     try:
         with os.scandir(location) as entries:
             names = sorted(e.name for e in entries if e.name.endswith(".jsonl"))
+        stamped = []
+        for name in names:
+            ns = os.stat(os.path.join(location, name)).st_mtime_ns
+            stamped.append((ns // 10**9 * 1e3 + ns % 10**9 / 1e6, name))  # node's mtimeMs
+    except OSError:
+        return None  # pi: discovery unavailable
+    stamped.sort(key=lambda item: item[0], reverse=True)
+    for _, name in stamped:
+        path = os.path.join(location, name)
+        header = _discovered_header(path)
+        if header is not None and (wanted is None or (
+                isinstance(header.cwd, str) and cwd_matches(header.cwd, wanted))):
+            return path
+    return None
+
+
+_HEADER_SCAN = 1 << 20
+"""How far pi 1.5.2 looks for a session's header line."""
+
+
+def _discovered_header(path: str) -> ListingLine | None:
+    """The header pi's ``readSessionHeader`` finds: the first line that parses to a value
+    JavaScript holds true, if it is a session header with a string id, read within the first
+    MiB (a longer first line is no header)."""
+    try:
+        with open(path, "rb") as stream:
+            head = stream.read(_HEADER_SCAN + 1)
     except OSError:
         return None
-    for name in names:
-        path = os.path.join(location, name)
-        try:
-            with open(path, "rb") as stream:
-                head = stream.read(512)
-                mtime = os.fstat(stream.fileno()).st_mtime_ns // 1_000_000
-            first = head.decode("utf-8", "replace").split("\n", 1)[0]
-            header = _header_decoder.decode(first.encode())
-        except (OSError, msgspec.DecodeError, UnicodeEncodeError):
+    lines = head.split(b"\n") if len(head) <= _HEADER_SCAN else \
+        head[:_HEADER_SCAN].split(b"\n")[:-1]  # pi gives up on a line it could not finish
+    for line in lines:
+        if not line.strip():
             continue
-        if header.type == "session" and isinstance(header.id, str) and \
-                (best is None or mtime > best[0]):
-            best = (mtime, path)
-    return best[1] if best is not None else None
+        parsed = listing_line(line)
+        if parsed is None:
+            continue
+        return parsed if parsed.type == "session" and isinstance(parsed.id, str) else None
+    return None

@@ -372,12 +372,16 @@ def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
 def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
                   index: bool = True, processes: int | None = None,
                   all: bool = False) -> list[SessionListing]:
-    """Every ``*.jsonl`` session in ``directory``, newest first, as pi's ``SessionManager.list``
-    lists them (files without a session header skipped); with ``all``, as its ``listAll``.
+    """Every ``*.jsonl`` session in ``directory``, newest first, as pi 1.5.2's
+    ``SessionManager.list(cwd, directory)`` lists them (without ``cwd``: its
+    ``listAll(directory)``); files without a session header, and those pi cannot summarize, are
+    skipped. With ``all``, every project folder of a sessions root, as its ``listAll()``.
 
     Args:
         directory: the folder (not searched recursively, unless ``all``).
-        cwd: only the sessions whose header names this working directory.
+        cwd: only the sessions whose header names this working directory (compared as pi
+            resolves paths), unless ``directory`` is pi's own folder for it, which pi takes
+            whole.
         index: keep the folder's listing index (``.sessiontree-index``) to skip unchanged files
             next time; it is checked against every file's size, mtime and inode, and rebuilt
             silently when stale or unreadable.
@@ -392,8 +396,12 @@ def list_sessions(directory: str | os.PathLike[str], *, cwd: str | None = None,
     """
     if not os.path.isdir(directory):
         raise SessionNotFound("no such session folder", path=directory)
+    from .._listing import resolve_path
     from ._jsonl_listing import list_folder, list_root
 
+    if cwd is not None and resolve_path(os.fspath(directory)) == \
+            os.fspath(default_session_dir(resolve_path(cwd))):
+        cwd = None  # pi's list(cwd) of the cwd's own folder filters nothing
     listed = list_root if all else list_folder
     return listed(directory, cwd=cwd, index=index, processes=processes)
 
