@@ -26,17 +26,26 @@ import asyncio
 import json
 import os
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from operator import itemgetter
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..context import kept_after_compaction
 from ..errors import MissingExtra
 from ..importers.responses import AssistantInfo, ToolCalls, entry_items, item_entry
+from ..errors import InvalidLocation, SessionNotFound
 from ..session import Session
+from ..stores.base import Store, check_session_id, has_logs
+from ..stores.jsonl import default_session_dir, glob_escape
+from ..stores.url import is_url, parse_location
 
 try:
-    from agents.memory.session_settings import SessionSettings, resolve_session_limit
+    from agents.memory.session_settings import (
+        SessionSettings,
+        coerce_session_settings,
+        resolve_session_limit,
+    )
 except ImportError as error:  # pragma: no cover - exercised only without the extra
     raise MissingExtra("sessiontree.integrations.openai_agents requires the 'agents' extra: "
                        "pip install 'sessiontree[agents]'") from error
@@ -52,19 +61,48 @@ T = TypeVar("T")
 class SessionTreeSession:
     """The OpenAI Agents SDK ``Session`` protocol over a sessiontree :class:`~sessiontree.Session`.
 
+    ``SessionTreeSession("user_123", "sqlite:///conversations.db")`` opens that session, or
+    creates it, as the SDK's ``SQLiteSession("user_123", "conversations.db")`` does.
+
     Args:
-        session: the session tree to keep the conversation in (any store).
-        session_settings: the SDK's settings (``limit`` caps what ``get_items`` returns).
+        session: a session id (opened in ``store``, or created there when it is not stored yet),
+            or a sessiontree :class:`~sessiontree.Session` to keep the conversation in.
+        store: with a session id: a store URL (``sqlite:///x.db``, ``postgresql://...``; opened
+            for this session and closed with it), a folder (a sessions root in pi's layout: the
+            session's file goes in the folder of ``cwd``, ``<folder>/--<cwd>--/``, where pi
+            finds it), a store object (left open), or ``None`` for a session in memory only.
+        session_settings: the SDK's settings, a ``SessionSettings`` or a dict such as
+            ``{"limit": 10}`` (normalized and checked as the SDK's own sessions do; ``limit``
+            caps what ``get_items`` returns).
         model: the model name recorded on assistant messages (pi shows it and uses it to decide
             whether reasoning can be replayed).
         provider: the provider recorded on assistant messages.
+        cwd: the working directory recorded in a new session's header (default: the current
+            one).
+
+    Raises:
+        InvalidLocation: a bad session id or store address, or a store given with a
+            ``Session``.
+        TypeError: ``session_settings`` holds an unknown key (the SDK's own check).
+        pydantic.ValidationError: ``session_settings`` holds a bad value.
     """
 
-    def __init__(self, session: Session, *, session_settings: SessionSettings | None = None,
-                 model: str = "", provider: str = "openai") -> None:
+    def __init__(self, session: Session | str,
+                 store: Store | str | os.PathLike[str] | None = None, *,
+                 session_settings: SessionSettings | Mapping[str, Any] | None = None,
+                 model: str = "", provider: str = "openai", cwd: str | None = None) -> None:
+        if isinstance(session, Session):
+            if store is not None:
+                raise InvalidLocation("give a store with a session id, not with a Session")
+        else:
+            session = _open_or_create(check_session_id(session), store, cwd)
         self.tree = session
         self.session_id = session.id
-        self.session_settings = session_settings or SessionSettings()
+        self.session_settings: SessionSettings = (
+            SessionSettings() if session_settings is None
+            else coerce_session_settings(dict(session_settings)
+                                         if isinstance(session_settings, Mapping)
+                                         else session_settings))
         self._info = AssistantInfo(provider=provider, model=model)
         self._lock = threading.Lock()
 
@@ -72,20 +110,36 @@ class SessionTreeSession:
 
     @classmethod
     def open(cls, path: str | os.PathLike[str], **options: Any) -> SessionTreeSession:
-        """Continue the session in a file (pi's or ours); options as for the constructor."""
+        """Continue a session file (pi's or ours), or the session a database address names:
+        ``sqlite:///x.db#ID`` (or ``postgresql://...#ID``) opens that session, or creates it when
+        the database has no such id yet (a file must exist). Options as for the constructor.
+
+        Raises:
+            SessionNotFound: no such file.
+        """
+        if is_url(path):
+            where = parse_location(path)
+            if where.session_id is not None:
+                return cls(where.session_id, path.partition("#")[0], **options)
         return cls(Session.open(path), **options)
 
     @classmethod
-    def create(cls, directory: str | os.PathLike[str] | None = None, cwd: str | None = None,
+    def create(cls, directory: str | os.PathLike[str] | None = None, cwd: str | None = None, *,
+               session_id: str | None = None, store: Store | str | None = None,
                **options: Any) -> SessionTreeSession:
-        """A new session file (in pi's folder for ``cwd`` unless ``directory`` is given); no file
-        exists until the first item arrives."""
-        return cls(Session.create(directory, cwd), **options)
+        """A new session: a file (in pi's folder for ``cwd`` unless ``directory`` is given), or in
+        ``store`` (a store URL or object), with ``session_id`` (default: a new UUIDv7). Nothing is
+        stored until the first item arrives.
+
+        Raises:
+            InvalidLocation: a bad session id or store address.
+        """
+        return cls(Session.create(directory, cwd, session_id=session_id, store=store), **options)
 
     @classmethod
-    def in_memory(cls, **options: Any) -> SessionTreeSession:
+    def in_memory(cls, session_id: str | None = None, **options: Any) -> SessionTreeSession:
         """A session that is never written to disk."""
-        return cls(Session.in_memory(), **options)
+        return cls(Session.in_memory(session_id=session_id), **options)
 
     def close(self) -> None:
         """Release the session file."""
@@ -187,4 +241,36 @@ class SessionTreeSession:
         return await asyncio.to_thread(locked)
 
     def __repr__(self) -> str:
-        return f"<SessionTreeSession {self.session_id} {self.tree.file or 'memory'}>"
+        return f"<SessionTreeSession {self.session_id} {self.tree.url or 'memory'}>"
+
+
+def _open_or_create(session_id: str, store: Store | str | os.PathLike[str] | None,
+                    cwd: str | None) -> Session:
+    """The session ``session_id`` of ``store``, or a new one by that id (stored at its first
+    append)."""
+    if store is None:
+        return Session.in_memory(cwd, session_id=session_id)
+    if isinstance(store, (str, os.PathLike)) and not is_url(store):
+        root = Path(store)
+        found = sorted(root.glob(f"*/*_{glob_escape(session_id)}.jsonl")) if root.is_dir() else []
+        if found:
+            return Session.open(found[-1])
+        cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
+        return Session.create(default_session_dir(cwd, root), cwd, session_id=session_id)
+    if isinstance(store, str):
+        where = parse_location(store)
+        if where.session_id not in (None, session_id):
+            raise InvalidLocation(f"{store}: names session {where.session_id}, not {session_id}")
+        base = store.partition("#")[0]
+        try:
+            return Session.open(f"{base}#{session_id}")
+        except SessionNotFound:
+            return Session.create(cwd=cwd, session_id=session_id, store=base)
+    given: Store = store
+    if not has_logs(store):
+        raise InvalidLocation(f"{type(store).__name__} cannot hold a Session (it has no "
+                              "open_log/new_log)")
+    try:
+        return Session(store.open_log(session_id))
+    except SessionNotFound:
+        return Session.create(cwd=cwd, session_id=session_id, store=given)
