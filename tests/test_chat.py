@@ -13,10 +13,15 @@ from pathlib import Path
 
 import pytest
 
+from click.testing import CliRunner
+
 from sessiontree import Session
+from sessiontree.cli import cli
+from sessiontree.describe import is_bookkeeping
 
 from .chatterm import REPO, Terminal
 from .fake_llm import ANTHROPIC_KEY, OPENAI_KEY, FakeLLM, Reply
+from .test_pi_interop import assert_same, pi_modules, pi_read  # noqa: F401  (fixture)
 
 MODEL = ["-m", "anthropic:claude-sonnet-4-5"]
 
@@ -86,17 +91,14 @@ def test_tree_navigates_with_the_summary_prompt(server: FakeLLM, tmp_path: Path)
         term.expect("Answer two")
         term.expect("›")                      # the chat holds the file's writer lock now
         term.type("/tree")
-        term.expect("Question two")           # the browser, on the leaf
-        term.pause(0.5)
-        for _ in range(2):                    # up, up: past the answer to the second question
-            term.send("\x1b[A")
-            term.pause(0.3)
+        term.expect("Question two")           # the browser, on the leaf: the last answer
+        term.pause(0.5)                       # (never the bookkeeping written after it)
+        term.send("\x1b[A")                   # up: the second question
+        term.pause(0.3)
         term.send("\r")                       # go there...
         term.expect("(?i)summar")             # ...asked whether to summarize the branch left
-        term.send("y")
-        term.pause(1.5)
-        term.send("q")
-        term.expect("at ")
+        term.send("y")                        # and back in the chat at once, told where
+        term.expect(r"the next message goes after \w+ \(summary: ")
         term.expect("Question two")           # offered as the next prompt, to edit
         term.send("\x15")                     # clear it and ask something else
         term.type("Question two, rephrased")
@@ -141,7 +143,7 @@ def test_piped_chat_with_tools_commands_and_renderers(server: FakeLLM, tmp_path:
         f"/export {export}", "/compact keep it short", "/nope", "/fork", "/quit"],
         str(file), *MODEL, "-e", "tests.chat_extension")
     out = done.stdout
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 1 and "1 turn(s) failed" in done.stderr  # the failed turn
     assert "→ read" in out and "← read: print('a')" in out and "It prints a." in out
     assert "hello, tests" in out
     assert "[chat.note]" in out and "NOTE run the linter" in out and "**NOTE**" not in out
@@ -150,6 +152,7 @@ def test_piped_chat_with_tools_commands_and_renderers(server: FakeLLM, tmp_path:
     assert "Hello from GPT." in out and "openai:gpt-4.1" in out
     assert "unknown command /nope" in out
     assert "forked into" in out and "nothing to compact" in out  # too short to compact
+    assert "/compact failed" not in out  # (a no-op is no failure)
     assert export.exists() and "NOTE" in export.read_text("utf-8")
     with Session.open(file) as session:
         assert session.name == "Piped chat"
@@ -177,3 +180,41 @@ def test_continue_and_a_new_session(server: FakeLLM, tmp_path: Path) -> None:
     assert roles(created) == ["user", "assistant", "user", "assistant"]
     nomodel = run_piped(server, tmp_path, ["x"], str(tmp_path / "empty.jsonl"))
     assert nomodel.returncode == 2 and "--model" in nomodel.stderr
+
+
+def test_a_chat_costs_one_bookkeeping_entry_per_turn_and_labels_the_reply(
+        server: FakeLLM, tmp_path: Path, pi_modules: Path) -> None:  # noqa: F811
+    """Issue 20 points 1 and 2: three prompts (four model calls) hold four operation-tree
+    entries; /label, the leaf shown and the tree's default views are the conversation's; pi
+    reads the file with the same context; the banner names the model as asked."""
+    server.then(Reply(text="Let me read it.", tool_calls=[("read", {"path": "a.py"})]),
+                Reply(text="It prints a."), Reply(text="Two."), Reply(text="Three."))
+    file = tmp_path / "s.jsonl"
+    done = run_piped(server, tmp_path, ["What does a.py do?", "Second", "Third",
+                                        "/label good answer"], str(file), *MODEL)
+    assert done.returncode == 0, done.stderr
+    assert f"sessiontree chat · {MODEL[1]} · " in done.stdout
+    with Session.open(file) as session:
+        entries = [session.entry(i) for i in session.ids()]
+        ops = [e for e in entries if is_bookkeeping(e)]
+        messages = [e for e in entries if e.type == "message"]
+        assert len(messages) == 8 and len(ops) == 4 and len(entries) == 8 + 4 + 1  # + label
+        reply = messages[-1]
+        label = entries[-1]  # the bookkeeping is written after the reply...
+        assert label.type == "label" and label.parent_id == ops[-1].id
+        assert list(session.labels()) == [reply.id]  # ...but the label is the reply's
+        assert session.build_context().to_builtins() == \
+            session.build_context(reply.id).to_builtins()
+        tree = session.optree()
+        assert tree.problems == [] and len(tree.runs) == 3
+        assert sorted(len(run.turns) for run in tree.runs.values()) == [1, 1, 2]
+        assert not any(run.unfinished for run in tree.runs.values())
+    assert "label of " + reply.id in done.stdout and f"leaf {reply.id}" in done.stdout
+    assert not list(tmp_path.glob("*.blobs"))  # no journal left behind
+    shown = CliRunner().invoke(cli, ["tree", str(file)]).output.splitlines()
+    assert not any("sessiontree.op" in line for line in shown) and len(shown) == 8 + 1
+    assert reply.id in shown[-2] and "[good answer]" in shown[-2]
+    assert label.id in shown[-1] and "●" in shown[-1]
+    every = CliRunner().invoke(cli, ["tree", "--ops", str(file)]).output
+    assert every.count("sessiontree.op.batch") == 4 and len(every.splitlines()) == 8 + 4 + 1
+    assert_same(file, pi_read(pi_modules, [file])[0])  # pi: the same tree, leaf and context

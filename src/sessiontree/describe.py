@@ -30,7 +30,22 @@ from .messages import (
     message_text,
 )
 
-__all__ = ["KIND_NAMES", "entry_kind", "entry_summary", "one_line"]
+__all__ = ["BOOKKEEPING_PREFIX", "KIND_NAMES", "entry_kind", "entry_summary", "is_bookkeeping",
+           "one_line"]
+
+BOOKKEEPING_PREFIX = "sessiontree.op"
+"""``customType`` prefix of the operation tree's entries: bookkeeping, not conversation."""
+
+
+def is_bookkeeping(entry: object) -> bool:
+    """Whether ``entry`` is an operation-tree ``custom`` entry (``sessiontree.op*``): views hide
+    it by default, and a label or the leaf the user is shown is never one (as pi keeps its own
+    bookkeeping out of its tree's default view)."""
+    if not isinstance(entry, Custom):
+        return False
+    kind = entry.custom_type
+    return kind == BOOKKEEPING_PREFIX or kind.startswith(BOOKKEEPING_PREFIX + ".")
+
 
 KIND_NAMES = {
     "toolResult": "tool", "bashExecution": "bash", "branch_summary": "summary",

@@ -6,6 +6,9 @@ the three always agree on what a filter hides.
 Invariants:
 * A filter hides nodes, never subtrees: the visible descendants of a hidden node hang under its
   nearest visible ancestor (or become roots), as in pi's tree selector.
+* The operation tree's bookkeeping entries (``sessiontree.op*``) show only in mode ``all``
+  (or when asked for), and :func:`shown_leaf` never names one: a view marks the last
+  conversation entry on the path as the leaf.
 * Sibling order is the session's (children oldest first); at each branch point the child on the
   active path (the path to the leaf) comes first.
 * Nothing here does I/O; payloads are decoded only when the mode or the search needs them
@@ -21,7 +24,7 @@ from typing import Literal
 import msgspec
 
 from ._tree import TreeNode
-from .describe import KIND_NAMES, entry_kind, entry_summary
+from .describe import KIND_NAMES, entry_kind, entry_summary, is_bookkeeping
 
 __all__ = [
     "FILTER_MODES",
@@ -37,6 +40,7 @@ __all__ = [
     "node_text",
     "prefix_columns",
     "search_terms",
+    "shown_leaf",
     "unfiltered",
     "visible",
 ]
@@ -63,8 +67,21 @@ def node_kind(node: TreeNode) -> str:
     return node.type
 
 
-def visible(node: TreeNode, mode: FilterMode) -> bool:
-    """Whether ``mode`` shows this node (before any search)."""
+def shown_leaf(path_ids: Sequence[str], entry: Callable[[str], object]) -> str | None:
+    """The leaf a person is shown and labels: the last entry of the path to the leaf
+    (``path_ids``, root first; ``entry`` decodes one) that is not operation-tree bookkeeping."""
+    for entry_id in reversed(path_ids):
+        if not is_bookkeeping(entry(entry_id)):
+            return entry_id
+    return None
+
+
+def visible(node: TreeNode, mode: FilterMode, *, ops: bool | None = None) -> bool:
+    """Whether ``mode`` shows this node (before any search); ``ops``: whether the operation
+    tree's bookkeeping shows (default: only in mode ``all``)."""
+    if node.type == "custom" and not (mode == "all" if ops is None else ops) \
+            and is_bookkeeping(node.entry):
+        return False
     if mode == "all":
         return True
     if mode == "labeled-only":
@@ -115,7 +132,8 @@ class ViewNode(msgspec.Struct, gc=False):
 def filter_tree(roots: Sequence[TreeNode], mode: FilterMode = "default",
                 search: str | None = None, *,
                 text: Callable[[TreeNode], str] = node_text,
-                keep: Callable[[TreeNode], bool] | None = None) -> list[ViewNode]:
+                keep: Callable[[TreeNode], bool] | None = None,
+                ops: bool | None = None) -> list[ViewNode]:
     """The forest ``mode`` and ``search`` leave: hidden nodes drop out, their visible
     descendants move up to the nearest visible ancestor.
 
@@ -125,6 +143,7 @@ def filter_tree(roots: Sequence[TreeNode], mode: FilterMode = "default",
         search: words that must all occur in a shown node's :func:`node_text`.
         text: the text searched (a cache can be passed here).
         keep: nodes to show whatever the mode and search say (e.g. the current selection).
+        ops: show the operation tree's bookkeeping (default: only in mode ``all``).
     """
     terms = search_terms(search)
     out: list[ViewNode] = []
@@ -132,7 +151,7 @@ def filter_tree(roots: Sequence[TreeNode], mode: FilterMode = "default",
     stack: list[tuple[TreeNode, list[ViewNode]]] = [(r, out) for r in reversed(roots)]
     while stack:
         node, sink = stack.pop()
-        shown = visible(node, mode) and matches(node, terms, text)
+        shown = visible(node, mode, ops=ops) and matches(node, terms, text)
         if not shown and keep is not None and keep(node):
             shown = True
         if shown:

@@ -403,3 +403,73 @@ def test_attaching_an_unrecorded_child_writes_its_events(backend: Backend) -> No
     assert tree.runs[parent.run_id].rollup.tokens_in == 8
     assert [log.message for log in tree.ops[lop].logs] == ["before"]
     assert tree.ops[lop].path == "1-1.1-1"
+
+
+def test_per_turn_writes_one_entry_per_turn_and_folds_to_the_same_tree(
+        backend: Backend) -> None:
+    """Issue 20 point 1: the agent's sink costs one entry per turn, not one per event."""
+    clock, ids = Clock(), Ids()
+    session = backend.create()
+    root = full_run(session, clock, ids, per_turn=True)
+    sink = SessionSink(session, per_turn=True)
+    second = OpTreeBuilder({"agentId": "again"}, clock=clock, ids=ids, sink=sink)
+    for number in range(3):
+        turn = second.begin_turn()
+        second.end_op(second.begin_op(turn, "llm", {"model": f"m{number}"}))
+        second.end_turn(turn)
+    second.end_session(True)
+    with reopen(session) as reopened:
+        entries = list(reopened.custom_entries("sessiontree.op"))
+        loaded = optree_from_session(reopened, mark_open=False)
+    assert [e.custom_type for e in entries] == ["sessiontree.op.batch"] * 4  # 1 + 3 turns
+    assert entries[-1].data["events"][-1]["customType"] == "sessiontree.op.run.end"
+    assert loaded.problems == []
+    same_tree(loaded, _merged(root.tree, second.tree))
+    if session.file is not None:  # the journal is gone once every event is in an entry
+        assert not blob_dir(session.file).exists()
+
+
+def _merged(*trees: OpTree) -> OpTree:
+    merged = OpTree()
+    for tree in trees:
+        merged.runs.update(tree.runs)
+    return merged
+
+
+def test_a_killed_per_turn_run_keeps_every_event_from_its_journal(tmp_path: Path) -> None:
+    script = KILLED_RUN.replace("from sessiontree.optree import OpTreeBuilder, Usage",
+                                "from sessiontree.optree import OpTreeBuilder, SessionSink, Usage")
+    script = script.replace('sink=session)', 'sink=SessionSink(session, per_turn=True))')
+    script = script.replace("\nsub = root.begin_op", "\nroot.end_turn(turn)\n"
+                            "turn = root.begin_turn()\nsub = root.begin_op")
+    assert script.count("SessionSink") == 2 and "turn = root.begin_turn()\nsub" in script
+    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
+                          check=False, capture_output=True, text=True, cwd=REPO)
+    assert done.returncode == -signal.SIGKILL, done.stderr
+    with Session.open(done.stdout.strip()) as killed:
+        written = list(killed.custom_entries("sessiontree.op"))
+        tree = killed.optree()
+    assert len(written) == 1  # the first turn; the second was in the journal only
+    assert tree.problems == []
+    root = tree.root
+    assert root is not None and root.unfinished and len(root.turns) == 2
+    ops = {op.path: op for op in tree.ops.values()}
+    assert set(ops) == {"1-1", "2-1", "2-1.1-1"}
+    assert not ops["1-1"].unfinished and ops["2-1"].unfinished and ops["2-1.1-1"].unfinished
+    assert root.rollup.tokens_in == 17 and ops["2-1.1-1"].logs[0].message == "streaming"
+
+
+def test_a_journal_already_written_as_an_entry_is_not_folded_twice(tmp_path: Path) -> None:
+    session = Session.create(tmp_path)
+    session.append_message(UserMessage.of("go"))
+    sink = SessionSink(session, per_turn=True)
+    run = OpTreeBuilder({"agentId": "a"}, sink=sink)
+    turn = run.begin_turn()
+    run.end_turn(turn)
+    journal = blob_dir(session.file or "") / "pending-ops.journal"
+    held = journal.read_bytes()
+    run.begin_turn()  # the first turn is written as an entry; then a kill before truncating:
+    journal.write_bytes(held + journal.read_bytes())
+    with Session.open(session.file or "") as reopened:
+        tree = reopened.optree()
+    assert tree.problems == [] and len(tree.root.turns) == 2  # type: ignore[union-attr]

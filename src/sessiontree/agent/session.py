@@ -17,7 +17,8 @@ Invariants:
 * Every run records its operation tree into the session (:class:`~sessiontree.optree.OpTreeBuilder`
   with the session as sink): one run, a turn per model call, an ``llm`` op with usage and cost
   (offline price table) per call, a ``tool`` op per tool call, a ``session`` op with a linked
-  child run per sub-agent.
+  child run per sub-agent. It costs one ``custom`` entry per turn (``SessionSink(per_turn=True)``:
+  journaled beside the file until written, so a killed run loses none of it).
 * Messages sent by extensions while a run is going are written at the end of the current turn
   and the run goes on with them.
 """
@@ -283,7 +284,7 @@ class AsyncAgentSession:
 
     async def _loop(self, result: RunResult, system: str | None, on_delta: DeltaCallback | None,
                     cancel: CancelToken, builder: OpTreeBuilder | None) -> None:
-        from ..optree import OpTreeBuilder
+        from ..optree import OpTreeBuilder, SessionSink
 
         assert self.model is not None
         model = self.model
@@ -291,7 +292,8 @@ class AsyncAgentSession:
         if builder is None:
             title = next((message_text(m) for m in result.messages if isinstance(m, UserMessage)),
                          "continue")
-            builder = OpTreeBuilder(agent_id=self.agent_id, title=title[:80], sink=self.session)
+            builder = OpTreeBuilder(agent_id=self.agent_id, title=title[:80],
+                                    sink=SessionSink(self.session, per_turn=True))
         result.run_id = builder.run_id
         failed: str | None = None
         try:

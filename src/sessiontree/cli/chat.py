@@ -73,11 +73,13 @@ def chat(file: str | None, resume: bool, directory: str | None, model_spec: str 
 
     Commands: /tree, /fork, /label, /compact, /name, /model, /export, /help, /quit, and every
     command of the loaded extensions. Reads one prompt per line when stdin is not a terminal.
+    Exits 1 when a turn failed (the model's error after its retries), 0 otherwise.
     """
     from rich.console import Console
 
     from ..agent import AgentSession
     from ..providers import model_from_spec
+    from ..providers import model_spec as spec_of
     from ..session import Session
     from ..stores.jsonl import default_session_dir, list_sessions
     from .chat_app import ChatApp, PlainInput, TerminalInput
@@ -121,14 +123,16 @@ def chat(file: str | None, resume: bool, directory: str | None, model_spec: str 
                   summarizer_name=summarizer_spec or "offline summarizer",
                   model_options=options, interactive=interactive)
     where = session.file or "(not written until the first message)"
-    console.print(f"sessiontree chat · {model.provider}:{model.model} · {where} · /help",
-                  style="dim")
+    console.print(f"sessiontree chat · {spec_of(model)} · {where} · /help", style="dim")
     try:
         app.loop()
     finally:
         if app.session.file:
             click.echo(f"session: {app.session.file}", err=True)
         app.session.close()
+    if app.failed:
+        click.echo(f"{app.failed} turn(s) failed", err=True)
+        raise SystemExit(1)
 
 
 def _new_at(file: str) -> Any:

@@ -27,9 +27,12 @@ from rich.text import Text
 from ..agent import AgentSession, RunResult
 from ..entries import CustomMessageEntry
 from ..messages import CustomMessage, ToolResultMessage, message_text
-from ..providers import StreamDelta, model_from_spec
+from ..compaction import NothingToCompact
+from ..describe import KIND_NAMES, entry_kind, entry_summary
+from ..providers import StreamDelta, model_from_spec, model_spec
 from ..renderers import render_custom_message
 from ..session import Session
+from ..views import shown_leaf
 from ..summarize import CancelToken, Summarizer
 
 __all__ = ["BUILTINS", "ChatApp", "PlainInput", "TerminalInput"]
@@ -169,6 +172,8 @@ class ChatApp:
         self.model_options = model_options or {}
         self.interactive = interactive
         self.next_default = ""
+        self.failed = 0
+        """Turns that failed (the model's error, or an exception): the chat exits 1."""
         self._stream: _Stream | None = None
         self._shown: set[str] = set()
         self._subscribe(agent.session)
@@ -197,12 +202,18 @@ class ChatApp:
         style = "red" if result.is_error else "green"
         self.console.print(Text(f"← {result.tool_name}: {first}", style=style))
 
+    @property
+    def leaf(self) -> str | None:
+        """The leaf as the user sees it: the last conversation entry on the path (never the
+        operation tree's bookkeeping written after a reply)."""
+        return shown_leaf(self.session.path_ids(), self.session.entry)
+
     def status(self) -> str:
         """The status line: model, tokens and cost so far, where the leaf is."""
         totals = self.agent.totals
         model = self.agent.model
-        name = f"{model.provider}:{model.model}" if model is not None else "no model"
-        where = self.session.leaf_id or "(start)"
+        name = model_spec(model) if model is not None else "no model"
+        where = self.leaf or "(start)"
         return (f" {name} · ↑{totals.input + totals.cache_read:,} ↓{totals.output:,} tokens · "
                 f"${totals.cost:.4f} · leaf {where} · /help")
 
@@ -262,6 +273,7 @@ class ChatApp:
         stream.close()
         if "error" in outcome:
             error = outcome["error"]
+            self.failed += 1
             self.console.print(Text(f"error: {error}", style="bold red"))
             return None
         result = outcome.get("result")
@@ -270,6 +282,7 @@ class ChatApp:
             if result.stop == "aborted":
                 self.console.print(Text("cancelled: nothing half-written was kept", style="yellow"))
             elif result.stop in ("error", "length", "max_turns"):
+                self.failed += result.stop == "error"
                 self.console.print(Text(f"stopped ({result.stop}): {result.error or ''}".rstrip(": "),
                                         style="bold red"))
             self.console.print(Text(self.status(), style="dim"))
@@ -345,7 +358,8 @@ class ChatApp:
             return
         from .tui import BrowseApp
 
-        app = BrowseApp(path, summarizer=self.summarizer, summarizer_name=self.summarizer_name)
+        app = BrowseApp(path, summarizer=self.summarizer, summarizer_name=self.summarizer_name,
+                        leave_on_navigate=True)
         self.session.close()  # release the writer's lock: the browser writes where you go
         try:
             app.run()
@@ -353,7 +367,17 @@ class ChatApp:
             self._switch(Session.open(path))
         if app.editor_text:
             self.next_default = app.editor_text
-        self.console.print(Text(f"at {self.session.leaf_id or '(start)'}", style="dim"))
+        self.console.print(Text(self.where_next(), style="dim"))
+
+    def where_next(self) -> str:
+        """Where the next message goes, in words."""
+        leaf = self.leaf
+        if leaf is None:
+            return "the next message starts the conversation (a new root)"
+        entry = self.session.entry(leaf)
+        kind = entry_kind(entry)
+        return (f"the next message goes after {leaf} ({KIND_NAMES.get(kind, kind)}: "
+                f"{entry_summary(entry, 60)})")
 
     def cmd_fork(self, args: str) -> None:
         leaf = self.session.leaf_id
@@ -365,7 +389,7 @@ class ChatApp:
         self.console.print(f"forked into {fork.file or '(memory)'}")
 
     def cmd_label(self, args: str) -> None:
-        leaf = self.session.leaf_id
+        leaf = self.leaf
         if leaf is None:
             self.console.print(Text("nothing to label yet", style="red"))
             return
@@ -373,7 +397,11 @@ class ChatApp:
         self.console.print(f"label of {leaf}: {args or '(cleared)'}")
 
     def cmd_compact(self, args: str) -> None:
-        entry = self.session.compact(self.summarizer, instructions=args or None)
+        try:
+            entry = self.session.compact(self.summarizer, instructions=args or None)
+        except NothingToCompact as nothing:  # not a failure: it is as compact as it gets
+            self.console.print(Text(f"{nothing.reason}; nothing was written", style="dim"))
+            return
         self.console.print(f"compacted: {entry.tokens_before:,} tokens before, kept from "
                            f"{entry.first_kept_entry_id}")
 

@@ -21,6 +21,7 @@ from ..views import (
     fit_prefix,
     flatten,
     prefix_columns,
+    shown_leaf,
 )
 from ._address import ENTRY_HELP, by_label_option, entry_option_value, pick_entry
 from ._app import SESSION_MAYBE, cli, echo_json, json_option, open_session, reports_errors
@@ -37,8 +38,11 @@ def _console() -> Console:
 
 
 def print_tree(session: object, console: Console | None = None, *, mode: FilterMode = "all",
-               search: str | None = None, max_depth: int | None = None, fold: int = 0) -> int:
-    """Print a session's tree, linear runs in one column, the active path marked.
+               search: str | None = None, max_depth: int | None = None, fold: int = 0,
+               ops: bool = False) -> int:
+    """Print a session's tree, linear runs in one column, the active path marked; the
+    operation tree's bookkeeping only with ``ops``. In a terminal a summary fits its width;
+    elsewhere (a pipe, a file) it is whole.
 
     Returns:
         The number of entries shown.
@@ -48,17 +52,24 @@ def print_tree(session: object, console: Console | None = None, *, mode: FilterM
     assert isinstance(session, Session)
     console = console or _console()
     active = set(session.path_ids())
+    leaf = session.leaf_id if ops else shown_leaf(session.path_ids(), session.entry)
     columns = prefix_columns(console.width or 100)
     shown = 0
-    view = filter_tree(session.tree(), mode, search)
-    for row in flatten(view, active, max_depth=max_depth, fold=fold, leaf_id=session.leaf_id):
+    view = filter_tree(session.tree(), mode, search, ops=ops)
+    for row in flatten(view, active, max_depth=max_depth, fold=fold, leaf_id=leaf):
         shown += 1 if row.node is not None else 0
-        room = max(30, (console.width or 100) - 28 - len(fit_prefix(row.prefix, columns)))
-        console.print(render_row(row, leaf_id=session.leaf_id, width=room, columns=columns))
+        room = max(30, (console.width or 100) - 28 - len(fit_prefix(row.prefix, columns))) \
+            if console.is_terminal else _WHOLE
+        console.print(render_row(row, leaf_id=leaf, width=room, columns=columns))
     return shown
 
 
-def _tree_json(session: object, mode: FilterMode = "all", search: str | None = None) -> bytes:
+_WHOLE = 1 << 30
+"""A summary's room when the output is no terminal: all of it."""
+
+
+def _tree_json(session: object, mode: FilterMode = "all", search: str | None = None,
+               ops: bool = False) -> bytes:
     from ..session import Session
 
     assert isinstance(session, Session)
@@ -74,7 +85,7 @@ def _tree_json(session: object, mode: FilterMode = "all", search: str | None = N
         out["children"] = []
         return out
 
-    roots = filter_tree(session.tree(), mode, search)
+    roots = filter_tree(session.tree(), mode, search, ops=ops)
     top = [shape(v) for v in roots]
     stack = list(zip(roots, top))
     while stack:  # iterative: a 100,000-entry chain is as deep as it is long
@@ -85,7 +96,8 @@ def _tree_json(session: object, mode: FilterMode = "all", search: str | None = N
             shaped = shape(child)
             kids.append(shaped)
             stack.append((child, shaped))
-    payload: dict[str, object] = {"leafId": session.leaf_id, "filter": mode, "search": search,
+    leaf = session.leaf_id if ops else shown_leaf(session.path_ids(), session.entry)
+    payload: dict[str, object] = {"leafId": leaf, "filter": mode, "search": search,
                                   "roots": top}
     import sys
 
@@ -134,12 +146,17 @@ def demo(directory: str | None) -> None:
 @click.option("--fold", type=click.IntRange(min=0), default=40, show_default=True, metavar="N",
               help="Fold linear runs longer than N entries into their ends and one '… K more "
                    "entries …' line (0: never).")
+@click.option("--ops", is_flag=True,
+              help="Also show the operation tree's bookkeeping entries (sessiontree.op*, "
+                   "written by chat and the agent; 'sessiontree ops' shows their tree).")
 @json_option
 @reports_errors
 def tree(file: str, mode: FilterMode, search: str | None, max_depth: int | None, fold: int,
-         as_json: bool) -> None:
+         ops: bool, as_json: bool) -> None:
     """Print the session's tree: linear runs in one column, branches indented (box drawing),
-    labels in brackets, the path to the leaf marked •, the leaf ●.
+    labels in brackets, the path to the leaf marked •, the leaf ● (the last conversation
+    entry: the operation tree's bookkeeping is hidden unless --ops). Summaries fit the
+    terminal's width, and are whole when the output is not a terminal.
 
     A filter or search hides entries but keeps what is below them: it hangs under the nearest
     shown ancestor. With --json: the (filtered) tree as nested objects; --max-depth and --fold
@@ -147,11 +164,11 @@ def tree(file: str, mode: FilterMode, search: str | None, max_depth: int | None,
     """
     with open_session(file) as session:
         if as_json:
-            echo_json(_tree_json(session, mode, search))
+            echo_json(_tree_json(session, mode, search, ops))
             return
         console = _console()
         shown = print_tree(session, console, mode=mode, search=search, max_depth=max_depth,
-                           fold=fold)
+                           fold=fold, ops=ops)
         if shown == 0:
             click.echo(f"no entry matches (filter {mode}"
                        f"{', search ' + repr(search) if search else ''})", err=True)

@@ -48,6 +48,7 @@ from ..views import (
     node_text,
     prefix_columns,
     search_terms,
+    shown_leaf,
 )
 from ._render import KIND_STYLE, render_row
 
@@ -356,9 +357,12 @@ class BrowseApp(App[None]):
 
     def __init__(self, path: str, *, summarizer: Summarizer | None = None,
                  summarizer_name: str = "offline summarizer", mode: FilterMode = "default",
-                 opener: Callable[[str], Session] | None = None) -> None:
+                 opener: Callable[[str], Session] | None = None,
+                 leave_on_navigate: bool = False) -> None:
         super().__init__()
         self.path = path
+        self.leave_on_navigate = leave_on_navigate
+        """Exit once Enter moved the leaf (``chat``'s ``/tree``: back to the chat at once)."""
         self.summarizer = summarizer
         self.summarizer_name = summarizer_name
         self.mode: FilterMode = mode
@@ -417,7 +421,8 @@ class BrowseApp(App[None]):
         self.session = session
         self._roots = roots
         self.loaded = True
-        self.tree_view.set_rows(rows, session.leaf_id, keep=session.leaf_id)
+        leaf = self._leaf(session)
+        self.tree_view.set_rows(rows, leaf, keep=leaf)
         self._status()
 
     def _text(self, node: TreeNode) -> str:
@@ -442,9 +447,16 @@ class BrowseApp(App[None]):
                 return node.id
         return self._text(node)
 
+    def _leaf(self, session: Session) -> str | None:
+        """The leaf to mark: the session's, or in a mode that hides the operation tree's
+        bookkeeping the last conversation entry before it."""
+        if self.mode == "all":
+            return session.leaf_id
+        return shown_leaf(session.path_ids(), session.entry)
+
     def _rows(self, roots: list[TreeNode], session: Session, mode: FilterMode, search: str,
               keep: str | None) -> list[Row]:
-        leaf = session.leaf_id
+        leaf = self._leaf(session)
         active = set(session.path_ids())
         worker = get_current_worker()
         terms = search_terms(search)
@@ -483,7 +495,7 @@ class BrowseApp(App[None]):
     def _rebuilt(self, roots: list[TreeNode], rows: list[Row], keep: str | None) -> None:
         assert self.session is not None
         self._roots = roots
-        self.tree_view.set_rows(rows, self.session.leaf_id, keep=keep)
+        self.tree_view.set_rows(rows, self._leaf(self.session), keep=keep)
         self._status()
 
     def _status(self, note: str = "") -> None:
@@ -494,7 +506,7 @@ class BrowseApp(App[None]):
         name = session.name or session.file or session.id
         search = f" · search {self.search_text!r}" if self.search_text else ""
         text = (f"{one_line(name, 40)} · {shown}/{len(session)} shown · filter {self.mode}"
-                f"{search} · leaf {session.leaf_id or '(none)'}")
+                f"{search} · leaf {self._leaf(session) or '(none)'}")
         if note:
             text += f" · {note}"
         self.query_one("#status", Static).update(Text(text))
@@ -522,7 +534,7 @@ class BrowseApp(App[None]):
         text.append(f"  {node.id}  {node.timestamp or ''}\n", style="dim")
         if node.label:
             text.append(f"label: {node.label}\n", style="bold yellow")
-        if self.session is not None and node.id == self.session.leaf_id:
+        if self.session is not None and node.id == self._leaf(self.session):
             text.append("the session's leaf\n", style="yellow")
         text.append("\n")
         text.append(_full_text(entry))
@@ -609,8 +621,9 @@ class BrowseApp(App[None]):
             self.tree_view.focus()
 
     def action_to_leaf(self) -> None:
-        if self.session is not None and self.session.leaf_id is not None:
-            self.tree_view.select_id(self.session.leaf_id)
+        leaf = self._leaf(self.session) if self.session is not None else None
+        if leaf is not None:
+            self.tree_view.select_id(leaf)
 
     def action_edit_label(self) -> None:
         node = self.tree_view.selected
@@ -637,7 +650,7 @@ class BrowseApp(App[None]):
         session = self.session
         if node is None or session is None or self.busy:
             return
-        if node.id == session.leaf_id:
+        if node.id == self._leaf(session):
             self.notify(f"{node.id} is already the leaf")
             return
         kind = entry_kind(node.entry)
@@ -680,6 +693,9 @@ class BrowseApp(App[None]):
         elif result.marker_id is not None:
             parts.append("checkout marker written")
         self.notify(" · ".join(parts))
+        if self.leave_on_navigate:
+            self.exit()
+            return
         self.rebuild(reload_tree=True)
         self.call_after_refresh(self.action_to_leaf)
 

@@ -29,7 +29,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from .. import _json
-from ..views import FILTER_MODES, visible
+from ..views import FILTER_MODES, shown_leaf, visible
 from ._select import Selection, select, selected_tree, walk
 from ..renderers import rendered_entries
 from .json import entries_json, tree_data
@@ -109,8 +109,12 @@ def export_html(session: Session, selection: Selection | None = None, *,
     selection = selection or select(session)
     shown = set(selection.ids)
     labels = {k: v[0] for k, v in session.labels().items() if k in shown}
+    leaf = selection.leaf_id
+    if leaf is not None:  # the last conversation entry, not the bookkeeping after it
+        leaf = shown_leaf(session.path_ids(leaf), session.entry)
+        leaf = leaf if leaf in shown else selection.leaf_id
     head: dict[str, Any] = {
-        "header": _header(session), "name": session.name, "leafId": selection.leaf_id,
+        "header": _header(session), "name": session.name, "leafId": leaf,
         "labels": labels, "tree": tree_data(session, selection),
         "modes": list(FILTER_MODES), "visible": _visibility(session, selection),
         "optree": operations_data(session) if selection.kind == "all" else None,

@@ -18,6 +18,8 @@ from typing import Any
 
 import msgspec
 
+from ..describe import BOOKKEEPING_PREFIX
+
 __all__ = [
     "ACCOUNTING",
     "BATCH",
@@ -40,8 +42,8 @@ __all__ = [
     "OpEvent",
 ]
 
-EVENT_PREFIX = "sessiontree.op"
-"""Every operation-tree ``customType`` starts with this prefix."""
+EVENT_PREFIX = BOOKKEEPING_PREFIX
+"""Every operation-tree ``customType`` starts with this prefix (``sessiontree.op``)."""
 
 SCHEMA_VERSION = 1
 """The ``v`` of every event this library writes."""

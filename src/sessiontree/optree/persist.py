@@ -7,6 +7,12 @@ them in its tree, so a file with an operation tree opens in pi with the same con
 Invariants:
 * Entries are appended at the leaf like any other entry; an entry is a few hundred bytes
   (payloads aside), so a killed run leaves every event up to its last complete line.
+* With ``per_turn`` (the agent and ``chat``), a run costs one ``sessiontree.op.batch`` entry
+  per turn, so bookkeeping never drowns the conversation; the events not yet in an entry are
+  appended as they happen to a journal beside the session file
+  (``<session>.blobs/pending-ops.journal``), which the fold reads after the entries, so a
+  killed run still leaves every event (a session in a database, which has no file beside it,
+  loses the events of the turn it was killed in).
 * Folding the events in file order (independent of the leaf) rebuilds the tree; an event that
   cannot be applied is reported in ``OpTree.problems`` with its entry id, never dropped
   silently, and the fold goes on.
@@ -72,6 +78,10 @@ class SessionSink:
 
     Args:
         session: a :class:`sessiontree.Session` (anything with ``append_custom``).
+        per_turn: write the events of each turn of the first run that begins as one
+            ``batch`` entry, when the next turn begins or the run ends (the events of sub-agent
+            runs started from it go in the same entry), journaling them beside the session
+            file meanwhile (see the module's invariants).
         batch: when above 1, logs and reasoning chunks are grouped into one
             ``sessiontree.op.batch`` entry of up to this many events, written before the next
             other event (so at the latest when their op ends). A killed run loses the
@@ -84,15 +94,23 @@ class SessionSink:
 
     _BATCHABLE = frozenset({ev.LOG, ev.REASONING})
 
-    def __init__(self, session: Any, *, batch: int = 0, blob_threshold: int | None = None) -> None:
+    def __init__(self, session: Any, *, batch: int = 0, blob_threshold: int | None = None,
+                 per_turn: bool = False) -> None:
         self.session = session
         self.batch = batch
         self.blob_threshold = blob_threshold
+        self.per_turn = per_turn
         self._pending: list[OpEvent] = []
         self.entry_ids: list[str] = []
+        self._run: str | None = None  # per_turn: the run whose turns make the entries
+        self._turn_ended = False
+        self._journal: _Journal | None = None
 
     def __call__(self, event: OpEvent) -> None:
         """Write (or buffer) one event."""
+        if self.per_turn:
+            self._by_turn(event)
+            return
         if self.batch > 1 and event.custom_type in self._BATCHABLE:
             self._pending.append(event)
             if len(self._pending) >= self.batch:
@@ -104,18 +122,43 @@ class SessionSink:
             data = self._maybe_blob(data)
         self.entry_ids.append(self.session.append_custom(event.custom_type, data))
 
+    def _by_turn(self, event: OpEvent) -> None:
+        kind, run = event.custom_type, event.data.get("run")
+        if self._run is None and kind == ev.RUN_BEGIN:
+            self._run = run
+        own = run is not None and run == self._run
+        if own and kind == ev.TURN_BEGIN and self._turn_ended:
+            self.flush()  # the turn before, as one entry
+        if kind in (ev.REQUEST, ev.RESPONSE):
+            event = OpEvent(kind, self._maybe_blob(event.data))
+        self._pending.append(event)
+        if self._journal is None:
+            self._journal = _Journal.of(self.session)
+        if self._journal is not None:
+            self._journal.add(event)
+        if own and kind == ev.TURN_END:
+            self._turn_ended = True
+        elif own and kind == ev.RUN_END:
+            self.flush()
+            if self._journal is not None:
+                self._journal.remove()
+                self._journal = None
+
     def flush(self) -> None:
         """Write the buffered events (one ``batch`` entry)."""
         if not self._pending:
             return
         pending, self._pending = self._pending, []
+        self._turn_ended = False
         if len(pending) == 1:
-            self.entry_ids.append(self.session.append_custom(pending[0].custom_type,
-                                                             pending[0].data))
-            return
-        data = {"v": ev.SCHEMA_VERSION, "run": pending[0].data.get("run"),
-                "events": [{"customType": e.custom_type, "data": e.data} for e in pending]}
-        self.entry_ids.append(self.session.append_custom(ev.BATCH, data))
+            written = self.session.append_custom(pending[0].custom_type, pending[0].data)
+        else:
+            data = {"v": ev.SCHEMA_VERSION, "run": pending[0].data.get("run"),
+                    "events": [{"customType": e.custom_type, "data": e.data} for e in pending]}
+            written = self.session.append_custom(ev.BATCH, data)
+        self.entry_ids.append(written)
+        if self._journal is not None:
+            self._journal.committed(written)
 
     close = flush
 
@@ -137,6 +180,67 @@ class SessionSink:
         out = {k: v for k, v in data.items() if k != "payload"}
         out["blob"] = {"sha256": digest, "size": len(body)}
         out["preview"] = text[:200]
+        return out
+
+
+class _Journal:
+    """The events a ``per_turn`` sink holds, one JSON line each as they happen, beside the
+    session file. Each line names the last operation-tree entry of the session when it was
+    written (``after``): lines whose entry is no longer the last were committed since."""
+
+    NAME = "pending-ops.journal"
+
+    def __init__(self, path: Path, after: str | None) -> None:
+        self.path, self.after = path, after
+
+    @classmethod
+    def of(cls, session: Any) -> _Journal | None:
+        file = getattr(session, "file", None)
+        if file is None:
+            return None
+        last = None
+        for _, _, entry_id in _session_events(session):
+            last = entry_id
+        return cls(blob_dir(file) / cls.NAME, last)
+
+    def add(self, event: OpEvent) -> None:
+        make_private_dirs(str(self.path.parent))
+        line = _json.dumps({"after": self.after, "customType": event.custom_type,
+                            "data": event.data})
+        with open(self.path, "ab") as stream:
+            stream.write(line + b"\n")
+
+    def committed(self, entry_id: str) -> None:
+        """The pending events are in the session now, as entry ``entry_id``."""
+        self.after = entry_id
+        with open(self.path, "wb"):
+            pass
+
+    def remove(self) -> None:
+        for path in (self.path, self.path.parent):
+            try:
+                os.remove(path) if path == self.path else os.rmdir(path)
+            except OSError:
+                pass  # (a folder that also holds blobs stays)
+
+    @classmethod
+    def pending(cls, session: Any, last: str | None) -> list[tuple[str, Any, str | None]]:
+        """The journaled events of ``session`` not in an entry yet (a killed run's)."""
+        file = getattr(session, "file", None)
+        if file is None:
+            return []
+        try:
+            data = (blob_dir(file) / cls.NAME).read_bytes()
+        except OSError:
+            return []
+        out: list[tuple[str, Any, str | None]] = []
+        for line in data.splitlines():
+            try:
+                item = _json.loads(line)
+            except ValueError:
+                continue  # the torn last line of a kill
+            if isinstance(item, dict) and item.get("after") == last:
+                out.append((str(item.get("customType")), item.get("data"), None))
         return out
 
 
@@ -197,7 +301,9 @@ def optree_from_session(session: Any, *, resolve_files: bool = True,
         mark_open: mark what never ended as ``unfinished`` (a killed run's open ops).
     """
     tree = OpTree()
-    fold_events(_session_events(session), tree=tree, mark_open=False)
+    events = list(_session_events(session))
+    events += _Journal.pending(session, events[-1][2] if events else None)
+    fold_events(events, tree=tree, mark_open=False)
     children = _Children.of(session) if resolve_files else None
     if children is not None:
         seen = {children.own}

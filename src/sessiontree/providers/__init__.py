@@ -40,6 +40,7 @@ __all__ = [
     "chat_request",
     "chat_tools",
     "model_from_spec",
+    "model_spec",
     "prepare_messages",
     "responses_input",
     "responses_request",
@@ -49,6 +50,14 @@ __all__ = [
 
 _SPECS = {"openai": OpenAIChatModel, "openai-chat": OpenAIChatModel,
           "openai-responses": OpenAIResponsesModel, "anthropic": AnthropicModel}
+
+
+def model_spec(model: Model) -> str:
+    """The ``PROVIDER:MODEL`` that :func:`model_from_spec` makes ``model`` from (its provider
+    and model for adapters of other kinds): ``openai-responses:gpt-5`` stays that."""
+    name = next((spec for spec, adapter in _SPECS.items() if type(model) is adapter),
+                model.provider)
+    return f"{name}:{model.model}"
 
 
 def model_from_spec(spec: str, **options: Any) -> Model:
