@@ -9,7 +9,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sessiontree import Session
+from sessiontree import Session, UserMessage
 from sessiontree.export import select
 from sessiontree.export.markdown import export_markdown, fence
 
@@ -274,3 +274,15 @@ def test_html_export_default_output_force_and_parts(tmp_path: Path, monkeypatch:
     payload = json.loads(data.group(1))
     assert payload["leafId"] == "b0000003" and len(payload["entries"]) == 7
     assert payload["optree"] is None and len(payload["visible"]) == 7
+
+
+def test_tree_prints_whole_summaries_when_not_in_a_terminal(tmp_path: Path) -> None:
+    """Issue 20 point 7: piped, ``tree`` does not cut text at the default width."""
+    from sessiontree.cli import cli
+
+    long = "word " * 60
+    session = Session.create(tmp_path)
+    session.append_message(UserMessage.of(long.strip()))
+    outcome = CliRunner().invoke(cli, ["tree", str(session.file)], env={"COLUMNS": None},
+                                 catch_exceptions=False)
+    assert long.strip() in outcome.stdout

@@ -41,8 +41,8 @@ def print_tree(session: object, console: Console | None = None, *, mode: FilterM
                search: str | None = None, max_depth: int | None = None, fold: int = 0,
                ops: bool = False) -> int:
     """Print a session's tree, linear runs in one column, the active path marked; the
-    operation tree's bookkeeping only with ``ops``. In a terminal a summary fits its width;
-    elsewhere (a pipe, a file) it is whole.
+    operation tree's bookkeeping only with ``ops``. In a terminal (or with ``COLUMNS`` set) a
+    summary fits the width; elsewhere (a pipe, a file) it is whole.
 
     Returns:
         The number of entries shown.
@@ -59,7 +59,7 @@ def print_tree(session: object, console: Console | None = None, *, mode: FilterM
     for row in flatten(view, active, max_depth=max_depth, fold=fold, leaf_id=leaf):
         shown += 1 if row.node is not None else 0
         room = max(30, (console.width or 100) - 28 - len(fit_prefix(row.prefix, columns))) \
-            if console.is_terminal else _WHOLE
+            if console.is_terminal or "COLUMNS" in os.environ else _WHOLE
         console.print(render_row(row, leaf_id=leaf, width=room, columns=columns))
     return shown
 
@@ -156,7 +156,7 @@ def tree(file: str, mode: FilterMode, search: str | None, max_depth: int | None,
     """Print the session's tree: linear runs in one column, branches indented (box drawing),
     labels in brackets, the path to the leaf marked •, the leaf ● (the last conversation
     entry: the operation tree's bookkeeping is hidden unless --ops). Summaries fit the
-    terminal's width, and are whole when the output is not a terminal.
+    terminal's width (or COLUMNS), and are whole when the output is not a terminal.
 
     A filter or search hides entries but keeps what is below them: it hangs under the nearest
     shown ancestor. With --json: the (filtered) tree as nested objects; --max-depth and --fold
