@@ -376,7 +376,7 @@ def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None
     for junk in (b"\x00garbage", msgspec.msgpack.encode({"version": 99, "files": {}}), b""):
         index.write_bytes(junk)
         assert {r.path for r in list_sessions(tmp_path)} == paths
-        assert msgspec.msgpack.decode(index.read_bytes())["version"] == 2
+        assert msgspec.msgpack.decode(index.read_bytes())["version"] == 3
 
 
 def test_a_folder_that_cannot_be_written_is_listed_without_an_index(tmp_path: Path) -> None:

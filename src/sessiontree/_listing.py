@@ -42,6 +42,7 @@ from msgspec import UNSET, UnsetType
 from . import _json
 from ._time import iso_to_ms
 from ._tree import js_trim
+from .usage import UsageTotals
 
 if TYPE_CHECKING:
     from .stores.base import SessionListing
@@ -56,6 +57,7 @@ class ListingMessage(msgspec.Struct):
     role: Any = UNSET
     content: msgspec.Raw = msgspec.Raw(b"")
     timestamp: Any = UNSET
+    usage: Any = None
 
 
 class ListingLine(msgspec.Struct):
@@ -68,6 +70,7 @@ class ListingLine(msgspec.Struct):
     message: ListingMessage | None = None
     cwd: Any = UNSET
     parentSession: Any = UNSET  # noqa: N815 - the on-disk name
+    usage: Any = None
 
 
 line_decoder = msgspec.json.Decoder(ListingLine)
@@ -96,9 +99,11 @@ def listing_line(line: bytes | memoryview) -> ListingLine | None:
         type=value.get("type", UNSET), id=entry_id if isinstance(entry_id, str) else UNSET,
         timestamp=value.get("timestamp", UNSET), name=value.get("name", UNSET),
         cwd=value.get("cwd", UNSET), parentSession=value.get("parentSession", UNSET),
+        usage=value.get("usage"),
         message=None if message is None else ListingMessage() if not isinstance(message, dict)
         else ListingMessage(
             role=message.get("role", UNSET), timestamp=message.get("timestamp", UNSET),
+            usage=message.get("usage"),
             content=msgspec.Raw(_json.dumps(message["content"])) if "content" in message
             else msgspec.Raw(b"")))
 
@@ -167,21 +172,24 @@ class ListingStats:
     """Message count, first user text, latest activity and name of one session, and whether
     pi could summarize it at all."""
 
-    __slots__ = ("activity", "first", "messages", "name", "unlistable")
+    __slots__ = ("activity", "first", "messages", "name", "unlistable", "usage")
 
     def __init__(self, messages: int = 0, first: str = "", activity: float | None = None,
-                 name: str | None = None) -> None:
+                 name: str | None = None, *, count_usage: bool = True) -> None:
         self.messages = messages
         self.first = first
         self.activity = activity
         self.name = name
+        self.usage = UsageTotals() if count_usage else None
+        """The session's token and cost totals (:mod:`sessiontree.usage`), ``None`` where they
+        are not counted (a database row)."""
         self.unlistable = False
         """pi's ``buildSessionInfo`` throws on this session's lines: its listing drops the file."""
 
     def add(self, lines: Iterable[ListingLine]) -> None:
         """Count these lines (in stored order; the header is not counted)."""
         messages, first, name, activity = self.messages, self.first, self.name, self.activity
-        unlistable = self.unlistable
+        unlistable, usage = self.unlistable, self.usage
         for line in lines:  # one loop, no call per line: a folder listing reads every line
             kind = line.type
             if kind == "message":
@@ -190,9 +198,11 @@ class ListingStats:
                 if message is None:
                     unlistable = True  # typeof undefined.role throws
                     continue
+                role = message.role
+                if usage is not None and (role == "assistant" or role == "toolResult"):
+                    usage.add(message.usage)
                 if not message.content:
                     continue
-                role = message.role
                 if role != "user" and role != "assistant":
                     continue
                 stamp = message.timestamp
@@ -206,6 +216,9 @@ class ListingStats:
                     unlistable = True
                 elif not first and role == "user":
                     first = _text(message.content)
+            elif kind == "usage" or kind == "compaction" or kind == "branch_summary":
+                if usage is not None:
+                    usage.add(line.usage)
             elif kind == "session_info":
                 value = line.name
                 if isinstance(value, str):
@@ -258,7 +271,7 @@ def listing_row(header: Mapping[str, Any], stats: ListingStats, path: str,
         name=stats.name, parent_session=parent if isinstance(parent, str) else None,
         created=stamp if isinstance(stamp, str) else "", modified_ms=modified,
         message_count=stats.messages, entry_count=entry_count,
-        first_message=stats.first or "(no messages)", modified_from=source,
+        first_message=stats.first or "(no messages)", modified_from=source, usage=stats.usage,
     )
 
 

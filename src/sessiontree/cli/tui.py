@@ -38,6 +38,7 @@ from textual.worker import get_current_worker
 
 from .._tree import TreeNode
 from ..describe import KIND_NAMES, entry_kind, entry_summary, one_line
+from ..usage import UsageTotals, session_usage
 from ..views import (
     FilterMode,
     Row,
@@ -370,6 +371,8 @@ class BrowseApp(App[None]):
         self.session: Session | None = None
         self._opener = opener
         self._roots: list[TreeNode] = []
+        self.usage: UsageTotals | None = None
+        """The session's token and cost totals (pi's footer), shown in the status line."""
         self._texts: dict[str, str] = {}
         self.editor_text: str | None = None
         self.loaded = False
@@ -415,11 +418,14 @@ class BrowseApp(App[None]):
         session = self._opener(self.path) if self._opener else Session.open(self.path)
         roots = session.tree()
         rows = self._rows(roots, session, self.mode, self.search_text, None)
-        self.call_from_thread(self._loaded, session, roots, rows)
+        usage = session_usage(session)
+        self.call_from_thread(self._loaded, session, roots, rows, usage)
 
-    def _loaded(self, session: Session, roots: list[TreeNode], rows: list[Row]) -> None:
+    def _loaded(self, session: Session, roots: list[TreeNode], rows: list[Row],
+                usage: UsageTotals) -> None:
         self.session = session
         self._roots = roots
+        self.usage = usage
         self.loaded = True
         leaf = self._leaf(session)
         self.tree_view.set_rows(rows, leaf, keep=leaf)
@@ -488,13 +494,16 @@ class BrowseApp(App[None]):
         assert session is not None
         roots = session.tree() if reload_tree else self._roots
         rows = self._rows(roots, session, self.mode, self.search_text, keep)
+        usage = session_usage(session) if reload_tree else self.usage
         if get_current_worker().is_cancelled:
             return
-        self.call_from_thread(self._rebuilt, roots, rows, keep)
+        self.call_from_thread(self._rebuilt, roots, rows, keep, usage)
 
-    def _rebuilt(self, roots: list[TreeNode], rows: list[Row], keep: str | None) -> None:
+    def _rebuilt(self, roots: list[TreeNode], rows: list[Row], keep: str | None,
+                 usage: UsageTotals | None) -> None:
         assert self.session is not None
         self._roots = roots
+        self.usage = usage
         self.tree_view.set_rows(rows, self._leaf(self.session), keep=keep)
         self._status()
 
@@ -505,8 +514,10 @@ class BrowseApp(App[None]):
         shown = sum(1 for r in self.tree_view.rows if r.node is not None)
         name = session.name or session.file or session.id
         search = f" · search {self.search_text!r}" if self.search_text else ""
+        totals = self.usage.footer() if self.usage is not None else ""
         text = (f"{one_line(name, 40)} · {shown}/{len(session)} shown · filter {self.mode}"
-                f"{search} · leaf {self._leaf(session) or '(none)'}")
+                f"{search} · leaf {self._leaf(session) or '(none)'}"
+                f"{f' · {totals}' if totals else ''}")
         if note:
             text += f" · {note}"
         self.query_one("#status", Static).update(Text(text))

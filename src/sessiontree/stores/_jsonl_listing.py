@@ -32,8 +32,9 @@ __all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "pro
            "read_listing", "session_files"]
 
 INDEX_NAME = ".sessiontree-index"
-_INDEX_VERSION = 2
-"""2: pi 1.5.2's rules (rows of version 1 were counted by pi 0.73.1's)."""
+_INDEX_VERSION = 3
+"""3: rows with usage totals; 2: pi 1.5.2's rules (rows of version 1 were counted by pi
+0.73.1's)."""
 PARALLEL_FILES = 64
 """Listing this many files or more (their rows not in the index) uses helper processes."""
 

@@ -312,7 +312,7 @@ class SessionState:
         if activity is None and messages and modified != iso_to_ms(created):
             activity = modified  # a row written before schema version 3
         return cls(sid, bytes(header), cwd, created, parent,
-                   ListingStats(messages, first, activity, name), entries, last_seq)
+                   ListingStats(messages, first, activity, name, count_usage=False), entries, last_seq)
 
     @classmethod
     def new(cls, header_line: bytes, d: Dialect) -> SessionState:

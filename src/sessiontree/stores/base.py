@@ -26,6 +26,7 @@ import msgspec
 from .._scan import Problem, Record
 from ..entries import AnyEntry, SessionHeader
 from ..errors import InvalidLocation
+from ..usage import UsageTotals
 
 __all__ = [
     "FollowableLog",
@@ -70,6 +71,9 @@ class SessionListing(msgspec.Struct, frozen=True):
     modified_from: Literal["message", "created", "file"] = "message"
     """Where ``modified_ms`` comes from: the latest message, the header (the session has no
     user or assistant message), or the file's modification time (no header time either)."""
+    usage: UsageTotals | None = None
+    """The session's token and cost totals as pi 1.5.2 counts them (:mod:`sessiontree.usage`);
+    ``None`` where the listing does not read entries (a database's sessions table)."""
 
 
 @runtime_checkable
