@@ -5,6 +5,7 @@ its lines are read in before our next append; readers never see a partial line a
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -201,3 +202,42 @@ def test_repair_and_migrate_wait_for_the_writer_and_never_replace_its_file(tmp_p
     session.close()
     result = repair_file(path, lock_timeout=0)  # the writer is gone: the repair goes ahead
     assert result.removed_lines == [3] and b"{not json" not in path.read_bytes()
+
+
+@pytest.mark.skipif(shutil.which("node") is None, reason="needs node")
+def test_repair_and_migrate_carry_over_what_pi_appends_meanwhile(tmp_path: Path) -> None:
+    """pi takes no lock: its lines appended while a rewrite reads and replaces the file end up
+    in the new file (exactly once), never in neither the new file nor the backup."""
+    from sessiontree import migrate_file, repair_file
+    from sessiontree.testing.crash import PiAppender, check_carried
+    from sessiontree.testing.generate import generate_session
+
+    path = tmp_path / "s.jsonl"
+    generate_session(path, 500, seed=5)
+    appender = PiAppender(path, corrupt_every=50)
+    try:
+        appender.wait_for(60)
+        removed = 0
+        for _ in range(5):
+            result = repair_file(path)
+            removed += len(result.removed_lines)
+            appender.wait_for(60)
+    finally:
+        count = appender.stop()
+    assert removed >= 5  # each repair had lines to drop, and carried what came meanwhile
+    assert check_carried(path, count, 50) is None
+    with Session.open(path, warn=False) as repaired:
+        assert {f"pi{i}" for i in range(count) if i % 50 != 49} <= set(repaired.ids())
+
+    old = tmp_path / "v1.jsonl"
+    old.write_bytes(b'{"type":"session","id":"v1","timestamp":"2024-01-01T00:00:00.000Z",'
+                    b'"cwd":"/c"}\n' + b'{"type":"message","timestamp":"2024-01-01T00:00:00.000Z",'
+                    b'"message":{"role":"user","content":"old","timestamp":1}}\n' * 5_000)
+    appender = PiAppender(old)
+    try:
+        appender.wait_for(20)
+        assert migrate_file(old).backup is not None
+        appender.wait_for(20)
+    finally:
+        count = appender.stop()
+    assert check_carried(old, count, 0) is None

@@ -64,6 +64,7 @@ if TYPE_CHECKING:
         SessionTreeError,
         StoreUnavailable,
         UnsupportedVersion,
+        WriteFailed,
     )
     from .events import (
         BeforeBranchResult,
@@ -143,7 +144,7 @@ _MODULES = {
         "AmbiguousEntry BlockingCallInLoop ConcurrentModification CopyRefused CorruptHeader "
         "CorruptLine DuplicateId EntryNotFound InvalidEntry InvalidLocation InvalidMessage "
         "MalformedSource MissingExtra ReadOnlyStore SessionLocked SessionLockedError "
-        "SessionNotFound SessionTreeError StoreUnavailable UnsupportedVersion"),
+        "SessionNotFound SessionTreeError StoreUnavailable UnsupportedVersion WriteFailed"),
     "events": (
         "BeforeBranchResult BeforeCompactResult BeforeTreeResult BranchEvent BranchPreparation "
         "CompactEvent CompactPreparation ContextEvent ContextResult EventBus HookFailed "
@@ -306,6 +307,7 @@ __all__ = [
     "UnknownEntry",
     "UnknownMessage",
     "UnsupportedVersion",
+    "WriteFailed",
     "Usage",
     "UserMessage",
     "build_context",

@@ -16,11 +16,11 @@ import re
 import time
 from collections.abc import Sequence
 
-from .errors import SessionLockedError
+from .errors import ConcurrentModification, SessionLockedError, SessionTreeError, WriteFailed
 
 __all__ = [
-    "atomic_write", "fsync_dir", "lock", "make_private_dirs", "remove_stale_temps", "unlock",
-    "write_new",
+    "atomic_write", "fsync_dir", "lock", "make_private_dirs", "read_settled",
+    "remove_stale_temps", "rewrite_following", "unlock", "write_new",
 ]
 
 FILE_MODE = 0o600
@@ -64,6 +64,9 @@ def write_new(path: str, data: bytes, *, exclusive: bool = False) -> str:
     (or, with ``exclusive``, raise :class:`FileExistsError`).
 
     The file is fsynced before returning. Returns the path actually written.
+
+    Raises:
+        WriteFailed: the file system refused (a full disk): no file is left behind.
     """
     candidate, n = path, 0
     while True:
@@ -75,12 +78,21 @@ def write_new(path: str, data: bytes, *, exclusive: bool = False) -> str:
                 raise
             n += 1
             candidate = f"{path}.{n}"
+        except OSError as exc:
+            raise WriteFailed.of(exc, candidate) from exc
     try:
-        _write_all(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_dir(os.path.dirname(candidate))
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_dir(os.path.dirname(candidate))
+    except OSError as exc:
+        os.unlink(candidate)
+        raise WriteFailed.of(exc, candidate) from exc
+    except BaseException:
+        os.unlink(candidate)
+        raise
     return candidate
 
 
@@ -133,12 +145,27 @@ def atomic_write(path: str, data: bytes | Sequence[bytes | memoryview], *, mode:
 
     Raises:
         FileExistsError: ``replace`` is False and ``path`` exists.
+        WriteFailed: the file system refused (a full disk, a missing folder); ``path`` is as
+            it was and no temporary file is left.
     """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = _temp_file(path, data, mode, durable)
+    _publish(tmp, path, replace)
+    if durable:
+        fsync_dir(directory)
+
+
+def _temp_file(path: str, data: bytes | Sequence[bytes | memoryview], mode: int,
+               durable: bool) -> str:
+    """A new temporary file beside ``path`` holding ``data`` (fsynced when ``durable``)."""
     directory = os.path.dirname(os.path.abspath(path))
     remove_stale_temps(directory)
     tmp = os.path.join(directory, f".{os.path.basename(path)}{TEMP_MARK}{os.getpid()}-"
                                   f"{time.monotonic_ns()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    except OSError as exc:
+        raise WriteFailed.of(exc, path) from exc
     try:
         try:
             _write_all(fd, data)
@@ -146,17 +173,128 @@ def atomic_write(path: str, data: bytes | Sequence[bytes | memoryview], *, mode:
                 os.fsync(fd)
         finally:
             os.close(fd)
+    except BaseException as exc:
+        _discard(tmp)
+        if isinstance(exc, OSError):
+            raise WriteFailed.of(exc, path) from exc
+        raise
+    return tmp
+
+
+def _publish(tmp: str, path: str, replace: bool) -> None:
+    """Rename ``tmp`` over ``path`` (or link it to the free name ``path``); ``tmp`` is gone
+    afterwards whatever happens."""
+    try:
         if replace:
             os.replace(tmp, path)
         else:
             os.link(tmp, path)
             os.unlink(tmp)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    except BaseException as exc:
+        _discard(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, FileExistsError):
+            raise WriteFailed.of(exc, path) from exc
         raise
-    if durable:
-        fsync_dir(directory)
+
+
+def _discard(path: str) -> None:
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+SETTLE = 2.0
+"""Seconds a rewrite waits at most for a line another program is appending to be finished."""
+QUIET = 0.1
+"""Seconds without growth after which an unfinished last line is taken as torn, not as being
+written (pi writes a line with one call)."""
+
+
+def _whole_lines_after(fd: int, start: int, settle: float, *,
+                       linger: bool = False) -> bytes | None:
+    """The bytes of ``fd``'s file after ``start``, ending with a newline; ``None`` when the
+    last line stays unfinished (no growth for ``QUIET`` seconds, or ``settle`` in all). With
+    ``linger``, only once the file has not grown for ``QUIET`` seconds (a writer that opened
+    it before it was replaced may still write to it)."""
+    deadline = time.monotonic() + settle
+    size, quiet_since, data = -1, time.monotonic(), b""
+    while True:
+        now_size = os.fstat(fd).st_size
+        if now_size != size:
+            size, quiet_since = now_size, time.monotonic()
+            data = _pread_all(fd, start, size - start) if size > start else b""
+            if not linger and (not data or data.endswith(b"\n")):
+                return data
+        now = time.monotonic()
+        if now >= deadline or now - quiet_since >= QUIET:
+            return data if not data or data.endswith(b"\n") else None
+        time.sleep(0.005)
+
+
+def _pread_all(fd: int, start: int, length: int) -> bytes:
+    parts = []
+    while length > 0:
+        part = os.pread(fd, min(length, 1 << 30), start)
+        if not part:
+            break
+        parts.append(part)
+        start += len(part)
+        length -= len(part)
+    return b"".join(parts)
+
+
+def read_settled(fd: int, *, settle: float = SETTLE) -> bytes:
+    """The whole file of ``fd``, read once its last line is finished (a line another program
+    is appending is waited for up to ``settle`` seconds; then it is read as it is)."""
+    data = _whole_lines_after(fd, 0, settle)
+    return data if data is not None else _pread_all(fd, 0, os.fstat(fd).st_size)
+
+
+def rewrite_following(path: str, fd: int, seen: int, data: bytes | Sequence[bytes | memoryview],
+                      *, settle: float = SETTLE) -> int:
+    """Replace ``path`` (open as ``fd``, of which the caller read the first ``seen`` bytes)
+    with ``data``, carrying over to the end of the new file the lines a writer that takes no
+    lock (pi) appended meanwhile: before the rename, and those that land in the old file
+    between the last look and the rename, after it. Returns how many bytes were carried.
+
+    Raises:
+        ConcurrentModification: a line being appended stayed unfinished for ``settle``
+            seconds before the rename (nothing was changed).
+        WriteFailed: the file system refused (a full disk); ``path`` is as it was.
+    """
+    directory = os.path.dirname(os.path.abspath(path))
+    tmp = _temp_file(path, data, FILE_MODE, False)
+    carried = seen
+    try:
+        extra = _whole_lines_after(fd, carried, settle)
+        if extra is None:
+            raise ConcurrentModification(
+                "another program is appending to the file and did not finish its line; "
+                "nothing was changed, run the command again", path=path)
+        with open(tmp, "ab") as stream:
+            stream.write(extra)
+            stream.flush()
+            os.fsync(stream.fileno())
+        carried += len(extra)
+    except BaseException as exc:
+        _discard(tmp)
+        if isinstance(exc, OSError) and not isinstance(exc, SessionTreeError):
+            raise WriteFailed.of(exc, path) from exc
+        raise
+    _publish(tmp, path, True)
+    late = _whole_lines_after(fd, carried, settle, linger=True)
+    if late is None:  # an unfinished line: carried as it is (it was one in the old file too)
+        late = _pread_all(fd, carried, os.fstat(fd).st_size - carried)
+    if late:
+        out = os.open(path, os.O_WRONLY | os.O_APPEND)
+        try:
+            _write_all(out, late)
+            os.fsync(out)
+        finally:
+            os.close(out)
+    fsync_dir(directory)
+    return carried + len(late) - seen
 
 
 def lock(fd: int, path: str, timeout: float) -> None:

@@ -18,6 +18,8 @@
     ├── CopyIncomplete         a whole-store copy that left sessions out (each named, with why)
     ├── ReadOnlyStore          a write to a store opened read-only
     ├── StoreUnavailable       the database could not be reached or the connection was lost
+    ├── WriteFailed            the file system refused a write (a full disk, a missing folder);
+    │                          also an OSError
     ├── BlockingCallInLoop     a blocking call on a session whose store's I/O runs in the event
     │                          loop, made from that loop's own thread
     ├── MalformedSource        an imported file (another tool's format) that cannot be read
@@ -53,6 +55,7 @@ __all__ = [
     "SessionTreeError",
     "StoreUnavailable",
     "UnsupportedVersion",
+    "WriteFailed",
 ]
 
 
@@ -211,6 +214,32 @@ class StoreUnavailable(SessionTreeError):
     The call that raised wrote nothing it did not report (a transaction that did not commit
     is rolled back by the server); retrying once the server is back is safe.
     """
+
+
+class WriteFailed(SessionTreeError, OSError):
+    """The file system refused a write (a full disk or quota, a file size limit, a missing or
+    read-only folder): nothing of it was kept, the file is as it was (a new file is not left
+    behind), so the same call can be retried once the cause is gone.
+
+    Attributes:
+        errno: the system's error number (``errno.ENOSPC`` for a full disk).
+        path: the file that was being written.
+    """
+
+    @classmethod
+    def of(cls, exc: OSError, path: str | os.PathLike[str]) -> WriteFailed:
+        """The error for ``exc``, raised while writing ``path``."""
+        reason = exc.strerror or str(exc)
+        if isinstance(exc, FileNotFoundError):
+            reason = f"its folder {os.path.dirname(os.path.abspath(path))} does not exist"
+        error = cls(f"could not write: {reason}; nothing was kept", path=path)
+        error.errno = exc.errno
+        error.strerror = exc.strerror
+        error.filename = os.fspath(path)
+        return error
+
+    def __str__(self) -> str:  # OSError's would print the errno instead of the message
+        return self._format()
 
 
 class BlockingCallInLoop(SessionTreeError, RuntimeError):

@@ -5,7 +5,8 @@ Invariants (format-spec.md sections 9, 17 e and k, 18.3, 18.4):
   plain dicts (header first), in place, and is a no-op on files already past its version.
 * Version 1 -> 2 draws every new id against the ids already drawn, so it never duplicates one.
 * A migrated file is rewritten atomically (temporary file, fsync, rename) after its original
-  bytes are saved as ``<file>.v<N>.bak``; lines the migration did not change keep their bytes.
+  bytes are saved as ``<file>.v<N>.bak``; lines the migration did not change keep their bytes,
+  and lines another program (pi, which takes no lock) appends meanwhile are carried over.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import msgspec
 
 from . import _fs, _json
-from ._scan import Scanner, iter_lines
+from ._scan import Scanner, _split
 from ._time import iso_now, new_entry_id
 from .entries import CHECKOUT_CUSTOM_TYPE, CURRENT_VERSION
 from .errors import CorruptLine, SessionNotFound
@@ -173,34 +174,32 @@ class MigrationResult(msgspec.Struct, frozen=True):
     """Line numbers (of the original file) that did not parse and are only in the backup."""
 
 
-def _parsed_lines(path: str) -> tuple[list[tuple[dict[str, Any], bytes]], bytes, list[int]]:
-    """Every line that parses as a JSON object, from the header on, with its bytes; and the
-    numbers of the other non-blank lines."""
-    with open(path, "rb") as stream:
-        original = stream.read()
+def _parsed_lines(path: str, original: bytes) -> tuple[list[tuple[dict[str, Any], bytes]],
+                                                     list[int]]:
+    """Every line of ``original`` that parses as a JSON object, from the header on, with its
+    bytes; and the numbers of the other non-blank lines."""
     scanner = Scanner(path)
     out: list[tuple[dict[str, Any], bytes]] = []
     skipped: list[int] = []
-    with open(path, "rb") as stream:
-        for line, offset, terminated in iter_lines(stream):
-            scanner.feed(line, offset, terminated)
-            if scanner.header is None:
-                continue
-            raw = bytes(line).rstrip(b"\r")
-            if offset == 0 and raw.startswith(b"\xef\xbb\xbf"):
-                raw = raw[3:]
-            if not raw.strip():
-                continue
-            try:
-                value = _json.loads(raw)
-            except ValueError:
-                value = None
-            if isinstance(value, dict):
-                out.append((value, raw))
-            else:
-                skipped.append(scanner.lineno)
+    for line, offset, terminated in _split(original, 0):
+        scanner.feed(line, offset, terminated)
+        if scanner.header is None:
+            continue
+        raw = bytes(line).rstrip(b"\r")
+        if offset == 0 and raw.startswith(b"\xef\xbb\xbf"):
+            raw = raw[3:]
+        if not raw.strip():
+            continue
+        try:
+            value = _json.loads(raw)
+        except ValueError:
+            value = None
+        if isinstance(value, dict):
+            out.append((value, raw))
+        else:
+            skipped.append(scanner.lineno)
     scanner.finish()
-    return out, original, skipped
+    return out, skipped
 
 
 def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
@@ -225,7 +224,8 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
     fd = os.open(path, os.O_RDONLY)
     try:
         _fs.lock(fd, path, lock_timeout)
-        parsed, original, skipped = _parsed_lines(path)
+        original = _fs.read_settled(fd)
+        parsed, skipped = _parsed_lines(path, original)
         header = parsed[0][0] if parsed else {}
         if not parsed or not needs_migration(header):
             return MigrationResult(path, _version(header), None)
@@ -246,7 +246,12 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
         text = b"".join((raw if raw is not None else _json.dumps(entry)) + b"\n"
                         for entry, raw in zip(migrated, raws))
         backup = _fs.write_new(f"{path}.v{from_version}.bak", original)
-        _fs.atomic_write(path, text)
+        try:
+            # lines pi (which takes no lock) appends meanwhile are carried over
+            _fs.rewrite_following(path, fd, len(original), text)
+        except BaseException:
+            os.unlink(backup)  # the file is as it was: no backup of nothing
+            raise
         return MigrationResult(path, from_version, backup, skipped)
     finally:
         os.close(fd)

@@ -9,7 +9,8 @@ What ``verify`` reports and what repair does with it:
 * An old format version is migrated first (with its own backup).
 
 The original bytes are saved to ``<file>.repair-<timestamp>.bak`` and the file is replaced
-atomically; lines that were not changed keep their exact bytes.
+atomically; lines that were not changed keep their exact bytes. Lines another program (pi, which
+takes no lock) appends while repair runs are carried over to the end of the repaired file.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from ._scan import Scanner, _split
 from ._time import file_stamp, iso_now
 from ._treelog import TreeLog
 from .migrate import migrate_file
-from .stores.jsonl import open_file
+from .stores.memory import MemoryLog
 
 __all__ = ["RepairResult", "repair_file"]
 
@@ -57,17 +58,17 @@ def repair_file(path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> 
     fd = os.open(path, os.O_RDONLY)
     try:
         _fs.lock(fd, path, lock_timeout)
-        return _repair_locked(path)
+        return _repair_locked(path, fd)
     finally:
         os.close(fd)  # and with it the lock
 
 
-def _repair_locked(path: str) -> RepairResult:
-    with TreeLog(open_file(path, warn=False), warn=False) as session:
+def _repair_locked(path: str, fd: int) -> RepairResult:
+    original = _fs.read_settled(fd)
+    # the tree of exactly these bytes (the file may grow while repair runs)
+    with TreeLog(MemoryLog(original.split(b"\n")), warn=False) as session:
         kept = {record.line: record for record in session._index.records()}
         rerooted = sorted(session._index.cycle_roots)
-    with open(path, "rb") as stream:
-        original = stream.read()
     scanner = Scanner(path)
     out: list[bytes] = []
     removed: list[int] = []
@@ -88,5 +89,9 @@ def _repair_locked(path: str) -> RepairResult:
     if not removed and not rerooted:
         return RepairResult(path, [], [], None)
     backup = _fs.write_new(f"{path}.repair-{file_stamp(iso_now())}.bak", original)
-    _fs.atomic_write(path, b"".join(line + b"\n" for line in out))
+    try:
+        _fs.rewrite_following(path, fd, len(original), [line + b"\n" for line in out])
+    except BaseException:
+        os.unlink(backup)  # the file is as it was: no backup of nothing
+        raise
     return RepairResult(path, removed, rerooted, backup)

@@ -11,6 +11,7 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import os
 import re
 import warnings
@@ -35,6 +36,7 @@ from ..errors import (
     ReadOnlyStore,
     SessionNotFound,
     UnsupportedVersion,
+    WriteFailed,
 )
 from ._follow import follow_file
 from .base import LoadResult, SessionListing, check_session_id
@@ -128,6 +130,7 @@ class JsonlFile:
         self._size = 0
         self._locked = False
         self._needs_newline = False
+        self._created = False  # the file was made by this log's first append
 
     @property
     def location(self) -> str:
@@ -214,8 +217,8 @@ class JsonlFile:
                 if self._identity is not None:
                     raise ConcurrentModification("the session file was removed", path=self.path)
                 _fs.make_private_dirs(os.path.dirname(os.path.abspath(self.path)))
-            fd = self._write_fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT,
-                                          _fs.FILE_MODE)
+            fd = self._write_fd = _open_append(self.path)
+            self._created = self._identity is None and os.fstat(fd).st_size == 0
         _fs.lock(fd, self.path, self.lock_timeout)
         self._locked = True
         try:
@@ -297,10 +300,18 @@ class JsonlFile:
 
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
+        """Append the lines with one ``write()``; all of them or, when the file system refuses
+        (a full disk), none: the file is cut back to where it was and a file this append
+        created is removed, so a retry starts over with the header.
+
+        Raises:
+            WriteFailed: the file system refused the write (nothing was kept).
+        """
         assert self._locked and self._write_fd is not None, "write() outside begin_append()"
         scanner = self._scanner
         if scanner is None:
             scanner = self._scanner = Scanner(self.path)
+        before = scanner.state()
         parts: list[bytes] = []
         offset = self._size
         if self._needs_newline:
@@ -320,15 +331,37 @@ class JsonlFile:
             parts.append(b"\n")
             offset += len(line) + 1
         data = b"".join(parts)
-        written = os.write(self._write_fd, data)
-        if written != len(data):  # a full disk: never leave a fragment behind
-            os.ftruncate(self._write_fd, self._size)
-            raise OSError(f"{self.path}: short write ({written} of {len(data)} bytes); nothing kept")
-        if self.durable:
-            os.fsync(self._write_fd)
+        try:
+            written = os.write(self._write_fd, data)
+            if written != len(data):  # a full disk: the next write() would say why
+                os.write(self._write_fd, data[written:])
+                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+            if self.durable:
+                os.fsync(self._write_fd)
+        except OSError as exc:
+            scanner.resume(before)
+            self._undo_write()
+            raise WriteFailed.of(exc, self.path) from exc
         self._size += len(data)
         self._needs_newline = False
         return records
+
+    def _undo_write(self) -> None:
+        """Cut the file back to what it held before a failed write; a file that held nothing
+        before (this append's new file) is removed, so no empty session file is left."""
+        assert self._write_fd is not None
+        os.ftruncate(self._write_fd, self._size)
+        if self._size or not self._created:
+            return
+        try:
+            same = os.stat(self.path).st_ino == os.fstat(self._write_fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            os.unlink(self.path)
+        self.close()
+        self._identity = None
+        self._scanner = None
 
     def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
         """Whole lines appended after what was scanned, as they land (no lock is taken)."""
@@ -357,6 +390,20 @@ class JsonlFile:
     def __del__(self) -> None:
         if self._read_fd is not None or self._write_fd is not None:
             self.close()
+
+
+def _open_append(path: str) -> int:
+    """An appending descriptor of ``path``, created ``0600`` if missing.
+
+    Raises:
+        WriteFailed: the file cannot be created (its folder is full, read-only, ...).
+    """
+    try:
+        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _fs.FILE_MODE)
+    except (FileNotFoundError, IsADirectoryError, PermissionError):
+        raise
+    except OSError as exc:
+        raise WriteFailed.of(exc, path) from exc
 
 
 def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:

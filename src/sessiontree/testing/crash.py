@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Copier", "CrashReport", "main", "race_copies", "run"]
+__all__ = ["Copier", "CrashReport", "PiAppender", "check_carried", "main", "race_copies", "run"]
 
 BACKENDS = ("jsonl", "sqlite", "postgres")
 SCENARIOS = ("append", "migrate", "repair", "copy", "copies")
@@ -197,6 +197,86 @@ def race_copies(source: str, target: str, copies: int, kill_after: float | None 
             for stream in (child.stdin, child.stdout, child.stderr):
                 if stream is not None:
                     stream.close()
+
+
+_PI_APPENDER = r"""
+const fs = require("fs");
+const [path, stop, corruptEvery] = [process.argv[1], process.argv[2], Number(process.argv[3])];
+const pause = new Int32Array(new SharedArrayBuffer(4));
+let i = 0;
+while (!fs.existsSync(stop)) {
+  const line = corruptEvery > 0 && i % corruptEvery === corruptEvery - 1 ? `{not json ${i}`
+    : JSON.stringify({type: "message", id: `pi${i}`, parentId: null,
+                      timestamp: "2025-01-01T00:00:00.000Z",
+                      message: {role: "user", content: `line ${i}`, timestamp: 1}});
+  fs.appendFileSync(path, line + "\n");  // what pi does for every entry: no lock
+  i++;
+  if (i % 2 === 0) Atomics.wait(pause, 0, 0, 1);
+}
+process.stdout.write(String(i));
+"""
+
+
+class PiAppender:
+    """A node process appending lines to a session file the way pi does (``appendFileSync`` of
+    one line, no lock) until stopped: entries ``pi0``, ``pi1``, ... as roots, and every
+    ``corrupt_every``-th line one that does not parse (so that ``repair`` has work each time).
+    Needs ``node``."""
+
+    def __init__(self, path: str | os.PathLike[str], *, corrupt_every: int = 0) -> None:
+        self.path = os.fspath(path)
+        self.corrupt_every = corrupt_every
+        self._stop = f"{self.path}.stop-appending"
+        self._child = subprocess.Popen(
+            ["node", "-e", _PI_APPENDER, self.path, self._stop, str(corrupt_every)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def wait_for(self, lines: int, timeout: float = 30.0) -> None:
+        """Until the file holds at least ``lines`` more lines than it had at the start."""
+        start = Path(self.path).read_bytes().count(b"\n")
+        deadline = time.monotonic() + timeout
+        while Path(self.path).read_bytes().count(b"\n") - start < lines:
+            if time.monotonic() > deadline or self._child.poll() is not None:
+                raise RuntimeError("the appender did not append")
+            time.sleep(0.01)
+
+    def stop(self) -> int:
+        """Stop it; how many lines it appended."""
+        Path(self._stop).touch()
+        out, err = self._child.communicate(timeout=60)
+        os.unlink(self._stop)
+        if self._child.returncode != 0:
+            raise RuntimeError(f"the appender failed: {err[-1000:]}")
+        return int(out)
+
+
+def check_carried(path: str | os.PathLike[str], count: int, corrupt_every: int) -> str | None:
+    """After a :class:`PiAppender` of ``count`` lines raced rewrites of ``path``: every line
+    it appended is in the file (at most once) or in a backup (a rewrite that read it keeps its
+    original there), never in neither."""
+    target = Path(path)
+    present: dict[bytes, int] = {}
+    for line in target.read_bytes().split(b"\n"):
+        present[line] = present.get(line, 0) + 1
+    backups = set()
+    for backup in target.parent.glob(target.name + ".*.bak*"):
+        backups.update(backup.read_bytes().split(b"\n"))
+    lost, doubled = [], []
+    for i in range(count):
+        if corrupt_every and i % corrupt_every == corrupt_every - 1:
+            line = b"{not json %d" % i
+        else:
+            line = (b'{"type":"message","id":"pi%d","parentId":null,"timestamp":"2025-01-01T00:'
+                    b'00:00.000Z","message":{"role":"user","content":"line %d","timestamp":1}}'
+                    % (i, i))
+        if present.get(line, 0) > 1:
+            doubled.append(i)
+        elif line not in present and line not in backups:
+            lost.append(i)
+    if lost or doubled:
+        return (f"{target}: of {count} lines pi appended, {len(lost)} in neither the file nor a "
+                f"backup (first {lost[:5]}), {len(doubled)} doubled (first {doubled[:5]})")
+    return None
 
 
 def _kill_after(child: subprocess.Popen[str], delay: float) -> str:
