@@ -501,7 +501,7 @@ def _next_or_none(lines: Iterator[bytes]) -> bytes | None:
 async def _open_postgres(dsn: str, *, read_only: bool) -> AsyncPostgresStore:
     from .stores.postgres import AsyncPostgresStore
 
-    return await AsyncPostgresStore.from_url(dsn, read_only=read_only).open()
+    return await AsyncPostgresStore.from_url(dsn, read_only=read_only).connect()
 
 
 def _blocking_store(store: AsyncStore | Store) -> Store:

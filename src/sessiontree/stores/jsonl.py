@@ -486,6 +486,13 @@ class JsonlStore:
         self.durable = durable
         self.lock_timeout = lock_timeout
 
+    @classmethod
+    def open(cls, directory: str | os.PathLike[str], *, read_only: bool = False,
+             durable: bool = False, lock_timeout: float = 10.0) -> JsonlStore:
+        """The store of the folder ``directory``, as every store's ``open`` (see
+        :meth:`__init__`)."""
+        return cls(directory, read_only=read_only, durable=durable, lock_timeout=lock_timeout)
+
     @property
     def url(self) -> str:
         return str(self.directory)

@@ -96,6 +96,11 @@ class MemoryStore:
     def __init__(self) -> None:
         self._logs: dict[str, MemoryLog] = {}
 
+    @classmethod
+    def open(cls) -> MemoryStore:
+        """A new, empty store, as every store's ``open``."""
+        return cls()
+
     def log(self, session_id: str) -> MemoryLog:
         try:
             return self._logs[session_id]

@@ -250,12 +250,14 @@ class PostgresStore(SqlStore):
         self._start(connect)
 
     @classmethod
-    def from_url(cls, dsn: str, *, schema: str | None = None, read_only: bool = False,
-                 durable: bool = True, pool_size: int = 8, timeout: float = 10.0
-                 ) -> PostgresStore:
-        """The store at ``dsn``; use it as a context manager. See :meth:`__init__`."""
+    def open(cls, dsn: str, *, schema: str | None = None, read_only: bool = False,
+             durable: bool = True, pool_size: int = 8, timeout: float = 10.0) -> PostgresStore:
+        """The store at ``dsn``; use it as a context manager (``with PostgresStore.open(url)
+        as store``), as every store's ``open``. See :meth:`__init__`."""
         return cls(dsn, schema=schema, read_only=read_only, durable=durable,
                    pool_size=pool_size, timeout=timeout)
+
+    from_url = open  # (the earlier name)
 
     @property
     def url(self) -> str:
@@ -329,6 +331,15 @@ class PostgresStore(SqlStore):
         return self
 
 
+class _OpenOrConnect:
+    """``AsyncPostgresStore.open(url)`` makes a store, as every store's ``open`` does
+    (``async with AsyncPostgresStore.open(url) as store``); ``await store.open()`` on a store
+    connects it, as it always did."""
+
+    def __get__(self, store: AsyncPostgresStore | None, owner: type[AsyncPostgresStore]) -> Any:
+        return owner.from_url if store is None else store.connect
+
+
 class AsyncPostgresStore:
     """:class:`PostgresStore` for async code: the same methods as coroutines over psycopg's
     async connection pool, the same statements and transactions (:mod:`._sql_common`); ``aclose``
@@ -359,6 +370,8 @@ class AsyncPostgresStore:
         """The store at ``dsn`` (not connected yet: ``async with`` or ``await store.open()``)."""
         return cls(dsn, **options)
 
+    open = _OpenOrConnect()
+
     @property
     def url(self) -> str:
         return _public_url(self._dsn, self.schema)
@@ -366,9 +379,9 @@ class AsyncPostgresStore:
     def session_url(self, session_id: str) -> str:
         return f"{self.url}#{session_id}"
 
-    async def open(self) -> AsyncPostgresStore:
-        """Connect and set the schema up (idempotent). The store belongs to the running event
-        loop from now on."""
+    async def connect(self) -> AsyncPostgresStore:
+        """Connect and set the schema up (idempotent; ``await store.open()`` too). The store
+        belongs to the running event loop from now on."""
         self._loop = asyncio.get_running_loop()
         try:
             async with self._errors():
@@ -383,7 +396,7 @@ class AsyncPostgresStore:
         return self
 
     async def __aenter__(self) -> AsyncPostgresStore:
-        return await self.open()
+        return await self.connect()
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
