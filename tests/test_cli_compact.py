@@ -76,7 +76,9 @@ def test_compact_a_file_pi_wrote(pi_modules: Path, tmp_path: Path) -> None:
     file = pi_written(pi_modules, tmp_path)
     code, out, err = run("compact", str(file), "--keep-recent-tokens", "200", "--json")
     assert code == 0, err
-    entry = json.loads(out)
+    shown = json.loads(out)
+    entry = shown["entry"]
+    assert shown == {"compacted": True, "reason": None, "entry": entry, "plan": None}
     assert entry["type"] == "compaction"
     assert "Question 0" in entry["summary"]
     pi = pi_context(pi_modules, file)
@@ -89,7 +91,9 @@ def test_dry_run_writes_nothing(generated: Path) -> None:
     before = generated.read_bytes()
     code, out, _ = run("compact", str(generated), "--keep-recent-tokens", "3000", "--dry-run", "--json")
     assert code == 0
-    prep = json.loads(out)
+    shown = json.loads(out)
+    prep = shown["plan"]
+    assert shown == {"compacted": False, "reason": None, "entry": None, "plan": prep}
     assert prep["messagesToSummarize"] > 0 and isinstance(prep["firstKeptEntryId"], str)
     code, out, _ = run("compact", str(generated), "--keep-recent-tokens", "3000", "--dry-run")
     assert code == 0 and "would summarize" in out
@@ -107,9 +111,9 @@ def test_nothing_to_compact_exits_0_with_one_message_and_writes_nothing(tmp_path
     assert run("compact", str(file)) == (0, expected, "")
     assert run("compact", str(file), "--dry-run") == (0, expected, "")
     code, out, _ = run("compact", str(file), "--json")
-    assert code == 0 and json.loads(out) == {
+    assert code == 0 and json.loads(out) == {  # one shape for every outcome (issue 20 point 5)
         "compacted": False, "reason": "nothing to compact: keep_recent_tokens=20000 keeps the "
-                                      "whole path"}
+                                      "whole path", "entry": None, "plan": None}
     assert file.read_bytes() == before
     # after a compaction, compacting again says so the same way
     for _ in range(3):
@@ -128,7 +132,7 @@ def test_compact_with_a_model_from_the_environment(generated: Path, server: Fake
     code, out, err = run("compact", str(generated), "--keep-recent-tokens", "3000",
                          "--model", "openai:gpt-4.1-mini", "--json", env=env)
     assert code == 0, err
-    entry = json.loads(out)
+    entry = json.loads(out)["entry"]
     assert entry["summary"].startswith("## Goal\n- ")
     assert "summarized by the fake model" in entry["summary"]
     assert server.requests and server.requests[0].body["model"] == "gpt-4.1-mini"

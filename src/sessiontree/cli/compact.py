@@ -53,6 +53,9 @@ def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_
     When there is nothing to compact (the path is empty, already ends in a compaction, or
     --keep-recent-tokens keeps all of it) it says so and exits 0; nothing is written then, nor
     when the summarizer fails (exit 1).
+
+    --json prints one shape: {"compacted": true|false, "reason": why not or null, "entry": the
+    compaction entry written or null, "plan": what --dry-run would summarize or null}.
     """
     from ..compaction import CompactionSettings, NothingToCompact, plan_compaction
     from ..summarize import summarizer_from_spec
@@ -69,13 +72,13 @@ def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_
         except NothingToCompact as nothing:
             # not a failure: the session is as compact as these settings make it
             if as_json:
-                echo_json(_json.dumps({"compacted": False, "reason": nothing.reason}))
+                echo_json(_result(False, reason=nothing.reason))
             else:
                 click.echo(f"{file}: {nothing.reason}; nothing was written")
             return
         if dry_run:
             if as_json:
-                echo_json(_json.dumps(_preparation_json(prep)))
+                echo_json(_result(False, plan=_json.dumps(_preparation_json(prep))))
                 return
             click.echo(f"would summarize {len(prep.messages_to_summarize)} messages"
                        + (f" and a turn prefix of {len(prep.turn_prefix_messages)}"
@@ -84,8 +87,16 @@ def compact(file: str, keep_recent_tokens: int, reserve_tokens: int, summarizer_
                        "before")
             return
         if as_json:
-            echo_json(session.raw_line(entry.id))
+            echo_json(_result(True, entry=session.raw_line(entry.id)))
             return
         click.echo(f"{file}: compaction {entry.id} written at the leaf; the context now starts "
                    f"with its summary, then keeps from {entry.first_kept_entry_id} "
                    f"(~{entry.tokens_before} tokens before)")
+
+
+def _result(compacted: bool, *, reason: str | None = None, entry: bytes | None = None,
+            plan: bytes | None = None) -> bytes:
+    """``--json``'s one shape; ``entry`` and ``plan`` are JSON already (the entry's own line)."""
+    return (b'{"compacted":' + (b"true" if compacted else b"false") + b',"reason":'
+            + _json.dumps(reason) + b',"entry":' + (entry or b"null") + b',"plan":'
+            + (plan or b"null") + b"}")
