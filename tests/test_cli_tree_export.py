@@ -165,6 +165,22 @@ def test_markdown_branch_and_subtree(tmp_path: Path) -> None:
     assert code == 0 and "Write a CLI" not in out_file.read_text()
 
 
+def test_markdown_of_a_subtree_is_everything_below_it(tmp_path: Path) -> None:
+    """Issue 20 point 4: ``--subtree ID`` is ID and every branch below it, and the count said
+    is the count shown."""
+    path = write_branched(tmp_path / "s.jsonl")
+    code, out, _ = run("export", str(path), "--format", "md", "--subtree", "b0000001",
+                       "--no-ancestors")
+    assert code == 0
+    for below in ("Add a --width flag", "Added `--width`.", "Use Python instead",
+                  "Switched to Python", "Now add tests", "Tests added; all pass."):
+        assert out.count(below) == 1, below
+    assert "Write a CLI" not in out and "· 11 entries*" in out
+    code, out, _ = run("export", str(path), "--format", "md")
+    assert code == 0 and "· 9 of 13 entries (the branch to the leaf; --all for every branch)*" \
+        in out and "Add a --width flag" not in out
+
+
 def test_markdown_fences_cannot_be_closed_by_the_content() -> None:
     assert fence("a ``` b") == "````\na ``` b\n````"
     assert fence("plain") == "```\nplain\n```"

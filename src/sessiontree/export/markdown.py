@@ -203,21 +203,21 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
     Args:
         selection: what to export (default: everything, opened on the session's leaf).
         all_branches: every branch of the selection, each under its own heading, instead of
-            only the path to the selection's leaf; each entry is written once.
+            only the path to the selection's leaf; each entry is written once. A subtree
+            selection ("this entry and everything below it") always writes every branch.
         advance: called with the number of branches done, for a progress bar.
     """
     selection = selection or select(session)
+    all_branches = all_branches or selection.kind == "subtree"
     shown = set(selection.ids)
     labels = {k: v[0] for k, v in session.labels().items() if k in shown}
     title = session.name or f"Session {session.id}"
-    lines = [f"# {title}", "",
-             f"*{session.cwd} · started {session.header.timestamp[:19].replace('T', ' ')} · "
-             f"{len(selection.ids)} entries*"]
+    lines = [f"# {title}", "", ""]  # (the third line, the count, once it is known)
+    written: set[str] = set()
     if all_branches:
         roots = selected_tree(session, selection)
         leaves = [n.id for n in walk(roots) if not n.children]
         leaves.sort(key=lambda leaf: leaf != selection.leaf_id)  # the current branch first
-        written: set[str] = set()
         for number, leaf in enumerate(leaves, 1):
             path = [i for i in session.path_ids(leaf) if i in shown]
             start = next((n for n, i in enumerate(path) if i not in written), len(path))
@@ -236,6 +236,11 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
         path = [i for i in session.path_ids(selection.leaf_id) if i in shown]
         lines += ["", f"## Branch to `{selection.leaf_id}`", ""]
         lines.append("\n\n".join(_path_markdown(session, path, labels)))
+        written.update(path)
         if advance is not None:
             advance(1)
+    count = f"{len(written)} entries" if len(written) == len(shown) else \
+        f"{len(written)} of {len(shown)} entries (the branch to the leaf; --all for every branch)"
+    lines[2] = (f"*{session.cwd} · started {session.header.timestamp[:19].replace('T', ' ')} · "
+                f"{count}*")
     return "\n".join(lines).rstrip() + "\n"
