@@ -249,6 +249,11 @@ class TreeLog:
         """Every indexed entry id, in file order (no payload decoded)."""
         return self._index.ids()
 
+    def current_branch(self) -> set[str]:
+        """The ids on the path from the root to the leaf (where the session resumes)."""
+        leaf = self._leaf
+        return {record.id for record in self._index.path(leaf)} if leaf is not None else set()
+
     def entries(self) -> Iterator[AnyEntry]:
         """Every indexed entry in file order, decoded one at a time."""
         records = self._index.records()

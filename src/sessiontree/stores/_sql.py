@@ -22,10 +22,12 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
+from datetime import date, datetime
 from typing import Any, TypeVar, overload
 
 from .. import _json
 from .._scan import Record
+from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
 from .._treelog import TreeLog
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
@@ -45,6 +47,8 @@ from ._sql_common import (
     migrate_flow,
     plan_rows,
     record_from_row,
+    reindex_flow,
+    search_flow,
     write_flow,
 )
 from .base import LoadResult, LogHead, SessionListing
@@ -215,8 +219,9 @@ class SqlStore(ABC):
         with self._transaction() as conn:
             if conn.execute(self.dialect["lock"], params).fetchone() is None:
                 raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
-            conn.execute(self.dialect["delete_entries"], params)
-            conn.execute(self.dialect["delete_session"], params)
+            for name in ("delete_search", "delete_search_keys", "delete_entries",
+                         "delete_session"):
+                conn.execute(self.dialect[name], params)
 
     def __enter__(self) -> SqlStore:
         return self
@@ -295,8 +300,46 @@ class SqlStore(ABC):
             for start in range(0, len(rows), 1000):
                 conn.cursor().executemany(self.dialect["insert_entry"],
                                           [row.params for row in rows[start:start + 1000]])
+            self._drive(search_flow(state.session_id, [(row.params["seq"], row.params["line"])
+                                                       for row in rows], d), conn)
             conn.execute(d["update_session"], state.params(d))
         return state.session_id
+
+    def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+               since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        """Entries of every session, on every branch, holding every word and "phrase" of
+        ``query``, best first (:mod:`sessiontree._search`; arguments as
+        :meth:`JsonlStore.search <sessiontree.stores.jsonl.JsonlStore.search>`). The index
+        is kept in the append's transaction.
+
+        Raises:
+            InvalidQuery: no word in ``query``.
+        """
+        parsed = parse_query(query)
+        after = since_ms(since)
+        params: dict[str, Any] = {"since": after, "role": role, "limit": CANDIDATES,
+                                  "cwd": self.dialect.text(cwd) if cwd is not None else None}
+        if self.dialect.driver == "postgres":
+            params["words"] = parsed.words()
+        else:
+            params["match"] = " AND ".join(f'"{word}"' for word in parsed.words())
+        rows = self._query("search", params)
+        found = [Candidate(sid, self.session_url(sid), session_cwd, seq, bytes(line))
+                 for sid, seq, line, session_cwd in rows]
+        return rank(found, parsed, role=role, since=after, limit=limit,
+                    branch=lambda hit: self._current_branch(hit.session_id))
+
+    def _current_branch(self, session_id: str) -> set[str]:
+        with TreeLog(SqlLog(self, session_id), warn=False) as tree:
+            return tree.current_branch()
+
+    def reindex_search(self, session_id: str) -> None:
+        """Build a session's search rows again from its stored lines, in one transaction: what
+        a rewrite of its lines (a purge) calls, so that removed text is no longer found."""
+        self._writable()
+        check_session_id(session_id)
+        with self._transaction() as conn:
+            self._drive(reindex_flow(session_id, self.dialect), conn)
 
     def follow(self, session_id: str, after_seq: int, *, poll: float = 0.2,
                stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:

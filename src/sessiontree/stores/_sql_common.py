@@ -46,6 +46,7 @@ import msgspec
 
 from .. import _json
 from .._listing import ListingStats, listing_line, listing_row
+from .._search import document, tokens
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
 from ..errors import ConcurrentModification, InvalidEntry
@@ -67,6 +68,8 @@ __all__ = [
     "migrate_flow",
     "plan_rows",
     "record_from_row",
+    "reindex_flow",
+    "search_flow",
     "write_flow",
 ]
 
@@ -81,7 +84,7 @@ in PostgreSQL."""
 
 # -- the schema --------------------------------------------------------------------------------
 
-_MIGRATIONS = [
+_MIGRATIONS: list[str | dict[str, str]] = [
     # v1: sessions, entries with segments, and the indexes every query uses
     """
     CREATE TABLE sessiontree_sessions (
@@ -134,9 +137,36 @@ _MIGRATIONS = [
     """
     ALTER TABLE sessiontree_sessions ADD COLUMN activity_ms BIGINT;
     """,
+    # v4: full-text search (sessiontree._search): each entry with text gets a row, written in
+    # the append's transaction; the rows of entries stored before are built by the migration
+    {"sqlite": """
+    CREATE TABLE sessiontree_search_keys (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        role TEXT NOT NULL,
+        ms BIGINT NOT NULL,
+        UNIQUE (session_id, seq)
+    );
+    CREATE VIRTUAL TABLE sessiontree_search USING fts5(body, detail=none,
+        tokenize='unicode61 remove_diacritics 0');
+    """, "postgres": """
+    CREATE TABLE sessiontree_search (
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        role TEXT NOT NULL,
+        ms BIGINT NOT NULL,
+        words TEXT[] NOT NULL,
+        PRIMARY KEY (session_id, seq)
+    );
+    CREATE INDEX sessiontree_search_words ON sessiontree_search USING GIN (words);
+    """},
 ]
-"""Schema versions, in order: a migration's position (from 1) is its version. Never edit one
-that shipped; append a new one."""
+"""Schema versions, in order: a migration's position (from 1) is its version (a script, or one
+per driver). Never edit one that shipped; append a new one."""
+
+_SEARCH_VERSION = 4
+"""The migration after which the search rows of the entries already stored are built."""
 
 CREATE_MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS sessiontree_migrations (v INTEGER PRIMARY KEY)"
 SELECT_VERSION = "SELECT COALESCE(MAX(v), 0) FROM sessiontree_migrations"
@@ -216,6 +246,48 @@ _STATEMENTS = {
     "notify": "SELECT pg_notify('sessiontree', :sid)",
 }
 
+_SEARCH = {
+    "sqlite": {
+        "insert_search": "INSERT INTO sessiontree_search_keys (session_id, seq, role, ms) "
+                         "VALUES (:sid, :seq, :role, :ms)",
+        "insert_search_body": "INSERT INTO sessiontree_search (rowid, body) SELECT id, :body "
+                              "FROM sessiontree_search_keys WHERE session_id = :sid "
+                              "AND seq = :seq",
+        "delete_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
+                         "sessiontree_search_keys WHERE session_id = :sid)",
+        "delete_search_keys": "DELETE FROM sessiontree_search_keys WHERE session_id = :sid",
+        "search": """
+            SELECT k.session_id, k.seq, e.line, s.cwd FROM sessiontree_search f
+            JOIN sessiontree_search_keys k ON k.id = f.rowid
+            JOIN sessiontree_entries e ON e.session_id = k.session_id AND e.seq = k.seq
+            JOIN sessiontree_sessions s ON s.session_id = k.session_id
+            WHERE sessiontree_search MATCH :match AND k.ms >= :since
+                AND (:role IS NULL OR k.role = :role) AND (:cwd IS NULL OR s.cwd = :cwd)
+            ORDER BY k.ms DESC, k.session_id, k.seq LIMIT :limit""",
+    },
+    "postgres": {
+        "insert_search": "INSERT INTO sessiontree_search (session_id, seq, role, ms, words) "
+                         "VALUES (:sid, :seq, :role, :ms, :words)",
+        "delete_search": "DELETE FROM sessiontree_search WHERE session_id = :sid",
+        "delete_search_keys": "DELETE FROM sessiontree_search WHERE session_id = :sid",
+        # on Citus every table is distributed by session_id and joined on it, so the query
+        # runs on each shard as it is and only the best rows come back
+        "search": """
+            SELECT f.session_id, f.seq, e.line, s.cwd FROM sessiontree_search f
+            JOIN sessiontree_entries e ON e.session_id = f.session_id AND e.seq = f.seq
+            JOIN sessiontree_sessions s ON s.session_id = f.session_id
+            WHERE f.words @> CAST(:words AS TEXT[]) AND f.ms >= :since
+                AND (CAST(:role AS TEXT) IS NULL OR f.role = :role)
+                AND (CAST(:cwd AS TEXT) IS NULL OR s.cwd = :cwd)
+            ORDER BY f.ms DESC, f.session_id, f.seq LIMIT :limit""",
+    },
+}
+"""The search statements: an FTS5 table (and its keys) in SQLite, a GIN-indexed array of the
+entry's words in PostgreSQL (one tokenizer, :mod:`sessiontree._search`'s, for every backend)."""
+
+_BACKFILL = ("SELECT session_id, seq, line FROM sessiontree_entries WHERE (session_id, seq) > "
+             "(:sid, :seq) ORDER BY session_id, seq LIMIT :limit")
+
 _LINES = {
     "sqlite": "SELECT seq, line FROM sessiontree_entries WHERE session_id = :sid "
               "AND seq IN (SELECT value FROM json_each(:seqs))",
@@ -271,11 +343,15 @@ def dialect(driver: Driver) -> Dialect:
     """The statements and migrations for ``sqlite`` (stdlib sqlite3) or ``postgres`` (psycopg)."""
     blob = "BLOB" if driver == "sqlite" else "BYTEA"
     lock = "" if driver == "sqlite" else " FOR UPDATE"  # SQLite locks with BEGIN IMMEDIATE
-    texts = {**_STATEMENTS, "lines": _LINES[driver], "lock": _STATEMENTS["lock"].format(lock=lock),
+    texts = {**_STATEMENTS, **_SEARCH[driver], "backfill": _BACKFILL,
+             "session_lines": "SELECT seq, line FROM sessiontree_entries WHERE session_id = :sid "
+                              "ORDER BY seq",
+             "lines": _LINES[driver], "lock": _STATEMENTS["lock"].format(lock=lock),
              "create_migrations": CREATE_MIGRATIONS_TABLE, "version": SELECT_VERSION,
              "insert_version": INSERT_VERSION}
+    scripts = [script if isinstance(script, str) else script[driver] for script in _MIGRATIONS]
     migrations = [[s.strip() for s in script.format(blob=blob).split(";") if s.strip()]
-                  for script in _MIGRATIONS]
+                  for script in scripts]
     return Dialect(driver, {k: _render(v, driver) for k, v in texts.items()},
                    [[_render(s, driver) for s in m] for m in migrations])
 
@@ -513,8 +589,53 @@ def migrate_flow(d: Dialect) -> Flow[int]:
     for number, script in enumerate(d.migrations[version:], start=version + 1):
         for index in range(len(script)):
             yield Step(f"migration {number}.{index}", None, "none")
+        if number == _SEARCH_VERSION:
+            yield from _backfill_search(d)
         yield Step("insert_version", {"v": number}, "none")
     return len(d.migrations)
+
+
+def search_flow(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect) -> Flow[None]:
+    """Insert the search rows of entry lines (``(seq, line)``) just stored."""
+    params = []
+    for seq, line in lines:
+        doc = document(line)
+        if doc is None:
+            continue
+        row: dict[str, Any] = {"sid": session_id, "seq": seq, "role": doc.role, "ms": doc.ms}
+        if d.driver == "postgres":
+            row["words"] = sorted(set(tokens(doc.text)))
+        else:
+            row["body"] = doc.text
+        params.append(row)
+    if params:
+        yield Step("insert_search", params, "many")
+        if d.driver == "sqlite":
+            yield Step("insert_search_body", params, "many")
+
+
+def reindex_flow(session_id: str, d: Dialect) -> Flow[None]:
+    """Build a session's search rows again from its stored lines (after a line was rewritten,
+    such as a purge: what it no longer holds is no longer found)."""
+    yield Step("delete_search", {"sid": session_id}, "none")
+    yield Step("delete_search_keys", {"sid": session_id}, "none")
+    rows = yield Step("session_lines", {"sid": session_id}, "all")
+    yield from search_flow(session_id, [(seq, bytes(line)) for seq, line in rows], d)
+
+
+def _backfill_search(d: Dialect) -> Flow[None]:
+    """The search rows of every entry stored before the search migration, a batch at a time."""
+    after: tuple[str, int] = ("", -1)
+    while True:
+        rows = yield Step("backfill", {"sid": after[0], "seq": after[1], "limit": 2000}, "all")
+        by_session: dict[str, list[tuple[int, bytes]]] = {}
+        for session_id, seq, line in rows:
+            by_session.setdefault(session_id, []).append((seq, bytes(line)))
+        for session_id, lines in by_session.items():
+            yield from search_flow(session_id, lines, d)
+        if len(rows) < 2000:
+            return
+        after = (rows[-1][0], rows[-1][1])
 
 
 def lock_flow(session_id: str, seen_created: str | None, seen_seq: int, where: str, *,
@@ -568,6 +689,8 @@ def write_flow(state: SessionState | None, session_id: str, lines: Sequence[byte
         yield Step("insert_session", state.params(d), "none")
     if rows:
         yield Step("insert_entry", [row.params for row in rows], "many")
+        yield from search_flow(state.session_id, [(r.params["seq"], r.params["line"])
+                                                  for r in rows], d)
     yield Step("update_session", state.params(d), "none")
     if notify:
         yield Step("notify", {"sid": session_id}, "none")

@@ -35,6 +35,7 @@ from ..errors import (
     InvalidLocation,
     ReadOnlyStore,
     SessionNotFound,
+    SessionTreeError,
     UnsupportedVersion,
     WriteFailed,
 )
@@ -42,7 +43,10 @@ from ._follow import follow_file
 from .base import LoadResult, SessionListing, check_session_id
 
 if TYPE_CHECKING:
+    from datetime import date, datetime
     from pathlib import Path
+
+    from .._search import SearchHit
 
 __all__ = [
     "JsonlFile",
@@ -621,6 +625,35 @@ class JsonlStore:
                               path=path) from None
         return header.id
 
+    def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+               since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        """Entries of every session of the folder and of its project folders (pi's sessions
+        root), on every branch, holding every word and "phrase" of ``query``; best first (see
+        :mod:`sessiontree._search`). Uses and refreshes the folder's search index
+        (``.sessiontree-cache/search.db``), reading only what changed since the last search.
+
+        Args:
+            query: words and "exact phrases".
+            cwd: only the sessions of this working directory.
+            role: only ``user``, ``assistant``, ``tool`` (results), ``custom``, ``summary`` or
+                ``label`` entries.
+            since: only entries from this time on (a naive time is local).
+            limit: at most this many hits.
+
+        Raises:
+            InvalidQuery: no word in ``query``.
+        """
+        from .._search import parse_query, rank, since_ms
+        from ._jsonl_search import candidates
+
+        parsed = parse_query(query)
+        after = since_ms(since)
+        if not self.directory.is_dir():
+            return []
+        found = candidates(self.directory, parsed, role=role, since=after, cwd=cwd)
+        return rank(found, parsed, role=role, since=after, limit=limit,
+                    branch=lambda hit: _current_branch(hit.session))
+
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own file."""
 
@@ -629,6 +662,15 @@ class JsonlStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _current_branch(path: str) -> set[str]:
+    """The ids from the root to the leaf of a session file (none if it cannot be read)."""
+    try:
+        with TreeLog(JsonlFile(path, read_only=True), warn=False) as tree:
+            return tree.current_branch()
+    except (OSError, SessionTreeError):
+        return set()
 
 
 def open_file(path: str | os.PathLike[str], *, durable: bool = False, lock_timeout: float = 0.0,

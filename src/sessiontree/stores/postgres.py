@@ -518,8 +518,9 @@ class AsyncPostgresStore:
             cursor = await conn.execute(self.dialect["lock"], params)
             if await cursor.fetchone() is None:
                 raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
-            await conn.execute(self.dialect["delete_entries"], params)
-            await conn.execute(self.dialect["delete_session"], params)
+            for name in ("delete_search", "delete_search_keys", "delete_entries",
+                         "delete_session"):
+                await conn.execute(self.dialect[name], params)
 
     async def follow(self, session_id: str, after_seq: int = 0, *,
                      idle_timeout: float | None = None) -> AsyncIterator[bytes]:

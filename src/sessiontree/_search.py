@@ -1,0 +1,355 @@
+"""Full-text search's one definition, shared by every backend: what text an entry line holds,
+how a query is read, which entries match it, how they rank, and the snippet a hit shows.
+
+The backends' indexes (an SQLite FTS5 index beside a folder, FTS5 tables in an SQLite store,
+a GIN-indexed word array in PostgreSQL) only narrow the entries down to candidates holding
+every word of the query; each candidate's stored line is then read again and judged here.
+So every backend gives the same hits in the same order, and an index never decides alone
+(a stale one can only cost time, never a wrong hit).
+
+Invariants:
+* Words are runs of letters and digits (Unicode categories L* and N*, as FTS5's ``unicode61``
+  tokenizer splits them), compared lowercased; ``"quoted words"`` must be adjacent, in order.
+* An entry matches when it holds every word and every phrase of the query, anywhere in its
+  text: message text, thinking, tool calls (name and arguments), tool results, bash commands
+  and output, custom messages, branch and compaction summaries, and labels.
+* Rank: relevance (how often the query's terms occur, for the entry's length), then recency
+  (the entry's time), then the session id and the entry's place in its session.
+* The backends take the :data:`CANDIDATES` most recent candidates (by time, then session id,
+  then place) before ranking them, so a query matching a huge number of entries stays fast;
+  each backend takes the same ones.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import math
+import re
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Literal, NamedTuple
+
+import msgspec
+
+from ._time import iso_to_ms
+from .errors import SessionTreeError
+
+__all__ = [
+    "CANDIDATES",
+    "Candidate",
+    "InvalidQuery",
+    "Query",
+    "ROLES",
+    "SearchDoc",
+    "SearchHit",
+    "document",
+    "parse_query",
+    "rank",
+    "since_ms",
+    "tokens",
+]
+
+CANDIDATES = 1_000
+"""How many of the most recent entries an index hands over for ranking, at most."""
+
+Role = Literal["user", "assistant", "tool", "custom", "summary", "label"]
+ROLES: tuple[str, ...] = ("user", "assistant", "tool", "custom", "summary", "label")
+
+_WORD = re.compile(r"[^\W_]+")
+_MARK_OPEN, _MARK_CLOSE = "\ue000", "\ue001"
+_SNIPPET = 160
+
+
+class InvalidQuery(SessionTreeError, ValueError):
+    """A search query with no word to look for."""
+
+
+def tokens(text: str) -> list[str]:
+    """The words of ``text``, lowercased, in order."""
+    return _WORD.findall(text.lower())
+
+
+class Query(NamedTuple):
+    """A parsed query: its terms, each a word or a phrase (words that must be adjacent)."""
+
+    text: str
+    terms: tuple[tuple[str, ...], ...]
+
+    def words(self) -> list[str]:
+        """Every distinct word of every term: what an index looks up (each must be there)."""
+        return sorted({word for term in self.terms for word in term})
+
+
+def parse_query(text: str) -> Query:
+    """Words and ``"exact phrases"``; a word made of several (``foo.bar``) is a phrase.
+
+    Raises:
+        InvalidQuery: no word in it.
+    """
+    terms: list[tuple[str, ...]] = []
+    for index, part in enumerate(text.split('"')):
+        if index % 2:  # inside quotes
+            phrase = tuple(tokens(part))
+            if phrase:
+                terms.append(phrase)
+        else:
+            for chunk in part.split():
+                word = tuple(tokens(chunk))
+                if word:
+                    terms.append(word)
+    if not terms:
+        raise InvalidQuery(f"nothing to search for in {text!r}: give a word or a \"phrase\"")
+    return Query(text, tuple(dict.fromkeys(terms)))
+
+
+# -- what an entry line holds ------------------------------------------------------------------
+
+
+class _Message(msgspec.Struct):
+    role: Any = None
+    content: Any = None
+    command: Any = None
+    output: Any = None
+    toolName: Any = None  # noqa: N815  (the JSON name)
+    summary: Any = None
+
+
+class _Line(msgspec.Struct):
+    type: Any = None
+    id: Any = None
+    timestamp: Any = None
+    message: _Message | None = None
+    content: Any = None
+    summary: Any = None
+    label: Any = None
+    targetId: Any = None  # noqa: N815
+
+
+_decoder = msgspec.json.Decoder(_Line)
+_ROLE_OF_MESSAGE: dict[object, Role] = {
+    "user": "user", "assistant": "assistant", "toolResult": "tool", "bashExecution": "tool",
+    "custom": "custom", "branchSummary": "summary", "compactionSummary": "summary"}
+
+
+class SearchDoc(NamedTuple):
+    """What search sees of one entry."""
+
+    entry_id: str
+    role: Role
+    timestamp: str | None
+    ms: int
+    """The entry's time (epoch ms; 0 without one): recency."""
+    text: str
+
+
+def _parts(content: Any, out: list[str]) -> None:
+    if isinstance(content, str):
+        out.append(content)
+        return
+    if not isinstance(content, list):
+        return
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        kind = block.get("type")
+        for key in ("text", "thinking"):
+            value = block.get(key)
+            if isinstance(value, str):
+                out.append(value)
+        if kind == "toolCall":
+            name = block.get("name")
+            if isinstance(name, str):
+                out.append(name)
+            if "arguments" in block:
+                out.append(msgspec.json.encode(block["arguments"]).decode())
+
+
+def document(line: bytes) -> SearchDoc | None:
+    """The searchable text of an entry line, ``None`` for a line with none (a header, a
+    model change, a line that does not parse)."""
+    try:
+        entry = _decoder.decode(line)
+    except (msgspec.DecodeError, UnicodeDecodeError):
+        return None
+    if not isinstance(entry.id, str):
+        return None
+    kind = entry.type
+    out: list[str] = []
+    role: Role
+    if kind == "message" and entry.message is not None:
+        message = entry.message
+        found = _ROLE_OF_MESSAGE.get(message.role) if isinstance(message.role, str) else None
+        if found is None:
+            return None
+        role = found
+        if isinstance(message.toolName, str):
+            out.append(message.toolName)
+        for field in (message.command, message.output, message.summary):
+            if isinstance(field, str):
+                out.append(field)
+        _parts(message.content, out)
+    elif kind in ("branch_summary", "compaction"):
+        role = "summary"
+        if isinstance(entry.summary, str):
+            out.append(entry.summary)
+    elif kind == "custom_message":
+        role = "custom"
+        _parts(entry.content, out)
+    elif kind == "label":
+        role = "label"
+        if isinstance(entry.label, str):
+            out.append(entry.label)
+    else:
+        return None
+    text = "\n".join(part for part in out if part)
+    if not text:
+        return None
+    stamp = entry.timestamp if isinstance(entry.timestamp, str) else None
+    return SearchDoc(entry.id, role, stamp, iso_to_ms(stamp) or 0, text)
+
+
+def since_ms(since: _dt.datetime | _dt.date | None) -> int:
+    """A ``since`` argument as epoch ms (a naive time is local; a date is its midnight)."""
+    if since is None:
+        return 0
+    if not isinstance(since, _dt.datetime):
+        since = _dt.datetime(since.year, since.month, since.day)
+    return int(since.timestamp() * 1000)
+
+
+# -- matching, ranking, snippets ---------------------------------------------------------------
+
+
+class Candidate(NamedTuple):
+    """An entry an index found: where it is and its stored line (judged again here)."""
+
+    session_id: str
+    session: str
+    """Where the session is: its file, or ``<store URL>#<id>``."""
+    cwd: str
+    place: int
+    """Its place in the session (a byte offset or a line number: only the order counts)."""
+    line: bytes
+
+
+class SearchHit(msgspec.Struct, frozen=True):
+    """One entry that matched."""
+
+    session_id: str
+    session: str
+    """Where the session is: its file, or ``<store URL>#<id>`` (what ``Session.open`` takes)."""
+    cwd: str
+    entry_id: str
+    role: str
+    """``user``, ``assistant``, ``tool`` (tool results, bash), ``custom``, ``summary``, ``label``."""
+    timestamp: str | None
+    on_current_branch: bool
+    """Whether the entry is on the path from the root to the session's leaf (where it resumes)."""
+    snippet: str
+    """Text around the first match, on one line."""
+    marks: list[tuple[int, int]]
+    """Where the query's terms are in ``snippet`` (start, end)."""
+    score: float
+    """Relevance: higher is better."""
+
+
+def _patterns(query: Query) -> list[re.Pattern[str]]:
+    """One pattern per term, for lowercased text: its words separated by anything but letters
+    and digits (whether they are whole words is checked at each match, which is faster than
+    asking the pattern)."""
+    return [re.compile(r"[\W_]+".join(map(re.escape, term))) for term in query.terms]
+
+
+def _is_word(char: str) -> bool:
+    return char.isalnum()
+
+
+def _spans(doc_text: str, patterns: list[re.Pattern[str]]) -> list[tuple[int, int]] | None:
+    """The character spans of every occurrence of every term; ``None`` when one is missing."""
+    low = doc_text.lower()
+    if len(low) != len(doc_text):  # a letter whose lowercase is longer: go letter by letter
+        low = "".join(c.lower() if len(c.lower()) == 1 else c for c in doc_text)
+    spans: list[tuple[int, int]] = []
+    for pattern in patterns:
+        found = [(a, b) for a, b in (m.span() for m in pattern.finditer(low))
+                 if (a == 0 or not _is_word(low[a - 1])) and
+                 (b == len(low) or not _is_word(low[b]))]
+        if not found:
+            return None
+        spans.extend(found)
+    spans.sort()
+    return spans
+
+
+def _snippet(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[int, int]]]:
+    first = spans[0][0]
+    start = max(0, first - _SNIPPET // 3)
+    end = min(len(text), start + _SNIPPET)
+    pieces: list[str] = ["…" if start else ""]
+    at = start
+    for a, b in spans:
+        if a < at or b > end:
+            continue
+        pieces += [text[at:a], _MARK_OPEN, text[a:b], _MARK_CLOSE]
+        at = b
+    pieces += [text[at:end], "…" if end < len(text) else ""]
+    flat = " ".join("".join(pieces).split())
+    marks: list[tuple[int, int]] = []
+    out: list[str] = []
+    size = 0
+    opened = 0
+    for char in flat:
+        if char == _MARK_OPEN:
+            opened = size
+        elif char == _MARK_CLOSE:
+            marks.append((opened, size))
+        else:
+            out.append(char)
+            size += 1
+    return "".join(out), marks
+
+
+def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, since: int,
+         limit: int, branch: Callable[[Candidate], set[str]]) -> list[SearchHit]:
+    """The best ``limit`` hits among the candidates that truly match.
+
+    Args:
+        candidates: what an index found (judged again here from their lines).
+        query: the parsed query.
+        role: only this role.
+        since: only entries at or after this epoch ms.
+        limit: at most this many hits.
+        branch: the ids on a candidate's session's current branch (asked once per session
+            that has a hit).
+    """
+    scored: list[tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]] = []
+    patterns = _patterns(query)
+    for candidate in candidates:
+        doc = document(candidate.line)
+        if doc is None or (role is not None and doc.role != role) or doc.ms < since:
+            continue
+        spans = _spans(doc.text, patterns)
+        if spans is None:
+            continue
+        count = len(doc.text.split())
+        score = round(len(spans) / (1.0 + math.log(1 + count)), 9)
+        scored.append((-score, -doc.ms, candidate.session_id, candidate.place, candidate, doc,
+                       spans))
+    scored.sort(key=lambda item: item[:4])
+    branches: dict[str, set[str]] = {}
+    hits: list[SearchHit] = []
+    for negative, _, _, _, candidate, doc, spans in scored[:limit]:
+        if candidate.session not in branches:
+            branches[candidate.session] = branch(candidate)
+        snippet, marks = _snippet(doc.text, spans)
+        hits.append(SearchHit(candidate.session_id, candidate.session, candidate.cwd,
+                              doc.entry_id, doc.role, doc.timestamp,
+                              doc.entry_id in branches[candidate.session], snippet, marks,
+                              -negative))
+    return hits
+
+
+def recent_first(candidates: Sequence[Candidate], ms: Sequence[int]) -> list[Candidate]:
+    """The :data:`CANDIDATES` most recent candidates (for stores without an index)."""
+    order = sorted(range(len(candidates)),
+                   key=lambda i: (-ms[i], candidates[i].session_id, candidates[i].place))
+    return [candidates[i] for i in order[:CANDIDATES]]
