@@ -77,7 +77,7 @@ def test_a_search_path_in_options_is_used(dsn: str, schema: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as admin:
         tables = admin.execute("SELECT count(*) FROM information_schema.tables WHERE "
                                "table_schema = %s", (schema,)).fetchone()
-    assert tables is not None and tables[0] == 3
+    assert tables is not None and tables[0] == 4  # sessions, entries, migrations, search
     missing = with_query(dsn, "options=-c%20search_path%3Dno_such_schema_here")
     with pytest.raises(InvalidLocation, match="names no schema that exists"):
         PostgresStore.from_url(missing)

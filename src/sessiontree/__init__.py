@@ -124,6 +124,7 @@ if TYPE_CHECKING:
     from .stores.postgres import AsyncPostgresStore, PostgresStore
     from .stores.sqlite import AsyncSqliteStore, SqliteStore
     from .stores.url import open_store
+    from .search import SearchHit, search_sessions
     from .transfer import copy_sessions
 
 # Every public name is imported on first use, so that ``import sessiontree`` stays light.
@@ -181,6 +182,7 @@ _LAZY = {
     "PostgresStore": "stores.postgres", "AsyncPostgresStore": "stores.postgres",
     "SqliteStore": "stores.sqlite", "AsyncSqliteStore": "stores.sqlite",
     "open_store": "stores.url", "copy_sessions": "transfer",
+    "search_sessions": "search", "SearchHit": "search",
 }
 
 
@@ -216,6 +218,8 @@ __all__ = [
     "SqliteStore",
     "StoreUnavailable",
     "copy_sessions",
+    "search_sessions",
+    "SearchHit",
     "open_store",
     "CHECKOUT_CUSTOM_TYPE",
     "CURRENT_VERSION",

@@ -141,6 +141,20 @@ class SearchDoc(NamedTuple):
     text: str
 
 
+def _leaves(value: Any, out: list[str]) -> None:
+    """A tool call's arguments as the texts they hold (strings, numbers), in order."""
+    if isinstance(value, str):
+        out.append(value)
+    elif isinstance(value, dict):
+        for item in value.values():
+            _leaves(item, out)
+    elif isinstance(value, list):
+        for item in value:
+            _leaves(item, out)
+    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+        out.append(str(value))
+
+
 def _parts(content: Any, out: list[str]) -> None:
     if isinstance(content, str):
         out.append(content)
@@ -159,8 +173,7 @@ def _parts(content: Any, out: list[str]) -> None:
             name = block.get("name")
             if isinstance(name, str):
                 out.append(name)
-            if "arguments" in block:
-                out.append(msgspec.json.encode(block["arguments"]).decode())
+            _leaves(block.get("arguments"), out)
 
 
 def document(line: bytes) -> SearchDoc | None:

@@ -32,7 +32,7 @@ from .entries import AnyEntry, Custom, SessionHeader
 from .errors import CorruptLine, EntryNotFound, InvalidEntry
 from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed
 
-__all__ = ["LoadWarning", "TreeLog"]
+__all__ = ["LoadWarning", "TreeLog", "current_branch"]
 
 T = TypeVar("T", bound="TreeLog")
 
@@ -249,11 +249,6 @@ class TreeLog:
         """Every indexed entry id, in file order (no payload decoded)."""
         return self._index.ids()
 
-    def current_branch(self) -> set[str]:
-        """The ids on the path from the root to the leaf (where the session resumes)."""
-        leaf = self._leaf
-        return {record.id for record in self._index.path(leaf)} if leaf is not None else set()
-
     def entries(self) -> Iterator[AnyEntry]:
         """Every indexed entry in file order, decoded one at a time."""
         records = self._index.records()
@@ -377,3 +372,10 @@ def _message_of(raw: bytes) -> dict[str, Any] | msgspec.Raw | bool:
     except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
         decoded = _json.loads(raw).get("message")
         return decoded if isinstance(decoded, dict) else False
+
+
+def current_branch(tree: TreeLog) -> set[str]:
+    """The ids on the path from the root to the leaf of ``tree`` (where it resumes): what
+    search reports of each hit."""
+    leaf = tree.leaf_id
+    return {record.id for record in tree._index.path(leaf)} if leaf is not None else set()

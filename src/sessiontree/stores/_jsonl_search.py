@@ -5,8 +5,9 @@ Invariants:
 * The index is a cache, never a source. Before every search each file's size, mtime and
   identity (device, inode) are compared with what was indexed: an unchanged file is not read,
   a grown one has only its appended bytes read (after checking that the bytes before them are
-  the ones indexed), and a file replaced, shrunk or rewritten (``repair``, a purge) is indexed
-  again from its start; a file gone loses its rows. Only whole lines are indexed.
+  the ones indexed), and a file replaced, shrunk or otherwise changed (``repair``, a purge,
+  an edit in place) is indexed again from its start; a file gone loses its rows. Only whole
+  lines are indexed.
 * Every candidate's line is read again from its file and judged by :mod:`sessiontree._search`
   before it is a hit, so a stale index can cost time but never give a wrong hit.
 * The cache folder is created ``0700``, the index ``0600``. An index that is damaged or of
@@ -117,11 +118,11 @@ def _opened(root: str) -> Iterator[sqlite3.Connection]:
                 if not os.path.exists(path):
                     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _fs.FILE_MODE))
                 conn = _connect(path)
-            except (PermissionError, sqlite3.OperationalError) as exc:
+            except (OSError, sqlite3.OperationalError) as exc:
                 if isinstance(exc, sqlite3.OperationalError) and "readonly" not in str(exc) \
                         and "unable to open" not in str(exc):
                     raise
-                conn = _connect(":memory:")
+                conn = _connect(":memory:")  # a folder we may not write to: no index kept
             refresh(conn, root)
         except sqlite3.DatabaseError:
             if conn is not None:
@@ -183,7 +184,7 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result,
         start = 0
         session_id = cwd = None
         if row is not None and (row.dev, row.ino) == (st.st_dev, st.st_ino) and \
-                row.indexed_to <= st.st_size and row.session_id is not None and \
+                st.st_size > row.size and row.session_id is not None and \
                 os.pread(fd, len(row.tail), row.indexed_to - len(row.tail)) == row.tail:
             start, session_id, cwd = row.indexed_to, row.session_id, row.cwd
         elif row is not None:
@@ -197,7 +198,8 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result,
     if start == 0 and lines:
         session_id, cwd = _session_of(lines)
     if row is None:
-        file_id = conn.execute("INSERT INTO files (path) VALUES (?)", (path,)).lastrowid
+        file_id = int(conn.execute("INSERT INTO files (path) VALUES (?) RETURNING id",
+                                   (path,)).fetchone()[0])
     else:
         file_id = row.id
     entries: list[tuple[int, int, int, int, str, int]] = []
@@ -223,7 +225,7 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result,
 
 
 def _read_from(fd: int, start: int) -> bytes:
-    parts = []
+    parts: list[bytes] = []
     while True:
         chunk = os.pread(fd, 1 << 22, start)
         if not chunk:

@@ -28,7 +28,7 @@ from typing import Any, TypeVar, overload
 from .. import _json
 from .._scan import Record
 from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
-from .._treelog import TreeLog
+from .._treelog import TreeLog, current_branch
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
@@ -331,7 +331,7 @@ class SqlStore(ABC):
 
     def _current_branch(self, session_id: str) -> set[str]:
         with TreeLog(SqlLog(self, session_id), warn=False) as tree:
-            return tree.current_branch()
+            return current_branch(tree)
 
     def reindex_search(self, session_id: str) -> None:
         """Build a session's search rows again from its stored lines, in one transaction: what

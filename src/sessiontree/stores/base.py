@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from datetime import date, datetime
 from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
 
 import msgspec
 
 from .._scan import Problem, Record
+from .._search import SearchHit
 from ..entries import AnyEntry, SessionHeader
 from ..errors import InvalidLocation
 from ..usage import UsageTotals
@@ -35,6 +37,7 @@ __all__ = [
     "LoadResult",
     "LogHead",
     "LogStore",
+    "SearchableStore",
     "SessionListing",
     "SessionLog",
     "Store",
@@ -226,6 +229,17 @@ class LineStore(Protocol):
         Raises:
             DuplicateId: the session exists already.
         """
+
+
+@runtime_checkable
+class SearchableStore(Protocol):
+    """A store that finds entries by the words they hold (every built-in one; see
+    :mod:`sessiontree._search` for what matches and how hits rank)."""
+
+    def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+               since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        """Entries of every session, on every branch, holding every word and "phrase" of
+        ``query``, best first."""
 
 
 def has_lines(store: Store) -> TypeGuard[LineStore]:

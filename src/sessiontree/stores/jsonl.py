@@ -24,7 +24,7 @@ from .._columns import Columns
 from .._scan import FileRecord, Problem, Record, Scanner, iter_lines, read_at, read_ranges
 from .._split_scan import scan_file
 from .._time import file_stamp, iso_now
-from .._treelog import LoadWarning, TreeLog
+from .._treelog import LoadWarning, TreeLog, current_branch
 from ..entries import CURRENT_VERSION, AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
@@ -668,7 +668,7 @@ def _current_branch(path: str) -> set[str]:
     """The ids from the root to the leaf of a session file (none if it cannot be read)."""
     try:
         with TreeLog(JsonlFile(path, read_only=True), warn=False) as tree:
-            return tree.current_branch()
+            return current_branch(tree)
     except (OSError, SessionTreeError):
         return set()
 

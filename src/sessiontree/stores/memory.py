@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from typing import Any
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
 
 from .. import _json
 from .._columns import Columns
 from .._scan import FileRecord, Record, Scanner
-from .._treelog import TreeLog
+from .._treelog import TreeLog, current_branch
 from ..entries import AnyEntry, SessionHeader
 from ..errors import DuplicateId, SessionNotFound
 from .base import LoadResult, SessionListing, check_session_id
+
+if TYPE_CHECKING:
+    from .._search import SearchHit
 
 __all__ = ["MemoryLog", "MemoryStore"]
 
@@ -162,6 +166,36 @@ class MemoryStore:
     def delete(self, session_id: str) -> None:
         self.log(session_id)
         del self._logs[session_id]
+
+    def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+               since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        """Entries holding every word and "phrase" of ``query`` (every line read: no index),
+        as the other stores find them (:mod:`sessiontree._search`)."""
+        from .._search import Candidate, document, parse_query, rank, recent_first, since_ms
+        from .._search import tokens as words_of
+
+        parsed = parse_query(query)
+        after = since_ms(since)
+        wanted = set(parsed.words())
+        found: list[Candidate] = []
+        times: list[int] = []
+        for session_id, log in self._logs.items():
+            header = _json.loads(log.lines[0]) if log.lines else None
+            session_cwd = header.get("cwd") if isinstance(header, dict) else None
+            if cwd is not None and session_cwd != cwd:
+                continue
+            for place, line in enumerate(log.lines[1:], start=1):
+                doc = document(line)
+                if doc is None or doc.ms < after or (role is not None and doc.role != role) \
+                        or not wanted <= set(words_of(doc.text)):
+                    continue
+                found.append(Candidate(session_id, self.session_url(session_id),
+                                       session_cwd if isinstance(session_cwd, str) else "",
+                                       place, line))
+                times.append(doc.ms)
+        return rank(recent_first(found, times), parsed, role=role, since=after, limit=limit,
+                    branch=lambda hit: current_branch(TreeLog(self.log(hit.session_id),
+                                                              warn=False)))
 
     def close(self) -> None:
         self._logs.clear()

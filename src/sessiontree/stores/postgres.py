@@ -21,6 +21,7 @@ import re
 import time
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
+from datetime import date, datetime
 from typing import Any, TypeVar
 from math import ceil
 from urllib.parse import unquote, urlsplit, urlunsplit
@@ -47,6 +48,7 @@ from ..errors import (
 )
 from .. import _json
 from .._codec import decode_line, entry_builtins
+from .._search import SearchHit
 from ..entries import AnyEntry, SessionHeader
 from ._sql import SqlStore
 from ._sql_common import (
@@ -521,6 +523,15 @@ class AsyncPostgresStore:
             for name in ("delete_search", "delete_search_keys", "delete_entries",
                          "delete_session"):
                 await conn.execute(self.dialect[name], params)
+
+    async def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+                     since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        """Entries holding every word and "phrase" of ``query`` (see
+        :meth:`PostgresStore.search <sessiontree.stores._sql.SqlStore.search>`), run in a
+        worker thread over :meth:`blocking`."""
+        view = self.blocking()
+        return await asyncio.to_thread(view.search, query, cwd=cwd, role=role, since=since,
+                                       limit=limit)
 
     async def follow(self, session_id: str, after_seq: int = 0, *,
                      idle_timeout: float | None = None) -> AsyncIterator[bytes]:

@@ -18,7 +18,8 @@ import sqlite3
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from datetime import date, datetime
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from .. import _fs
@@ -27,6 +28,9 @@ from ..errors import DuplicateId, ReadOnlyStore, SessionLocked, SessionNotFound,
 from ._sql import SqlStore
 from ._sql_common import dialect
 from .base import SessionListing
+
+if TYPE_CHECKING:
+    from .._search import SearchHit
 
 __all__ = ["AsyncSqliteStore", "SqliteStore"]
 
@@ -186,6 +190,11 @@ class AsyncSqliteStore:
 
     async def delete(self, session_id: str) -> None:
         await asyncio.to_thread(self.sync.delete, session_id)
+
+    async def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+                     since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        return await asyncio.to_thread(self.sync.search, query, cwd=cwd, role=role, since=since,
+                                       limit=limit)
 
     async def aclose(self) -> None:
         await asyncio.to_thread(self.sync.close)

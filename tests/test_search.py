@@ -1,0 +1,319 @@
+"""Full-text search (issue 18 points 2 and 3): the same query gives the same hits on every
+backend; the folder's index follows appends, rewrites and damage and is never trusted over the
+files; the databases' indexes are written with the append, built for sessions stored before,
+and rebuilt after a purge (real files, SQLite and PostgreSQL)."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import sqlite3
+import stat
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import pytest
+from click.testing import CliRunner
+
+from sessiontree import Session, UserMessage
+from sessiontree._search import InvalidQuery, parse_query
+from sessiontree.cli import cli
+from sessiontree.search import search_sessions
+from sessiontree.stores._jsonl_search import index_path
+from sessiontree.stores.jsonl import JsonlStore, default_session_dir
+from sessiontree.stores.memory import MemoryStore
+from sessiontree.stores.postgres import PostgresStore
+from sessiontree.stores.sqlite import SqliteStore
+from sessiontree.testing.generate import generate_folder
+from sessiontree.transfer import copy_sessions
+
+PROJECT = "/home/dev/projects/tracker"
+
+
+def _entry(entries: list[dict[str, Any]], kind: str, parent: str | None, **fields: Any) -> str:
+    entry_id = f"e{len(entries):03d}"
+    minute = len(entries)
+    entries.append({"type": kind, "id": entry_id, "parentId": parent,
+                    "timestamp": f"2026-03-01T10:{minute:02d}:00.000Z", **fields})
+    return entry_id
+
+
+def handmade(folder: Path) -> Path:
+    """A branched session holding every kind of searchable text: messages, thinking, a tool
+    call and its result, bash output, a branch summary, a compaction, a label; the first
+    answer about the flaky test is on a branch that is no longer current."""
+    entries: list[dict[str, Any]] = []
+
+    def message(parent: str | None, role: str, content: Any, **more: Any) -> str:
+        return _entry(entries, "message", parent, message={"role": role, "content": content,
+                                                            "timestamp": 1772359200000, **more})
+
+    root = message(None, "user", "Why does the flaky websocket test fail on CI?")
+    old = message(root, "assistant", [{"type": "thinking", "thinking": "maybe a race in the "
+                                       "reconnect timer"},
+                                      {"type": "text", "text": "Try raising the heartbeat "
+                                       "interval to 30 seconds."}])
+    message(old, "user", "That did not help.")
+    summary = _entry(entries, "branch_summary", root, fromId=old,
+                     summary="Tried a longer heartbeat interval; the race stayed.")
+    call = message(summary, "assistant", [{"type": "toolCall", "id": "c1", "name": "bash",
+                                           "arguments": {"command": "pytest -k reconnect_timer "
+                                                         "--count 50"}}])
+    result = message(call, "toolResult", [{"type": "text", "text": "FAILED test_reconnect: "
+                                           "ConnectionResetError after 12 runs"}],
+                     toolCallId="c1", toolName="bash", isError=True)
+    fixed = message(result, "assistant", "Fixed: the reconnect timer now awaits the close "
+                    "handshake before retrying. Ünïcödé wörds stay searchable.")
+    _entry(entries, "label", fixed, targetId=fixed, label="websocket fix")
+    _entry(entries, "compaction", fixed, summary="The flaky websocket test was a reconnect "
+           "race; fixed by awaiting the close handshake.", firstKeptEntryId=fixed,
+           tokensBefore=5000)
+    header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-00000000feed",
+              "timestamp": "2026-03-01T09:59:00.000Z", "cwd": PROJECT}
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / "2026-03-01T09-59-00-000Z_0195a000-0000-7000-8000-00000000feed.jsonl"
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n"
+                            for line in [header, *entries]), "utf-8")
+    return path
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A sessions root: the handmade session in its project folder, generated ones in another."""
+    folder = tmp_path / "sessions"
+    handmade(folder / default_session_dir(PROJECT, "").name)
+    generate_folder(folder / default_session_dir("/srv/app", "").name, 6, seed=18,
+                    min_entries=30, max_entries=200, cwds=("/srv/app",))
+    return folder
+
+
+QUERIES: list[tuple[str, dict[str, Any]]] = [
+    ("websocket", {}),
+    ('"close handshake"', {}),
+    ("heartbeat interval", {}),
+    ("reconnect_timer", {}),  # a tool call's argument (two words, adjacent)
+    ("connectionreseterror", {"role": "tool"}),
+    ("websocket fix", {"role": "label"}),
+    ("wörds ÜNÏCÖDÉ", {}),
+    ("error", {}),
+    ("error", {"cwd": "/srv/app", "limit": 7}),
+    ('"bad line" stack', {"role": "tool", "limit": 50}),
+    ("test", {"since": _dt.datetime(2026, 3, 1, 10, 5, tzinfo=_dt.timezone.utc)}),
+    ("nothing-like-this-anywhere", {}),
+]
+
+
+def _comparable(hits: list[Any]) -> list[dict[str, Any]]:
+    rows = msgspec.to_builtins(hits)
+    for row in rows:
+        del row["session"]  # each backend's own address
+    return rows
+
+
+def test_every_backend_gives_the_same_hits(root: Path, tmp_path: Path,
+                                           fresh_postgres_url: str) -> None:
+    db = f"sqlite:///{tmp_path / 'search.db'}"
+    assert copy_sessions(str(root), db).copied
+    copy_sessions(db, fresh_postgres_url)
+    memory = MemoryStore()
+    with SqliteStore.open(tmp_path / "search.db") as source:
+        for session_id in source.session_ids():
+            header, lines = source.export_lines(session_id)
+            memory.import_lines(header, list(lines))
+    stores = {"jsonl": JsonlStore(root), "sqlite": SqliteStore.open(tmp_path / "search.db"),
+              "postgres": PostgresStore.from_url(fresh_postgres_url), "memory": memory}
+    try:
+        for query, options in QUERIES:
+            results = {name: _comparable(store.search(query, **options))
+                       for name, store in stores.items()}
+            assert results["jsonl"] == results["sqlite"] == results["postgres"] == \
+                results["memory"], query
+            if query != "nothing-like-this-anywhere":
+                assert results["jsonl"], query
+    finally:
+        for store in stores.values():
+            store.close()
+
+
+def test_what_a_hit_says(root: Path) -> None:
+    store = JsonlStore(root)
+    summary, answer = store.search('"heartbeat interval"')  # the shorter text first
+    assert (summary.entry_id, answer.entry_id) == ("e003", "e001")
+    assert answer.role == "assistant" and answer.timestamp == "2026-03-01T10:01:00.000Z"
+    assert answer.on_current_branch is False  # the abandoned answer
+    assert summary.role == "summary" and summary.on_current_branch is True
+    first = answer
+    for hit in (answer, summary):
+        assert [hit.snippet[a:b].lower() for a, b in hit.marks] == ["heartbeat interval"]
+    assert first.cwd == PROJECT and first.session.endswith("_0195a000-0000-7000-8000-00000000feed.jsonl")
+    (label,) = store.search("websocket", role="label")
+    assert label.entry_id == "e007" and label.snippet == "websocket fix"
+    (call,) = store.search("reconnect_timer count", role="assistant")
+    assert call.entry_id == "e004"  # the tool call's arguments
+    (thinking,) = store.search("race reconnect timer", role="assistant")
+    assert thinking.entry_id == "e001"
+    assert not store.search('"timer race"')  # a phrase is adjacent words, in order
+    both = store.search("websocket reconnect", cwd=PROJECT)
+    assert [hit.entry_id for hit in both] == ["e008"]  # every word, anywhere in the text
+    ranked = store.search("reconnect", cwd=PROJECT)
+    assert {hit.entry_id for hit in ranked} == {"e001", "e004", "e005", "e006", "e008"}
+    keys = [(-hit.score, -_dt.datetime.fromisoformat(hit.timestamp or "").timestamp())
+            for hit in ranked]
+    assert keys == sorted(keys) and len({hit.score for hit in ranked}) > 1  # relevance, then time
+    with pytest.raises(InvalidQuery):
+        store.search('" " -- ')
+
+
+def test_queries_parse_into_words_and_phrases() -> None:
+    query = parse_query('Close "the Handshake" foo.bar close')
+    assert query.terms == (("close",), ("the", "handshake"), ("foo", "bar"))
+    assert query.words() == ["bar", "close", "foo", "handshake", "the"]
+
+
+def _index_rows(root: Path) -> dict[str, list[int]]:
+    with sqlite3.connect(index_path(root)) as conn:
+        rows = conn.execute("SELECT f.path, e.id FROM entries e JOIN files f ON f.id = e.file "
+                            "ORDER BY e.id").fetchall()
+    found: dict[str, list[int]] = {}
+    for path, entry in rows:
+        found.setdefault(path, []).append(entry)
+    return found
+
+
+def test_the_folder_index_reads_only_what_was_appended(root: Path) -> None:
+    store = JsonlStore(root)
+    assert not store.search("pelican")
+    cache = Path(index_path(root))
+    assert stat.S_IMODE(cache.stat().st_mode) == 0o600
+    assert stat.S_IMODE(cache.parent.stat().st_mode) == 0o700
+    before = _index_rows(root)
+    grown = sorted((root / "--srv-app--").glob("*.jsonl"))[2]
+    with Session.open(grown) as session:
+        session.append_message(UserMessage.of("a pelican on a bicycle"))
+        appended = session.leaf_id
+    (hit,) = store.search("pelican")
+    assert hit.entry_id == appended and hit.on_current_branch
+    after = _index_rows(root)
+    assert after[str(grown)][:len(before[str(grown)])] == before[str(grown)]  # kept, not redone
+    assert len(after[str(grown)]) == len(before[str(grown)]) + 1
+    assert {path: rows for path, rows in after.items() if path != str(grown)} == \
+        {path: rows for path, rows in before.items() if path != str(grown)}
+
+
+def test_a_rewritten_file_is_indexed_again(root: Path) -> None:
+    """What a purge does to a file (a rewrite without the text) is seen at once: the text is
+    no longer found."""
+    store = JsonlStore(root)
+    assert [hit.entry_id for hit in store.search("ConnectionResetError")] == ["e005"]
+    (path,) = (root / default_session_dir(PROJECT, "").name).glob("*.jsonl")
+    data = path.read_bytes().replace(b"ConnectionResetError", b"[redacted]")
+    replaced = path.with_name(".rewrite.tmp")
+    replaced.write_bytes(data)
+    os.replace(replaced, path)
+    assert store.search("ConnectionResetError") == []
+    assert [hit.entry_id for hit in store.search("redacted")] == ["e005"]
+    # a rewrite in place, keeping the size and the inode, is seen too (by its mtime)
+    stamp = path.stat().st_mtime_ns
+    with open(path, "r+b") as stream:
+        stream.write(path.read_bytes().replace(b"[redacted]", b"[scrubbed]"))
+    os.utime(path, ns=(stamp + 10**9, stamp + 10**9))
+    assert store.search("redacted") == [] and len(store.search("scrubbed")) == 1
+
+
+def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
+    store = JsonlStore(root)
+    expected = _comparable(store.search("websocket"))
+    with sqlite3.connect(index_path(root)) as conn:  # an index claiming words no line holds
+        conn.execute("UPDATE body SET text = text || ' phantom'")
+    assert store.search("phantom") == []
+    Path(index_path(root)).write_bytes(b"not a database at all" * 100)  # damaged
+    assert _comparable(store.search("websocket")) == expected
+    with sqlite3.connect(index_path(root)) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # built again
+
+
+def test_a_folder_without_room_for_an_index_is_searched_all_the_same(root: Path) -> None:
+    expected = _comparable(JsonlStore(root).search("handshake"))
+    assert len(expected) == 2
+    cache = Path(index_path(root)).parent
+    for name in os.listdir(cache):
+        os.unlink(cache / name)
+    cache.rmdir()
+    cache.write_bytes(b"")  # a file where the cache folder would go: no index can be kept
+    assert _comparable(JsonlStore(root).search("handshake")) == expected
+    assert cache.read_bytes() == b""
+
+
+def _forget_search(conn: Any, driver: str) -> None:
+    """Make the database what a store of schema version 3 was: no search tables."""
+    tables = ["sessiontree_search", "sessiontree_search_keys"] if driver == "sqlite" else \
+        ["sessiontree_search"]
+    for table in tables:
+        conn.execute(f"DROP TABLE {table}")
+    conn.execute("DELETE FROM sessiontree_migrations WHERE v = 4")
+
+
+def test_the_migration_indexes_sessions_stored_before(root: Path, tmp_path: Path,
+                                                      fresh_postgres_url: str) -> None:
+    import psycopg
+
+    db = tmp_path / "old.db"
+    copy_sessions(str(root), f"sqlite:///{db}")
+    copy_sessions(f"sqlite:///{db}", fresh_postgres_url)
+    with sqlite3.connect(db) as conn:
+        _forget_search(conn, "sqlite")
+    schema = fresh_postgres_url.rpartition("schema=")[2]
+    with psycopg.connect(fresh_postgres_url.rpartition("?")[0], autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        _forget_search(conn, "postgres")
+    expected = _comparable(JsonlStore(root).search("websocket reconnect"))
+    with SqliteStore.open(db) as store:
+        assert store.schema_version() == 4
+        assert _comparable(store.search("websocket reconnect")) == expected
+    with PostgresStore.from_url(fresh_postgres_url) as store:
+        assert _comparable(store.search("websocket reconnect")) == expected
+
+
+def test_database_indexes_follow_appends_deletes_and_purges(tmp_path: Path,
+                                                           fresh_postgres_url: str) -> None:
+    for url in (f"sqlite:///{tmp_path / 'live.db'}", fresh_postgres_url):
+        from sessiontree.stores.url import open_store
+
+        with open_store(url) as store:
+            session = Session.create(cwd="/w", store=store)
+            session.append_message(UserMessage.of("the albatross migrates"))
+            first = session.leaf_id
+            session.append_message(UserMessage.of("second albatross sighting"))
+            assert {h.entry_id for h in store.search("albatross")} == {session.leaf_id, first}
+            # a purge rewrites the stored line, then rebuilds the session's search rows
+            line = session.raw_line(first).replace(b"albatross", b"[purged]")
+            mark = "?" if url.startswith("sqlite") else "%s"
+            with store._transaction() as conn:
+                conn.execute(f"UPDATE sessiontree_entries SET line = {mark} WHERE session_id = "
+                             f"{mark} AND id = {mark}", (line, session.id, first))
+            store.reindex_search(session.id)
+            assert [h.entry_id for h in store.search("albatross")] == [session.leaf_id]
+            session.close()
+            store.delete(session.id)
+            assert store.search("albatross") == []
+
+
+def test_the_search_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    runner = CliRunner()
+    monkeypatch.setenv("SESSIONTREE_DIR", str(root))
+    done = runner.invoke(cli, ["search", "close handshake", "--json"])
+    assert done.exit_code == 0, done.output
+    hits = json.loads(done.stdout)
+    assert [hit["entry_id"] for hit in hits] == ["e008", "e006"]  # the shorter text first
+    done = runner.invoke(cli, ["search", "heartbeat", str(root), "--role", "assistant"])
+    assert done.exit_code == 0
+    head, snippet = done.stdout.splitlines()
+    assert head.startswith("2026-03-01 10:01   assistant") and head.endswith(" e001")
+    assert "heartbeat" in snippet
+    done = runner.invoke(cli, ["search", "heartbeat", str(root), "--since", "2026-03-02"])
+    assert done.exit_code == 0 and done.stdout.startswith("no entry holds heartbeat")
+    done = runner.invoke(cli, ["search", "--", "--", str(root)])
+    assert done.exit_code == 1 and "nothing to search for" in done.stderr
+    assert search_sessions(str(root), "handshake", cwd="/srv/app") == []
