@@ -180,10 +180,8 @@ def list_root(root: str | os.PathLike[str], *, cwd: str | None = None, index: bo
     """Every session of ``root`` and of each of its project folders, newest first: pi's
     ``SessionManager.listAll`` (which lists the project folders; sessions directly in ``root``
     are listed too, so that no file ``ls`` could show is left out)."""
-    rows = [row for folder in project_folders(root)
-            for row in list_folder(folder, cwd=cwd, index=index, processes=processes)]
-    rows.sort(key=lambda row: row.modified_ms, reverse=True)
-    return rows
+    return pi_order([row for folder in project_folders(root)
+                     for row in list_folder(folder, cwd=cwd, index=index, processes=processes)])
 
 
 def session_files(root: str | os.PathLike[str]) -> list[str]:
