@@ -12,7 +12,9 @@ Invariants (format-spec.md sections 9, 17 e and k, 18.3, 18.4):
 from __future__ import annotations
 
 import copy
+import math
 import os
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -22,16 +24,19 @@ from . import _fs, _json
 from ._scan import Scanner, _split
 from ._time import iso_now, new_entry_id
 from .entries import CHECKOUT_CUSTOM_TYPE, CURRENT_VERSION
-from .errors import CorruptLine, SessionNotFound
+from .errors import CorruptLine, SessionNotFound, UnsupportedVersion
 
 __all__ = [
     "MIGRATIONS",
     "MigrationResult",
+    "check_version",
     "import_draft",
     "is_draft",
     "migrate_entries",
     "migrate_file",
     "needs_migration",
+    "read_version",
+    "stated_version",
     "v1_to_v2",
     "v2_to_v3",
 ]
@@ -70,9 +75,52 @@ def v2_to_v3(entries: Entries) -> None:
 MIGRATIONS: list[Callable[[Entries], None]] = [v1_to_v2, v2_to_v3]
 
 
+_JS_DECIMAL = re.compile(r"[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_JS_WHITESPACE = " \t\n\v\f\r\u00a0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007" \
+    "\u2008\u2009\u200a\u2028\u2029\u202f\u205f\u3000\ufeff"
+
+
+def _js_number(value: object) -> float:
+    """``value`` as JavaScript compares it with a number (``Number(value)``); NaN for what is
+    not one (objects, arrays, text that is not a number)."""
+    if isinstance(value, (bool, int, float)):
+        return float(value)
+    if not isinstance(value, str):
+        return math.nan
+    text = value.strip(_JS_WHITESPACE)
+    if not text:
+        return 0.0
+    if _JS_DECIMAL.fullmatch(text):
+        return float(text)
+    if re.fullmatch(r"0[xX][0-9a-fA-F]+|0[oO][0-7]+|0[bB][01]+", text):
+        return float(int(text, 0))
+    if text in ("Infinity", "+Infinity", "-Infinity"):
+        return -math.inf if text[0] == "-" else math.inf
+    return math.nan
+
+
+def stated_version(header: dict[str, Any]) -> object:
+    """The header's ``version`` as pi takes it: ``version ?? 1``."""
+    version = header.get("version")
+    return 1 if version is None else version
+
+
+def read_version(header: dict[str, Any]) -> int | None:
+    """The format version a header states, as this library reads it without rewriting
+    anything: 1, 2, 3 or a newer integer; a value pi compares equal to 3 (``"3"``, ``3.0``)
+    is 3, as pi reads it. ``None`` for any other value (``3.5``, ``"2"``, ``"99"``, ``0``):
+    such a file is read only after ``migrate`` (:func:`migrate_file`) rewrote it."""
+    version = stated_version(header)
+    if isinstance(version, int) and not isinstance(version, bool) and version >= 1:
+        return version
+    return CURRENT_VERSION if _js_number(version) == CURRENT_VERSION else None
+
+
 def _version(header: dict[str, Any]) -> int:
-    version = header.get("version", 1)
-    return version if isinstance(version, int) and not isinstance(version, bool) else 1
+    """The version pi migrates a header's file from (``migrateToCurrentVersion``: below 2 is
+    1, below 3 is 2, anything else, NaN included, is current)."""
+    number = _js_number(stated_version(header))
+    return 1 if number < 2 else 2 if number < 3 else CURRENT_VERSION
 
 
 def is_draft(header: dict[str, Any]) -> bool:
@@ -82,11 +130,43 @@ def is_draft(header: dict[str, Any]) -> bool:
 
 
 def needs_migration(header: dict[str, Any]) -> bool:
-    return is_draft(header) or _version(header) < CURRENT_VERSION
+    """Whether :func:`migrate_file` would rewrite a file with this header: the draft format, an
+    old version, or an odd one (see :func:`read_version`)."""
+    version = read_version(header)
+    return is_draft(header) or version is None or version < CURRENT_VERSION
+
+
+def check_version(header: dict[str, Any], path: str | os.PathLike[str], *,
+                  odd: bool = False) -> None:
+    """Refuse a header whose version this library cannot read as it stands.
+
+    Args:
+        odd: accept an odd version (what :func:`migrate_file` rewrites).
+
+    Raises:
+        UnsupportedVersion: a newer version, or (unless ``odd``) an odd one.
+    """
+    if is_draft(header):
+        return
+    version = read_version(header)
+    stated = stated_version(header)
+    number = _js_number(stated)
+    if (version is not None and version > CURRENT_VERSION) or \
+            (number > CURRENT_VERSION and number.is_integer()):
+        raise UnsupportedVersion(
+            f"format version {_json.dumps(stated).decode()} is newer than this library's "
+            f"{CURRENT_VERSION}; upgrade sessiontree", path=path, lineno=1)
+    if version is None and not odd:
+        raise UnsupportedVersion(
+            f"the header's version {_json.dumps(stated).decode()} is not a format version; "
+            f"nothing was read or changed. 'sessiontree migrate {os.fspath(path)}' rewrites the "
+            f"file as pi reads it (as version {_version(header)}), keeping the original",
+            path=path, lineno=1)
 
 
 def migrate_entries(entries: Entries) -> bool:
-    """pi's ``migrateSessionEntries``: bring a parsed file (header first) to the current version.
+    """pi's ``migrateSessionEntries``: bring a parsed file (header first) to the current version
+    (a header whose version is odd gets the steps pi would run, then version 3).
 
     Returns:
         True if anything changed.
@@ -94,7 +174,9 @@ def migrate_entries(entries: Entries) -> bool:
     start = _version(entries[0])
     for step in MIGRATIONS[start - 1:]:
         step(entries)
-    return start < CURRENT_VERSION
+    changed = start < CURRENT_VERSION or entries[0].get("version") != CURRENT_VERSION
+    entries[0]["version"] = CURRENT_VERSION
+    return changed
 
 
 def import_draft(lines: list[dict[str, Any]], now: str) -> Entries:
@@ -172,6 +254,8 @@ class MigrationResult(msgspec.Struct, frozen=True):
     """Where the original bytes were saved; ``None`` when nothing needed migrating."""
     skipped: list[int] = []
     """Line numbers (of the original file) that did not parse and are only in the backup."""
+    odd_version: str | None = None
+    """An odd version the header stated (as JSON, ``"3.5"``), read as pi reads it."""
 
 
 def _parsed_lines(path: str, original: bytes) -> tuple[list[tuple[dict[str, Any], bytes]],
@@ -203,7 +287,8 @@ def _parsed_lines(path: str, original: bytes) -> tuple[list[tuple[dict[str, Any]
 
 
 def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
-                 strict: bool = False, lock_timeout: float = 10.0) -> MigrationResult:
+                 strict: bool = False, lock_timeout: float = 10.0,
+                 odd: bool = True) -> MigrationResult:
     """Migrate a session file in place to the current version, keeping a backup.
 
     Args:
@@ -212,11 +297,15 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
         strict: raise instead of leaving lines that do not parse out of the migrated file.
         lock_timeout: seconds to wait while another process writes the session (its writer
             holds the lock until it closes).
+        odd: rewrite a header whose version is odd (``3.5``, ``"2"``, ``{}``) as pi reads it:
+            the steps pi's ``migrateToCurrentVersion`` would run, then version 3; False
+            refuses it (:func:`check_version`).
 
     Raises:
         SessionNotFound: no such file.
         CorruptHeader: the file has no valid header (it is left untouched).
         CorruptLine: ``strict`` and a line that does not parse (the file is left untouched).
+        UnsupportedVersion: a newer format version (the file is left untouched).
     """
     path = os.fspath(path)
     if not os.path.exists(path):
@@ -227,8 +316,11 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
         original = _fs.read_settled(fd)
         parsed, skipped = _parsed_lines(path, original)
         header = parsed[0][0] if parsed else {}
+        check_version(header, path, odd=odd)
         if not parsed or not needs_migration(header):
             return MigrationResult(path, _version(header), None)
+        odd_version = None if is_draft(header) or read_version(header) is not None else \
+            _json.dumps(stated_version(header)).decode()
         if strict and skipped:
             raise CorruptLine("corrupt: the line does not parse as a JSON object; nothing was "
                               "migrated", kind="corrupt", path=path, lineno=skipped[0])
@@ -252,6 +344,6 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
         except BaseException:
             os.unlink(backup)  # the file is as it was: no backup of nothing
             raise
-        return MigrationResult(path, from_version, backup, skipped)
+        return MigrationResult(path, from_version, backup, skipped, odd_version)
     finally:
         os.close(fd)

@@ -52,9 +52,10 @@ def repair_file(path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> 
         CorruptHeader: the header is missing or corrupt (nothing can be repaired safely).
         SessionNotFound: no such file.
         SessionLockedError: another process kept writing the session past ``lock_timeout``.
+        UnsupportedVersion: a newer format version, or an odd one (``migrate`` it first).
     """
     path = os.fspath(path)
-    migrate_file(path, lock_timeout=lock_timeout)
+    migrate_file(path, lock_timeout=lock_timeout, odd=False)
     fd = os.open(path, os.O_RDONLY)
     try:
         _fs.lock(fd, path, lock_timeout)

@@ -268,7 +268,8 @@ def ls(directory: str | None, cwd: str | None, every: bool, as_json: bool) -> No
 @FILE
 @reports_errors
 def migrate(file: str) -> None:
-    """Bring an old session file (version 1, 2 or the draft format) to version 3, in place.
+    """Bring an old session file (version 1, 2 or the draft format) to version 3, in place;
+    also a header whose version is odd (3.5, "2"), as pi reads it.
 
     The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic.
     """
@@ -278,7 +279,9 @@ def migrate(file: str) -> None:
     if result.backup is None:
         click.echo(f"{file}: already version {result.from_version}; nothing to do")
     else:
-        click.echo(f"{file}: migrated from version {result.from_version} to 3; original kept in "
+        stated = result.from_version if result.odd_version is None else \
+            f"{result.odd_version} (read as pi reads it: {result.from_version})"
+        click.echo(f"{file}: migrated from version {stated} to 3; original kept in "
                    f"{result.backup}")
         if result.skipped:
             click.echo(f"warning: lines {', '.join(map(str, result.skipped))} did not parse and "

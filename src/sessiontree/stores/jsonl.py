@@ -683,10 +683,11 @@ def open_file(path: str | os.PathLike[str], *, durable: bool = False, lock_timeo
 
     Raises:
         SessionNotFound: no such file.
-        UnsupportedVersion: a newer format version, or an old one with ``migrate=False`` or
-            ``read_only``.
+        UnsupportedVersion: a newer format version, an odd one (``"2"``, ``3.5``: only
+            :func:`~sessiontree.migrate.migrate_file` rewrites those; ``"3"`` is read as pi reads
+            it, as 3), or an old one with ``migrate=False`` or ``read_only``.
     """
-    from ..migrate import migrate_file, needs_migration
+    from ..migrate import check_version, migrate_file, needs_migration
 
     log = JsonlFile(path, durable=durable, lock_timeout=lock_timeout, read_only=read_only,
                     index=index, processes=processes)
@@ -694,16 +695,12 @@ def open_file(path: str | os.PathLike[str], *, durable: bool = False, lock_timeo
         raise SessionNotFound("no such session file", path=path)
     header = _peek_header(log)
     if header is not None:
-        version = header.get("version", 1)
-        if isinstance(version, int) and version > CURRENT_VERSION:
-            raise UnsupportedVersion(
-                f"format version {version} is newer than this library's {CURRENT_VERSION}; "
-                "upgrade sessiontree", path=path, lineno=1)
+        check_version(header, path)  # a newer or an odd version: refused, nothing written
         if needs_migration(header):
             if not migrate or read_only:
                 raise UnsupportedVersion(
-                    f"format version {version} needs migrating: run 'sessiontree migrate "
-                    f"{os.fspath(path)}'", path=path)
+                    f"format version {header.get('version', 1)} needs migrating: run "
+                    f"'sessiontree migrate {os.fspath(path)}'", path=path)
             result = migrate_file(os.fspath(path), strict=strict)
             if result.skipped and warn:
                 warnings.warn(LoadWarning(
