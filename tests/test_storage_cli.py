@@ -12,13 +12,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from sessiontree import Session, UserMessage
+from sessiontree import Session, SessionHeader, UserMessage
 from sessiontree._json import loads
 from sessiontree.cli import cli
 from sessiontree.errors import CopyIncomplete, CopyRefused, InvalidLocation, ReadOnlyStore, SessionNotFound
 from sessiontree.stores.jsonl import default_session_dir, list_sessions
 from sessiontree.stores.sqlite import SqliteStore
-from sessiontree.stores.url import parse_location
+from sessiontree.stores.url import open_store, parse_location
 from sessiontree.testing.generate import generate_folder
 from sessiontree.transfer import CopyResult, copy_sessions
 
@@ -456,3 +456,28 @@ def test_the_sessions_root_is_one_store(tmp_path: Path, fresh_postgres_url: str,
         assert returned.name == f"{header['timestamp'].replace(':', '-').replace('.', '-')}_" \
                                 f"{session_id}.jsonl"  # pi's name, forked.jsonl's too
         assert returned.read_bytes() == original.read_bytes()
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite"])
+def test_prune_goes_by_the_latest_activity_not_an_old_copied_message(
+        tmp_path: Path, kind: str) -> None:
+    """Issue 20 point 6: a session whose only messages are old but which got a cherry-picked
+    copy a minute ago is not pruned; the copy's entry carries the time it was appended."""
+    old = {"type": "message", "timestamp": "2020-01-01T00:00:00.000Z",
+           "message": {"role": "user", "content": "from 2020", "timestamp": 1577836800000}}
+    target = str(tmp_path / "s") if kind == "jsonl" else sqlite_url(tmp_path / "p.db")
+    with open_store(target) as store:
+        edited = Session.create(cwd="/w", store=store)
+        copied = edited.cherry_pick(edited.append_entry(old))
+        stale = SessionHeader(id="6f1d2c1e-2b7a-4f57-9a57-3e0c4b8f5a12",
+                              timestamp="2020-01-01T00:00:00.000Z", cwd="/w")
+        store.create(stale)  # as written in 2020: the line keeps its time
+        store.append(stale.id, [{**old, "id": "0000aaaa", "parentId": None}])
+        assert edited.entry(copied).timestamp[:4] == time.strftime("%Y", time.gmtime())
+        assert edited.listing().modified_ms == 1577836800000  # what ls shows, as pi counts it
+        ids = {edited.id: "edited", stale.id: "stale"}
+        edited.close()
+    code, out, _ = run("prune", target, "--older-than", "30", "--json")
+    assert code == 0 and [ids[row["id"]] for row in loads(out)["deleted"]] == ["stale"]
+    with open_store(target) as store:
+        assert [ids[item.id] for item in store.list_sessions()] == ["edited"]

@@ -11,6 +11,7 @@ import click
 import msgspec
 
 from .. import _json
+from ..stores.base import SessionListing
 from ._app import SESSION, cli, echo_json, json_option, reports_errors
 
 __all__ = ["copy", "delete", "prune", "tail"]
@@ -85,13 +86,16 @@ def delete(file: str, yes: bool) -> None:
 @cli.command()
 @click.argument("store", required=False)
 @click.option("--older-than", "days", type=click.FloatRange(min=0), required=True, metavar="DAYS",
-              help="Delete the sessions whose last message is older than DAYS days.")
+              help="Delete the sessions whose last activity (the newest message, or the newest "
+                   "entry appended) is older than DAYS days.")
 @click.option("--dry-run", is_flag=True, help="Only list what would be deleted.")
 @json_option
 @reports_errors
 def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
     """Delete the sessions of STORE (a folder, sqlite:///x.db or postgresql://...; default:
-    pi's folder for the current working directory) whose last activity is older than DAYS.
+    pi's folder for the current working directory) whose last activity is older than DAYS:
+    the later of the newest message's time (what ls shows) and the time the newest entry was
+    appended, so a session edited a minute ago (a cherry-picked old message, a label) stays.
     """
     from ..stores.jsonl import JsonlStore, default_session_dir
     from ..stores.url import is_url, open_store
@@ -99,7 +103,8 @@ def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
     target = store or str(default_session_dir(os.getcwd()))
     cutoff = int((time.time() - days * 86400) * 1000)
     with open_store(target, read_only=dry_run) as opened:
-        old = [item for item in opened.list_sessions() if item.modified_ms < cutoff]
+        old = [item for item in opened.list_sessions() if item.modified_ms < cutoff
+               and _appended_ms(opened, item) < cutoff]
         if not dry_run:
             for item in old:  # a folder's rows by path: two files may carry one id
                 if isinstance(opened, JsonlStore):
@@ -116,6 +121,25 @@ def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
         click.echo(f"{verb} {when}  {item.path}")
     click.echo(f"{verb} {len(old)} session(s) older than {days:g} day(s) in "
                f"{target if is_url(target) else os.path.abspath(target)}")
+
+
+def _appended_ms(store: object, item: SessionListing) -> int:
+    """When the newest entry of a listed session was appended (its envelope ``timestamp``, which
+    a copy such as a cherry-pick sets anew while its message keeps its own time); 0 for none."""
+    from .._time import iso_to_ms
+    from .._treelog import TreeLog
+    from ..errors import SessionTreeError
+    from ..stores.jsonl import JsonlStore, open_file
+
+    try:
+        log = open_file(item.path, read_only=True, migrate=False, warn=False) \
+            if isinstance(store, JsonlStore) else store.open_log(item.id)  # type: ignore[attr-defined]
+        with TreeLog(log, warn=False) as session:
+            ids = session.ids()
+            stamp = getattr(session.entry(ids[-1]), "timestamp", None) if ids else None
+    except SessionTreeError:  # (an old format version: its listing's time is all there is)
+        return 0
+    return iso_to_ms(stamp) or 0
 
 
 @cli.command()
