@@ -4,6 +4,7 @@ prune and tail (``sessiontree`` commands run through click's runner, real files 
 from __future__ import annotations
 
 import os
+import sqlite3
 import stat
 import threading
 import time
@@ -481,3 +482,20 @@ def test_prune_goes_by_the_latest_activity_not_an_old_copied_message(
     assert code == 0 and [ids[row["id"]] for row in loads(out)["deleted"]] == ["stale"]
     with open_store(target) as store:
         assert [ids[item.id] for item in store.list_sessions()] == ["edited"]
+
+
+def test_commands_name_an_entry_alike_and_give_no_api_advice(tmp_path: Path) -> None:
+    """Issue 20 point 7: ``tail`` and ``tree`` call a session_info entry the same; ``ls`` of a
+    database with no sessions says so without advice meant for the API."""
+    session = Session.create(tmp_path, cwd="/w")
+    session.append_message(UserMessage.of("hello"))
+    named = session.set_name("A name")
+    session.close()
+    _, tailed, _ = run("tail", "--no-follow", "-n", "1", str(session.file))
+    _, drawn, _ = run("tree", str(session.file))
+    (tree_line,) = [line for line in drawn.splitlines() if named in line]
+    assert tailed.split()[:2] == [named, "name"] and tree_line.split()[2] == "name"
+    empty = tmp_path / "empty.db"
+    sqlite3.connect(empty).execute("CREATE TABLE other (x)").connection.close()
+    code, _, err = run("ls", sqlite_url(empty))
+    assert code == 1 and "no sessions here" in err and "read_only" not in err

@@ -174,12 +174,14 @@ def tail(file: str, count: int, follow: bool, timeout: float | None, as_json: bo
 
 
 def _print_entry(line: bytes, as_json: bool) -> None:
-    from ..describe import entry_kind, entry_summary
+    from ..describe import KIND_NAMES, entry_kind, entry_summary
     from .._codec import decode_line
 
     if as_json:
         echo_json(line)
         return
     entry = decode_line(line)
-    click.echo(f"{entry.id}  {entry_kind(entry):<14} {entry_summary(entry, 100)}", nl=True)
+    kind = entry_kind(entry)  # named as tree and browse name it
+    click.echo(f"{entry.id}  {KIND_NAMES.get(kind, kind):<14} {entry_summary(entry, 100)}",
+               nl=True)
     sys.stdout.flush()

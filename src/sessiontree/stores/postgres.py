@@ -112,8 +112,8 @@ def translate(exc: BaseException, url: str) -> SessionTreeError | None:
     if isinstance(exc, psycopg.errors.UniqueViolation):
         return DuplicateId(f"already stored: {exc.diag.message_detail or exc}", path=url)
     if isinstance(exc, psycopg.errors.UndefinedTable):
-        return SessionNotFound("no sessiontree tables in this database or schema (open it once "
-                               "without read_only to create them)", path=url)
+        return SessionNotFound("no sessions here: this database or schema holds no sessiontree "
+                               "tables yet (the first session stored creates them)", path=url)
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return ReadOnlyStore(f"the database refused a write: {exc}", path=url)
     if isinstance(exc, psycopg.errors.InvalidSchemaName):

@@ -111,8 +111,9 @@ class SqliteStore(SqlStore):
                 raise SessionLocked(f"another process kept the database busy: {text}",
                                     path=self.path) from exc
             if "no such table" in text:
-                raise SessionNotFound("no sessiontree tables in this database (open it once "
-                                      "without read_only to create them)", path=self.path) from exc
+                raise SessionNotFound("no sessions here: this database holds no sessiontree "
+                                      "tables yet (the first session stored creates them)",
+                                      path=self.path) from exc
             if "readonly" in text:
                 raise ReadOnlyStore(f"the database is read-only: {text}", path=self.path) from exc
             raise StoreUnavailable(text, path=self.path) from exc
