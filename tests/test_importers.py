@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,7 @@ from sessiontree import (
 )
 from sessiontree.cli import cli
 from sessiontree.importers import import_file
+from sessiontree.importers._build import iso_from_seconds
 from sessiontree.importers.responses import entry_items
 from sessiontree.stores.base import Store, has_lines
 
@@ -543,3 +545,53 @@ def test_a_time_that_is_no_time_is_an_error_naming_it(tmp_path: Path, value: str
         assert caught.value.path == str(source) and caught.value.position == position
         assert caught.value.reason.startswith(f"{json.loads(value)!r} is not a time")
         assert not (tmp_path / "out").exists()
+
+
+def test_the_summary_counts_every_entry_written_as_ls_does(tmp_path: Path) -> None:
+    """Issue 20 point 7: the summary's count per session is the count ``ls`` shows."""
+    result = import_file("chatgpt", DATA / "chatgpt-conversations.json", tmp_path)
+    for row in result.imported:
+        with Session.open(row.location or "") as session:
+            assert row.entries == len(session) == session.listing().entry_count
+            assert f": {row.entries} entries ({sum(row.counts.values())} mapped)" in \
+                result.summary()
+            assert row.entries > sum(row.counts.values())  # name, customs, the import record
+
+
+@pytest.mark.parametrize("asked,given", [
+    ("chatgpt", "claude-code-session.jsonl"), ("claude-code", "chatgpt-conversations.json"),
+    ("open-webui", "chatgpt-conversations.json"), ("chatgpt", "open-webui-export.json"),
+    ("open-webui", "responses-items.json"),
+])
+def test_a_file_of_another_format_names_the_format_it_looks_like(
+        tmp_path: Path, asked: str, given: str) -> None:
+    looks = {"claude-code-session.jsonl": "claude-code", "chatgpt-conversations.json": "chatgpt",
+             "open-webui-export.json": "open-webui", "responses-items.json": "responses"}[given]
+    with pytest.raises(MalformedSource) as caught:
+        import_file(asked, DATA / given, tmp_path / "out")
+    assert f"--from {asked} expects " in str(caught.value)
+    assert str(caught.value).endswith(f": --from {looks}?)")
+    printed = CliRunner().invoke(cli, ["import", "--from", asked, str(DATA / given), "--to",
+                                       str(tmp_path / "out")])
+    assert printed.exit_code == 1 and f"--from {looks}?" in printed.output
+
+
+def test_an_open_webui_chat_without_created_at_starts_at_its_first_message(
+        tmp_path: Path) -> None:
+    data = json.loads((DATA / "open-webui-export.json").read_text())
+    data = [data[0]]
+    data[0].pop("created_at", None)
+    data[0]["chat"].pop("timestamp", None)
+    first = min(m["timestamp"] for m in data[0]["chat"]["history"]["messages"].values()
+                if isinstance(m.get("timestamp"), (int, float)))
+    source = tmp_path / "chat.json"
+    source.write_text(json.dumps(data))
+    (row,) = import_file("open-webui", source, tmp_path / "out").imported
+    assert not Path(row.location or "").name.startswith("1970")
+    with Session.open(row.location or "") as session:
+        assert session.header.timestamp.startswith(iso_from_seconds(first)[:19])
+    for message in data[0]["chat"]["history"]["messages"].values():
+        message.pop("timestamp", None)
+    source.write_text(json.dumps(data))
+    (row,) = import_file("open-webui", source, tmp_path / "none", again=True).imported
+    assert Path(row.location or "").name.startswith(time.strftime("%Y-", time.gmtime()))

@@ -27,11 +27,13 @@ Invariants:
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .._time import uuid7
+from ..errors import MalformedSource
 from ..stores.base import Store
 from ..stores.jsonl import JsonlStore, default_session_dir
 from ..stores.url import open_store
@@ -53,6 +55,7 @@ __all__ = [
     "IMPORT_CUSTOM_TYPE",
     "ImportResult",
     "ImportedSession",
+    "guess_format",
     "import_file",
     "parse_file",
 ]
@@ -83,6 +86,8 @@ class ImportedSession:
         branches: leaves of the imported tree (1 for a linear conversation).
         leaf_id: the session's leaf entry (the source's current leaf).
         notes: repairs the import made (orphans, cycles, a missing current leaf).
+        entries: every entry written (what ``ls`` counts: the counted kinds, the unmapped
+            custom entries, the name, labels and the import record).
     """
 
     source_id: str
@@ -96,6 +101,7 @@ class ImportedSession:
     branches: int = 0
     leaf_id: str | None = None
     notes: tuple[str, ...] = ()
+    entries: int = 0
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,8 @@ class ImportResult:
                 state = "source changed since" if item.changed else "unchanged"
                 lines.append(f"  skipped{name}: already imported as {item.session_id} ({state})")
             else:
-                lines.append(f"  {item.location}{name}: {sum(item.counts.values())} entries, "
+                lines.append(f"  {item.location}{name}: {item.entries} entries "
+                             f"({sum(item.counts.values())} mapped), "
                              f"{item.branches} branch(es)")
             lines.extend(f"    note: {note}" for note in item.notes)
         return "\n".join(lines)
@@ -164,9 +171,58 @@ def _parse(format: str, path: str | os.PathLike[str]) -> tuple[list[SourceConver
         raise ValueError(f"unknown format {format!r}; known: {', '.join(FORMATS)}") from None
     source = SourceFile(path, format)
     try:
-        return parser(source), source.notes
-    except RecursionError:  # past the parse: a value too deep to hash or copy
-        source.too_deep()
+        try:
+            return parser(source), source.notes
+        except RecursionError:  # past the parse: a value too deep to hash or copy
+            source.too_deep()
+    except MalformedSource as error:
+        looks = guess_format(source.text)
+        if looks is None or looks == format:
+            raise
+        hint = (f" (--from {format} expects {_EXPECTS[format]}; this file looks like "
+                f"{_EXPECTS[looks]}: --from {looks}?)")
+        raise MalformedSource(error.reason + hint, format=format, path=error.path,
+                              lineno=error.lineno, column=error.column,
+                              position=error.position) from None
+
+
+_EXPECTS = {
+    "claude-code": "a Claude Code session (JSON Lines)",
+    "chatgpt": "ChatGPT's conversations.json (an array of conversations with a mapping)",
+    "open-webui": "an Open WebUI chat export (chats with a history of messages)",
+    "responses": "a JSON array of OpenAI Responses input items",
+}
+
+
+def guess_format(text: str) -> str | None:
+    """Which format a source's text looks like (``None``: none of them), from its first
+    record's shape; for the hint when a file does not parse as the format asked for."""
+    start = text.lstrip()[:1]
+    if start not in ("[", "{"):
+        return None
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError):  # JSON Lines? Claude Code's records have uuids
+        for line in text.strip().split("\n")[:20]:
+            try:
+                record = json.loads(line)
+            except (ValueError, RecursionError):
+                return None
+            if isinstance(record, dict) and ("uuid" in record or "sessionId" in record):
+                return "claude-code"
+        return None
+    record = document[0] if isinstance(document, list) and document else document
+    if isinstance(document, dict) and isinstance(document.get("input"), list):
+        return "responses"
+    if not isinstance(record, dict):
+        return None
+    if "mapping" in record:
+        return "chatgpt"
+    if "history" in record or isinstance(record.get("chat"), dict):
+        return "open-webui"
+    if isinstance(document, list) and ("type" in record or "role" in record):
+        return "responses"
+    return None
 
 
 def import_file(format: str, path: str | os.PathLike[str],
@@ -221,7 +277,7 @@ def _import(format: str, source: str, conversations: list[SourceConversation],
             source_id=conversation.source_id, title=conversation.title,
             session_id=built.header.id, location=location, status="imported",
             counts=built.counts, unmapped=built.unmapped, branches=built.branches,
-            leaf_id=built.leaf_id, notes=tuple(built.notes)))
+            leaf_id=built.leaf_id, notes=tuple(built.notes), entries=len(built.entries)))
     return ImportResult(format=format, source=source, sessions=rows, notes=tuple(notes))
 
 

@@ -12,13 +12,15 @@ branch, ``currentId`` the leaf.
   recorded, and ``stopReason: "error"`` with the error text when the answer failed;
 * ``system`` or any other role -> a ``custom`` entry ``open-webui.<role>``, counted as unmapped.
 
-Times are the messages' ``timestamp`` (epoch seconds); the chat's title is the session name.
+Times are the messages' ``timestamp`` (epoch seconds); a chat with no ``created_at`` starts at its
+first message (or, with no time anywhere, at the import). The chat's title is the session name.
 Everything else a message records (``modelName``, ``sources``, ``statusHistory``, ``info``...) is
 kept in the entry's ``source`` object.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from ._build import SourceConversation, SourceNode, fingerprint, iso_from_seconds
@@ -108,7 +110,11 @@ def _chat(source: SourceFile, record: dict[str, Any], where: tuple[str | int, ..
     history = source.expect_object(chat.get("history"), *chat_where, "history")
     messages = source.expect_object(history.get("messages"), *chat_where, "history", "messages")
     created = _seconds(source, record.get("created_at"), *where, "created_at") \
-        or _seconds(source, chat.get("timestamp"), *chat_where, "timestamp") or 0.0
+        or _seconds(source, chat.get("timestamp"), *chat_where, "timestamp")
+    if not created:  # no time for the chat: its first message's, else now (never 1970)
+        stamps = (_seconds(source, raw.get("timestamp"), *chat_where, "history", "messages", key,
+                           "timestamp") for key, raw in messages.items() if isinstance(raw, dict))
+        created = min((t for t in stamps if t), default=time.time())
     nodes = []
     last = created
     for key, raw in messages.items():
