@@ -1,6 +1,8 @@
-"""One session API, every backend: the fixtures that run a suite over memory, JSONL, SQLite and
+"""One session API, every backend: the fixtures that run a suite over memory, JSONL, SQLite,
 PostgreSQL (``SESSIONTREE_TEST_POSTGRES``; each test run gets its own schema, dropped at the
-end; set but unreachable fails the run, never skips it)."""
+end; set but unreachable fails the run, never skips it), one Redis server and a Redis Cluster
+(started for the run from the machine's ``redis-server``, :mod:`tests.servers`; each test gets
+its own key prefix)."""
 
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from sessiontree._json import dumps, loads
 from sessiontree._time import uuid7
 from sessiontree.stores.memory import MemoryLog
 
-BACKENDS = ["memory", "jsonl", "sqlite", "postgres"]
+BACKENDS = ["memory", "jsonl", "sqlite", "postgres", "redis", "redis-cluster"]
 POSTGRES_ENV = "SESSIONTREE_TEST_POSTGRES"
 
 
@@ -47,6 +49,43 @@ def postgres_url() -> Iterator[str]:
         admin.close()
 
 
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a Redis server started for this run (stopped at the end); a server that
+    cannot start fails the run."""
+    from .servers import RedisServer, ServerFailed
+
+    try:
+        server = RedisServer(tmp_path_factory.mktemp("redis"))
+    except ServerFailed as exc:
+        pytest.fail(f"the test Redis server did not start: {exc}")
+    try:
+        yield server.url
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of a six-node Redis Cluster started for this run (stopped at the end)."""
+    from .servers import RedisCluster, ServerFailed
+
+    try:
+        cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
+    except ServerFailed as exc:
+        pytest.fail(f"the test Redis cluster did not start: {exc}")
+    try:
+        yield cluster.url
+    finally:
+        cluster.stop()
+
+
+def redis_store_url(request: pytest.FixtureRequest, kind: str) -> str:
+    """A Redis store URL with a key prefix of its own (an empty store) for one test."""
+    base = request.getfixturevalue("redis_cluster" if kind == "redis-cluster" else "redis_server")
+    return f"{base}?prefix=t{uuid.uuid4().hex[:12]}"
+
+
 @pytest.fixture
 def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     """A schema of its own for one test (an empty store), dropped after it."""
@@ -64,7 +103,8 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
 class Backend:
     """Creates and reopens sessions on one backend."""
 
-    def __init__(self, kind: str, tmp_path: Path, postgres: str | None) -> None:
+    def __init__(self, kind: str, tmp_path: Path, postgres: str | None,
+                 redis: str | None = None) -> None:
         self.kind = kind
         self.tmp_path = tmp_path
         self.store: Any = None
@@ -77,6 +117,11 @@ class Backend:
 
             assert postgres is not None
             self.store = PostgresStore.from_url(postgres)
+        elif kind.startswith("redis"):
+            from sessiontree.stores.redis import RedisStore
+
+            assert redis is not None
+            self.store = RedisStore.from_url(redis)
         self._count = 0
 
     def create(self, cwd: str = "/home/dev/proj") -> Session:
@@ -118,7 +163,8 @@ class Backend:
 def make_backend(request: pytest.FixtureRequest, tmp_path: Path) -> Backend:
     kind = request.param
     url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
-    backend = Backend(kind, tmp_path, url)
+    redis = redis_store_url(request, kind) if kind.startswith("redis") else None
+    backend = Backend(kind, tmp_path, url, redis)
     request.addfinalizer(backend.close)
     return backend
 

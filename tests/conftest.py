@@ -16,6 +16,8 @@ from .backends import (  # noqa: F401 (fixtures)
     fresh_postgres_url,
     make_backend,
     postgres_url,
+    redis_cluster,
+    redis_server,
 )
 
 TESTS = Path(__file__).resolve().parent

@@ -34,7 +34,7 @@ from sessiontree import (
 )
 from sessiontree._json import loads
 
-from .backends import Backend, reopen, stored, stored_lines
+from .backends import Backend, redis_store_url, reopen, stored, stored_lines
 from .conftest import CONFORMANCE
 
 
@@ -226,13 +226,14 @@ def test_open_errors_are_typed_and_name_the_file(tmp_path: Path) -> None:
         "future.jsonl", "old.jsonl"]
 
 
-@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres", "redis", "redis-cluster"])
 def test_open_read_only_reads_and_refuses_every_write(kind: str, tmp_path: Path,
                                                      request: pytest.FixtureRequest) -> None:
     from sessiontree import ReadOnlyStore
 
     url = request.getfixturevalue("postgres_url") if kind == "postgres" else None
-    backend = Backend(kind, tmp_path, url)
+    redis = redis_store_url(request, kind) if kind.startswith("redis") else None
+    backend = Backend(kind, tmp_path, url, redis)
     try:
         with backend.create() as session:
             first = session.append_message(UserMessage.of("kept"))

@@ -1,5 +1,6 @@
 """Every Store backend passes the same tests (DESIGN.md: one conformance suite, memory is the
-reference): ``sessiontree.testing.conformance`` over memory, JSONL, SQLite and PostgreSQL."""
+reference): ``sessiontree.testing.conformance`` over memory, JSONL, SQLite, PostgreSQL, Redis
+and Redis Cluster."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from sessiontree import JsonlStore, MemoryStore
 from sessiontree.testing.conformance import *  # noqa: F403 (collects the conformance tests)
 
-from .backends import BACKENDS
+from .backends import BACKENDS, redis_store_url
 
 
 @pytest.fixture(params=BACKENDS)
@@ -27,6 +28,10 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
         from sessiontree.stores.sqlite import SqliteStore
 
         backend = SqliteStore.open(tmp_path / "sessions.db")
+    elif kind.startswith("redis"):
+        from sessiontree.stores.redis import RedisStore
+
+        backend = RedisStore.from_url(redis_store_url(request, kind))
     else:
         from sessiontree.stores.postgres import PostgresStore
 

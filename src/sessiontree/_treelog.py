@@ -131,7 +131,8 @@ class TreeLog:
     def url(self) -> str | None:
         """Where the session lives: its file's path, a database address such as
         ``sqlite:///x.db#<id>``, or ``None`` in memory."""
-        return self._log.url if is_indexed(self._log) else self._log.location
+        url: str | None = getattr(self._log, "url", None)  # a store's log has an address
+        return url if url is not None else self._log.location
 
     @property
     def problems(self) -> list[Problem]:

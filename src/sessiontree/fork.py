@@ -260,13 +260,10 @@ def _into_store(session: Session, header: SessionHeader, lines: Sequence[bytes],
                 in_memory: bool, path: str | os.PathLike[str] | None,
                 directory: str | os.PathLike[str] | None) -> Session | None:
     """A fork of a database session goes into the same store (unless told otherwise)."""
-    from .stores.base import is_indexed
-
-    log = session._log
-    if in_memory or path is not None or directory is not None or not is_indexed(log):
+    if in_memory or path is not None or directory is not None:
         return None
-    store = getattr(log, "store", None)
-    if store is None:
+    store: Any = getattr(session._log, "store", None)  # a database's log knows its store
+    if getattr(store, "import_lines", None) is None:  # no store, or one without whole copies
         return None
     make = type(session)
     if not lines:  # decision f: stored at its first entry

@@ -4,6 +4,9 @@
   form: three slashes then the path).
 * ``postgresql://user@host:port/db?schema=NAME`` (or ``postgres://``): a PostgreSQL store;
   ``schema`` is ours (the tables' schema), every other parameter goes to libpq.
+* ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS), or
+  ``redis+cluster://host:port[,host:port...]`` (``rediss+cluster://``) naming a Redis
+  Cluster's seed nodes: a Redis store; ``?prefix=NAME`` is its key prefix.
 * Anything else is a path: a ``.jsonl`` file is one session, a folder a store of them.
 
 A ``#SESSION_ID`` fragment names one session of a database store. Parsing opens nothing.
@@ -20,12 +23,14 @@ from .base import check_session_id
 if TYPE_CHECKING:
     from .jsonl import JsonlStore
     from .postgres import PostgresStore
+    from .redis import RedisStore
     from .sqlite import SqliteStore
 
 __all__ = ["Location", "check_session_id", "is_url", "open_store", "parse_location"]
 
-Kind = Literal["jsonl", "sqlite", "postgres"]
+Kind = Literal["jsonl", "sqlite", "postgres", "redis"]
 _POSTGRES = ("postgresql://", "postgres://")
+_REDIS = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 
 
 class Location(NamedTuple):
@@ -38,7 +43,7 @@ class Location(NamedTuple):
 
 def is_url(text: str | os.PathLike[str]) -> TypeGuard[str]:
     """Whether ``text`` is a database URL rather than a path."""
-    return isinstance(text, str) and text.startswith(("sqlite://", *_POSTGRES))
+    return isinstance(text, str) and text.startswith(("sqlite://", *_POSTGRES, *_REDIS))
 
 
 def parse_location(text: str | os.PathLike[str]) -> Location:
@@ -57,23 +62,26 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
             raise InvalidLocation(f"{text}: an SQLite URL is sqlite:///relative.db or "
                                   "sqlite:////absolute/path.db")
         return Location("sqlite", path[1:], session_id)
+    if base.startswith(_REDIS):
+        return Location("redis", base, session_id)
     return Location("postgres", base, session_id)
 
 
 def open_store(text: str | os.PathLike[str], *, read_only: bool = False, durable: bool = False
-               ) -> JsonlStore | SqliteStore | PostgresStore:
-    """Open the store an address names (a folder of JSONL files, SQLite, PostgreSQL).
+               ) -> JsonlStore | SqliteStore | PostgresStore | RedisStore:
+    """Open the store an address names (a folder of JSONL files, SQLite, PostgreSQL, Redis).
 
     Args:
         text: the address (see the module docstring); a ``#SESSION_ID`` is ignored here.
         read_only: refuse every write.
-        durable: fsync every append (SQLite, JSONL; PostgreSQL commits durably anyway).
+        durable: fsync every append (SQLite, JSONL; PostgreSQL commits durably anyway; Redis
+            waits for a replica).
 
     Raises:
         InvalidLocation: a bad address.
         SessionNotFound: ``read_only`` and the SQLite file does not exist.
         StoreUnavailable: the database cannot be reached.
-        MissingExtra: PostgreSQL without the ``postgres`` extra.
+        MissingExtra: PostgreSQL without the ``postgres`` extra, Redis without ``redis``.
     """
     where = parse_location(text)
     if where.kind == "sqlite":
@@ -84,6 +92,10 @@ def open_store(text: str | os.PathLike[str], *, read_only: bool = False, durable
         from .postgres import PostgresStore
 
         return PostgresStore.from_url(where.store, read_only=read_only)
+    if where.kind == "redis":
+        from .redis import RedisStore
+
+        return RedisStore.from_url(where.store, read_only=read_only, durable=durable)
     from .jsonl import JsonlStore
 
     return JsonlStore(where.store, read_only=read_only, durable=durable)

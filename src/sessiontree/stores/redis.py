@@ -1,0 +1,761 @@
+"""Sessions in Redis or Redis Cluster (redis-py; extra ``[redis]``): :class:`RedisStore`.
+
+Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by default) and
+``{ID}`` the session id as the hash tag, so that every key of a session is in one slot:
+
+* ``P:{ID}:meta``, a hash: the header line and the listing's fields (cwd, created, parent,
+  name, first message, message and entry counts, latest activity, modified time);
+* ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
+* ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
+* ``P:sessions`` and ``P:cwd:<sha1 of the cwd>``, sorted sets: session ids by modified time,
+  what a listing reads instead of the entries.
+
+Invariants:
+* An append is one Lua script on the session's slot: it checks that the session is the one the
+  caller saw (same header line), that every id is new and every parent stored (or earlier in the
+  batch), and only then pushes the lines and updates the counts, so an append lands whole
+  under the leaf its caller saw or not at all. Sending the same batch again (a retry after a
+  lost reply) finds its lines stored and writes nothing.
+* The listing indexes are updated after the session's script, as separate commands (on a
+  cluster they live in other slots): a writer that dies in between leaves the session's row
+  right but its place in the order stale until its next append; a listing reads each row from
+  the session's hash, so names and counts are never stale, and skips ids without one.
+* ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
+  holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
+* Passwords never appear in :attr:`RedisStore.url`, errors or logs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+
+import msgspec
+
+try:
+    import redis
+    from redis import exceptions as rx
+    from redis.backoff import ExponentialBackoff
+    from redis.cluster import ClusterNode, RedisCluster
+    from redis.retry import Retry
+except ImportError as exc:  # pragma: no cover - exercised without the extra installed
+    from ..errors import MissingExtra
+
+    raise MissingExtra("RedisStore requires the 'redis' extra: pip install "
+                       "'sessiontree[redis]'") from exc
+
+from .. import _json
+from .._columns import Columns
+from .._listing import ListingStats, listing_line, listing_row
+from .._scan import FileRecord, Problem, Record, Scanner
+from .._time import iso_to_ms
+from .._treelog import TreeLog
+from ..entries import AnyEntry, SessionHeader
+from ..errors import (
+    ConcurrentModification,
+    DuplicateId,
+    InvalidEntry,
+    InvalidLocation,
+    ReadOnlyStore,
+    SessionNotFound,
+    SessionTreeError,
+    StoreUnavailable,
+)
+from .base import LoadResult, SessionListing, check_session_id
+
+__all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
+
+SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
+_PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
+
+# KEYS: meta, lines, ids. ARGV: mode (create | first | append | import), header line, cwd,
+# created, parent, created ms, message count, first message, activity, name set (0/1), name,
+# n, then n times: id, parent id ('' for none), line.
+_APPEND = """
+local meta, lines, ids = KEYS[1], KEYS[2], KEYS[3]
+local mode, header = ARGV[1], ARGV[2]
+local stored = redis.call('HGET', meta, 'header')
+if mode == 'append' then
+  if not stored then return {'gone'} end
+  if stored ~= header then return {'recreated'} end
+elseif stored and (mode ~= 'first' or stored ~= header) then
+  return {'exists'}
+end
+local n = tonumber(ARGV[12])
+local batch = {}
+local again = 0
+local first_again = nil
+for i = 0, n - 1 do
+  local id, parent, line = ARGV[13 + 3 * i], ARGV[14 + 3 * i], ARGV[15 + 3 * i]
+  local at = redis.call('HGET', ids, id)
+  if batch[id] then return {'dup', id} end
+  if at then
+    if redis.call('LINDEX', lines, tonumber(at) - 1) ~= line then return {'dup', id} end
+    again = again + 1
+    first_again = first_again or tonumber(at)
+  elseif mode ~= 'import' and parent ~= '' and not batch[parent]
+      and redis.call('HEXISTS', ids, parent) == 0 then
+    return {'orphan', id, parent}
+  end
+  batch[id] = true
+end
+if again > 0 then
+  if again < n then return {'dup', ARGV[13]} end
+  return {'ok', first_again, tonumber(redis.call('HGET', meta, 'modified')), 1}
+end
+if not stored then
+  redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
+             'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
+             'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0)
+end
+local first = redis.call('LLEN', lines) + 1
+for i = 0, n - 1 do
+  redis.call('RPUSH', lines, ARGV[15 + 3 * i])
+  redis.call('HSET', ids, ARGV[13 + 3 * i], first + i)
+end
+redis.call('HINCRBY', meta, 'entries', n)
+redis.call('HINCRBY', meta, 'messages', tonumber(ARGV[7]))
+if ARGV[8] ~= '' and redis.call('HGET', meta, 'first') == '' then
+  redis.call('HSET', meta, 'first', ARGV[8])
+end
+local activity = redis.call('HGET', meta, 'activity')
+if ARGV[9] ~= '' and (activity == '' or tonumber(ARGV[9]) > tonumber(activity)) then
+  activity = ARGV[9]
+  redis.call('HSET', meta, 'activity', activity)
+end
+if ARGV[10] == '1' then redis.call('HSET', meta, 'name', ARGV[11]) end
+local old = tonumber(redis.call('HGET', meta, 'modified'))
+local modified = tonumber(redis.call('HGET', meta, 'created_ms')) or 0
+if activity ~= '' and tonumber(activity) > 0 then modified = math.floor(tonumber(activity)) end
+redis.call('HSET', meta, 'modified', modified)
+local changed = 0
+if modified ~= old or not stored then changed = 1 end
+return {'ok', first, modified, changed}
+"""
+
+# KEYS: meta, lines, ids. Returns the session's cwd, or false when there is no session.
+_DELETE = """
+local cwd = redis.call('HGET', KEYS[1], 'cwd')
+if not cwd then return false end
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+return cwd
+"""
+
+_LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
+                   "activity", "modified")
+
+
+def redacted(url: str) -> str:
+    """``url`` without its password (the user name is kept)."""
+    parts = urlsplit(url)
+    netloc = parts.netloc
+    if "@" in netloc:
+        user, hosts = netloc.rsplit("@", 1)
+        name = user.split(":", 1)[0]
+        netloc = f"{name}@{hosts}" if name else hosts
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
+
+
+def cluster_seeds(url: str) -> list[tuple[str, int]]:
+    """The seed nodes a ``redis+cluster://host:port,host:port`` URL names.
+
+    Raises:
+        InvalidLocation: a node without a port, or none at all.
+    """
+    hosts = urlsplit(url).netloc.rsplit("@", 1)[-1]
+    seeds = []
+    for node in filter(None, hosts.split(",")):
+        host, _, port = node.rpartition(":")
+        if not host or not port.isdigit():
+            raise InvalidLocation(f"a cluster node is host:port, not {node!r}", path=redacted(url))
+        seeds.append((host.strip("[]"), int(port)))
+    if not seeds:
+        raise InvalidLocation("a cluster URL names at least one node (host:port)",
+                              path=redacted(url))
+    return seeds
+
+
+def _split_prefix(url: str, prefix: str | None) -> tuple[str, str]:
+    """``(url without our prefix=..., prefix)``; an explicit ``prefix`` wins.
+
+    Raises:
+        InvalidLocation: a prefix that could hold a hash tag or is not plain.
+    """
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    found = [value for key, value in query if key == "prefix"]
+    chosen = prefix if prefix is not None else (found[0] if found else "sessiontree")
+    if not _PREFIX.fullmatch(chosen):
+        raise InvalidLocation(f"not a plain key prefix: {chosen!r} (letters, digits, '.', '_', "
+                              "':' and '-', at most 64; no braces, which would be a hash tag)",
+                              path=redacted(url))
+    rest = urlencode([(k, v) for k, v in query if k != "prefix"])
+    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, "")), chosen
+
+
+def _error(exc: Exception, url: str, *, writing: bool) -> SessionTreeError | None:
+    """The sessiontree error for a redis-py error (``None``: not one we translate)."""
+    reason = " ".join(str(exc).split())
+    if isinstance(exc, rx.NoPermissionError) or (  # in a script: a plain error
+            isinstance(exc, rx.ResponseError) and "user executing the script can't" in reason):
+        if writing:
+            return ReadOnlyStore(f"the server refused a write: {reason}", path=url)
+        return StoreUnavailable(f"the server refused: {reason}", path=url)
+    if isinstance(exc, rx.AuthenticationError):
+        return StoreUnavailable(f"the server refused the credentials: {reason}", path=url)
+    if isinstance(exc, (rx.ConnectionError, rx.TimeoutError, rx.ClusterError, rx.TryAgainError,
+                        rx.ReadOnlyError, rx.RedisClusterException)):
+        return StoreUnavailable(f"the Redis server cannot be used: {reason or type(exc).__name__}"
+                                "; retry when it is back (an append retried is stored once)",
+                                path=url)
+    if isinstance(exc, rx.ResponseError) and reason.startswith("LOADING"):
+        return StoreUnavailable(f"the Redis server is loading its data: {reason}", path=url)
+    return None
+
+
+class RedisStore:
+    """Sessions in Redis (one server) or Redis Cluster. Open with :meth:`from_url`.
+
+    Addresses: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS) and
+    ``redis+cluster://[user[:password]@]host:port[,host:port...]`` (``rediss+cluster://``)
+    naming seed nodes of a cluster; ``?prefix=NAME`` sets the key prefix, other parameters go
+    to redis-py (one server only); ``#ID`` names a session.
+    """
+
+    def __init__(self, url: str, *, prefix: str | None = None, read_only: bool = False,
+                 durable: bool = False, replicas: int = 1, timeout: float = 5.0) -> None:
+        """Connect and check that the server answers.
+
+        Args:
+            url: the address (see the class docstring).
+            prefix: the key prefix (default: the URL's ``prefix=``, else ``sessiontree``).
+            read_only: refuse every write.
+            durable: every append waits until ``replicas`` replicas hold it (``WAIT``).
+            replicas: how many replicas a durable append waits for.
+            timeout: seconds for a connection and a reply; a durable append's ``WAIT`` waits
+                half of it.
+
+        Raises:
+            InvalidLocation: not a Redis address, or a bad prefix.
+            StoreUnavailable: the server cannot be reached or refuses the credentials.
+        """
+        if not url.startswith(SCHEMES):
+            raise InvalidLocation(f"not a Redis address (one of {', '.join(SCHEMES)})",
+                                  path=redacted(url))
+        base, self.prefix = _split_prefix(url, prefix)
+        self._public = redacted(base)
+        self.read_only = read_only
+        self.durable = durable
+        self.replicas = replicas
+        self._timeout = timeout
+        self.cluster = "+cluster://" in base
+        options: dict[str, Any] = {"socket_timeout": timeout,
+                                   "socket_connect_timeout": timeout}
+        try:
+            if self.cluster:
+                parts = urlsplit(base)
+                if parts.path.strip("/"):
+                    raise InvalidLocation("a cluster has no database number (no /db)",
+                                          path=self._public)
+                self._client: Any = RedisCluster(
+                    startup_nodes=[ClusterNode(h, p)  # type: ignore[no-untyped-call]
+                                   for h, p in cluster_seeds(base)],
+                    username=unquote(parts.username) if parts.username else None,
+                    password=unquote(parts.password) if parts.password else None,
+                    ssl=base.startswith("rediss"), require_full_coverage=False,
+                    retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 2), **options)
+            else:
+                self._client = redis.Redis.from_url(base, **options)
+            self._client.ping()
+        except ValueError as exc:
+            raise InvalidLocation(f"not a Redis address: {exc}", path=self._public) from None
+        except rx.RedisError as exc:
+            error = _error(exc, self.url, writing=False)
+            if error is None:
+                raise
+            raise error from None
+        except rx.RedisClusterException as exc:
+            raise StoreUnavailable(f"the Redis cluster cannot be used: {exc}",
+                                   path=self.url) from None
+        self._append_script = self._client.register_script(_APPEND)
+        self._delete_script = self._client.register_script(_DELETE)
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str | None = None, read_only: bool = False,
+                 durable: bool = False, replicas: int = 1, timeout: float = 5.0) -> RedisStore:
+        """The store at ``url``; use it as a context manager. See :meth:`__init__`."""
+        return cls(url, prefix=prefix, read_only=read_only, durable=durable,
+                   replicas=replicas, timeout=timeout)
+
+    @property
+    def url(self) -> str:
+        """The store's address, without its password, with its prefix."""
+        separator = "&" if urlsplit(self._public).query else "?"
+        return f"{self._public}{separator}prefix={self.prefix}"
+
+    def session_url(self, session_id: str) -> str:
+        return f"{self.url}#{session_id}"
+
+    # -- keys and commands ------------------------------------------------------------------
+
+    def keys(self, session_id: str) -> tuple[str, str, str]:
+        """The session's meta, lines and ids keys (one slot: the id is their hash tag)."""
+        tag = f"{self.prefix}:{{{session_id}}}"
+        return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids"
+
+    def _index_keys(self, cwd: str | None) -> list[str]:
+        keys = [f"{self.prefix}:sessions"]
+        if cwd is not None:
+            digest = hashlib.sha1(cwd.encode("utf-8", "surrogatepass")).hexdigest()
+            keys.append(f"{self.prefix}:cwd:{digest}")
+        return keys
+
+    @contextmanager
+    def _errors(self, *, writing: bool = False) -> Iterator[None]:
+        try:
+            yield
+        except (rx.RedisError, rx.RedisClusterException) as exc:
+            error = _error(exc, self.url, writing=writing)
+            if error is None:
+                raise
+            raise error from None
+
+    def _writable(self) -> None:
+        if self.read_only:
+            raise ReadOnlyStore("the store was opened read-only; nothing was written",
+                                path=self.url)
+
+    def _run_append(self, session_id: str, args: list[Any]) -> list[Any]:
+        """The append script on the session's slot (``WAIT`` after it when durable)."""
+        keys = list(self.keys(session_id))
+        with self._errors(writing=True):
+            if not self.cluster:
+                return self._pipelined(self._client, keys, args)
+            node = self._client.get_node_from_key(keys[0])
+            asking = False
+            for attempt in range(10):
+                try:
+                    return self._pipelined(self._client.get_redis_connection(node), keys, args,
+                                           asking=asking)
+                except rx.MovedError:
+                    self._client.nodes_manager.initialize()
+                    node, asking = self._client.get_node_from_key(keys[0]), False
+                except rx.AskError as exc:
+                    node = self._client.get_node(host=exc.host, port=exc.port)
+                    if node is None:
+                        self._client.nodes_manager.initialize()
+                        node = self._client.get_node_from_key(keys[0])
+                    asking = node is not None
+                except rx.TryAgainError:  # a slot half moved: its keys are in two places
+                    time.sleep(0.02 * (attempt + 1))
+                    node, asking = self._client.get_node_from_key(keys[0]), False
+                except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError):
+                    try:
+                        self._client.nodes_manager.initialize()  # learn the failover
+                    except (rx.RedisError, rx.RedisClusterException):
+                        pass
+                    raise
+            raise StoreUnavailable("the cluster kept redirecting the append; retry",
+                                   path=self.session_url(session_id))
+
+    def _pipelined(self, client: Any, keys: list[str], args: list[Any], *,
+                   asking: bool = False) -> list[Any]:
+        """One connection: ``ASKING`` if asked, the script, and ``WAIT`` when durable."""
+        if not self.durable and not asking:
+            return self._append_script(keys=keys, args=args, client=client)  # type: ignore[no-any-return]
+        pipe = client.pipeline(transaction=False)
+        if asking:
+            pipe.execute_command("ASKING")
+        self._append_script(keys=keys, args=args, client=pipe)
+        if self.durable:
+            pipe.execute_command("WAIT", self.replicas, int(self._timeout * 500))
+        replies = pipe.execute(raise_on_error=False)
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        result = replies[1 if asking else 0]
+        if self.durable and replies[-1] < self.replicas and result[0] == b"ok":
+            raise StoreUnavailable(
+                f"the append is on the master but {replies[-1]} of {self.replicas} replica(s) "
+                f"confirmed it within {self._timeout / 2:g}s; retry it (it is stored once)",
+                path=self.url)
+        return result  # type: ignore[no-any-return]
+
+    def _appended(self, session_id: str, mode: str, header_line: bytes,
+                  lines: Sequence[bytes], records: Sequence[Record]) -> int:
+        """Run an append (or a create, or an import) and update the listing's order.
+
+        Returns:
+            The first line's position in the session's list (from 1; where they were already
+            when this is a retry).
+        """
+        header = _json.loads(header_line)
+        if not isinstance(header, dict) or header.get("type") != "session":
+            raise InvalidEntry("the header line is not a session header")
+        cwd, created, parent = (_field(header, "cwd"), _field(header, "timestamp"),
+                                _field(header, "parentSession"))
+        created_ms = iso_to_ms(created) if created else None
+        if mode != "append":
+            self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
+        stats = ListingStats()
+        parsed = [line for line in map(listing_line, lines) if line is not None]
+        stats.add(parsed)
+        named = any(line.type == "session_info" for line in parsed)
+        args: list[Any] = [
+            mode, header_line, _text(cwd), _text(created), _text(parent),
+            "" if created_ms is None else created_ms, stats.messages, _text(stats.first),
+            "" if stats.activity is None else repr(stats.activity), int(named),
+            _text(stats.name or ""), len(lines)]
+        for record, line in zip(records, lines):
+            args += [_text(record.id), _text(record.parent_id or ""), line]
+        reply = self._run_append(session_id, args)
+        status = reply[0].decode()
+        where = self.session_url(session_id)
+        if status == "gone":
+            raise ConcurrentModification("the session was deleted meanwhile; nothing was "
+                                         "written", path=where)
+        if status == "recreated":
+            raise ConcurrentModification("the session was deleted and created again meanwhile;"
+                                         " nothing was written", path=where)
+        if status == "exists":
+            raise DuplicateId(f"session {session_id} is already in this store", path=where)
+        if status == "dup":
+            entry = reply[1].decode()
+            raise DuplicateId(f"id {entry} is already in the session", path=where,
+                              entry_id=entry)
+        if status == "orphan":
+            entry, parent_id = reply[1].decode(), reply[2].decode()
+            raise ConcurrentModification(f"parent {parent_id} of {entry} is not in the session;"
+                                         " nothing was written", path=where, entry_id=entry)
+        first, modified, changed = int(reply[1]), int(reply[2]), bool(reply[3])
+        if changed:
+            self._index(cwd, session_id, modified)
+        return first
+
+    def _index(self, cwd: str, session_id: str, modified: int) -> None:
+        """Raise the session's place in the listing's order to ``modified`` (never lower)."""
+        with self._errors(writing=True):
+            pipe = self._client.pipeline(transaction=False)
+            for key in self._index_keys(cwd):
+                pipe.zadd(key, {session_id: modified}, gt=True)
+            pipe.execute()
+
+    def _query(self, build: Callable[[Any], object]) -> list[Any]:
+        """Commands built on a pipeline (no transaction), their replies."""
+        with self._errors():
+            pipe = self._client.pipeline(transaction=False)
+            build(pipe)
+            return pipe.execute()  # type: ignore[no-any-return]
+
+    # -- the Store protocol ----------------------------------------------------------------------
+
+    def create(self, header: SessionHeader) -> str:
+        """Register a new session (its header); returns its id.
+
+        Raises:
+            DuplicateId: a session with this id exists.
+        """
+        self._writable()
+        session_id = check_session_id(header.id)
+        self._appended(session_id, "create", _json.dumps(header), [], [])
+        return session_id
+
+    def append(self, session_id: str,
+               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
+        """Append entries as they are (typed entries or on-disk dicts; ids and parents kept)."""
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            tree.extend(entries)
+
+    def read(self, session_id: str) -> Iterator[AnyEntry]:
+        """Every entry of a session in append order."""
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            yield from tree.entries()
+
+    def list_sessions(self, *, cwd: str | None = None, limit: int | None = None
+                      ) -> list[SessionListing]:
+        """Sessions newest first, from the listing's sorted set and each session's hash
+        (never from entries): one ``ZREVRANGE`` and one ``HMGET`` per session, pipelined.
+
+        Args:
+            cwd: only the sessions of this working directory.
+            limit: at most this many.
+        """
+        key = self._index_keys(cwd)[-1]
+        with self._errors():
+            ids = [sid.decode() for sid in self._client.zrevrange(
+                key, 0, -1 if limit is None else max(0, limit - 1))] if limit != 0 else []
+        rows = self._query(lambda pipe: [pipe.hmget(self.keys(sid)[0], _LISTING_FIELDS)
+                                         for sid in ids])
+        listings = [self._listing(sid, row) for sid, row in zip(ids, rows) if row[0] is not None]
+        listings.sort(key=lambda item: item.modified_ms, reverse=True)
+        return listings
+
+    def _listing(self, session_id: str, row: Sequence[bytes | None]) -> SessionListing:
+        values = [None if v is None else v.decode("utf-8", "surrogatepass") for v in row]
+        _, cwd, created, parent, name, first, messages, entries, activity, _ = values
+        stats = ListingStats(int(messages or 0), first or "",
+                             float(activity) if activity else None, name or None)
+        fields = {"id": session_id, "cwd": cwd, "timestamp": created,
+                  "parentSession": parent or None}
+        listing = listing_row(fields, stats, self.session_url(session_id), None,
+                              int(entries or 0))
+        if listing.modified_from == "file":  # no file: a header without a time, no message
+            return msgspec.structs.replace(listing, modified_from="created")
+        return listing
+
+    def delete(self, session_id: str) -> None:
+        """Remove a session and its entries (one script on its slot), then its listing rows.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        self._writable()
+        check_session_id(session_id)
+        with self._errors(writing=True):
+            cwd = self._delete_script(keys=list(self.keys(session_id)), client=self._client)
+        if cwd is None:
+            raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+        with self._errors(writing=True):
+            pipe = self._client.pipeline(transaction=False)
+            for key in self._index_keys(cwd.decode("utf-8", "surrogatepass")):
+                pipe.zrem(key, session_id)
+            pipe.execute()
+
+    def close(self) -> None:
+        """Close the connections (idempotent)."""
+        self._client.close()
+
+    def __enter__(self) -> RedisStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- more than the protocol ------------------------------------------------------------------
+
+    def session_ids(self) -> list[str]:
+        """Every listed session id that has a session, sorted."""
+        with self._errors():
+            ids = sorted(sid.decode() for sid in self._client.zrange(self._index_keys(None)[0],
+                                                                     0, -1))
+        found = self._query(lambda pipe: [pipe.exists(self.keys(sid)[0]) for sid in ids])
+        return [sid for sid, there in zip(ids, found) if there]
+
+    def open_log(self, session_id: str) -> RedisLog:
+        """The log of a stored session.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        log = RedisLog(self, check_session_id(session_id))
+        if log.header_line is None:
+            raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+        return log
+
+    def new_log(self, header: SessionHeader) -> RedisLog:
+        """The log of a new session, stored at its first append."""
+        return RedisLog(self, check_session_id(header.id), fetch=False)
+
+    def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
+        """A session's header line and its entry lines in append order, as stored.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        log = self.open_log(session_id)
+        assert log.header_line is not None
+        return log.header_line, iter(log.entry_lines)
+
+    def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
+        """Store a whole session (header and entry lines, exact bytes) in one script.
+
+        Entries may name a parent that is not there (an orphan, as files may hold); ids must
+        be unique.
+
+        Raises:
+            DuplicateId: the session or an entry id exists already.
+            InvalidEntry: a line that is not an entry, or a bad header.
+        """
+        self._writable()
+        header = _json.loads(header_line)
+        session_id = check_session_id(header.get("id") if isinstance(header, dict) else None)
+        records = _envelopes(lines)
+        self._appended(session_id, "import", header_line, lines, records)
+        return session_id
+
+    def follow(self, session_id: str, after: int, *, poll: float = 0.2,
+               stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
+        """The lines appended after the first ``after``, as they land, until ``stop()`` is
+        true when nothing new came (polled every ``poll`` seconds)."""
+        key = self.keys(session_id)[1]
+        while True:
+            with self._errors():
+                fresh = self._client.lrange(key, after, after + 999)
+            after += len(fresh)
+            yield from fresh
+            if not fresh:
+                if stop():
+                    return
+                time.sleep(poll)
+
+
+def _field(header: Mapping[str, Any], key: str) -> str:
+    """A header's text field ('' when missing or not a string)."""
+    value = header.get(key)
+    return value if isinstance(value, str) else ""
+
+
+def _text(value: str) -> bytes:
+    """A text as the hashes keep it: UTF-8, lone surrogates kept (JSON lines may hold them)."""
+    return value.encode("utf-8", "surrogatepass")
+
+
+def _envelopes(lines: Sequence[bytes]) -> list[Record]:
+    """The envelopes of entry lines to store.
+
+    Raises:
+        InvalidEntry: a line that is not an entry.
+    """
+    scanner = Scanner(None)
+    try:
+        return [scanner.entry_record(line, 0) for line in lines]
+    except ValueError as exc:
+        raise InvalidEntry(str(exc)) from None
+
+
+class RedisLog:
+    """One stored session: its lines read with one ``LRANGE`` and kept, later lines fetched as
+    another writer appends them, appends made by the store's script."""
+
+    def __init__(self, store: RedisStore, session_id: str, *, fetch: bool = True) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.header_line: bytes | None = None
+        self.entry_lines: list[bytes] = []
+        self._size = 0  # bytes of the JSONL form so far (the records' offsets)
+        self._pending: list[Record] = []  # lines of other writers met while appending
+        self._pending_problems: list[Problem] = []
+        if fetch:
+            self._fetch_head()
+
+    @property
+    def location(self) -> None:
+        return None
+
+    @property
+    def url(self) -> str:
+        return self.store.session_url(self.session_id)
+
+    @property
+    def lines(self) -> list[bytes]:
+        """The header line and the entry lines read so far (what a listing of this log reads)."""
+        return ([self.header_line] if self.header_line is not None else []) + self.entry_lines
+
+    def _fetch_head(self) -> None:
+        meta, lines, _ = self.store.keys(self.session_id)
+        header, fresh = self.store._query(lambda pipe: (pipe.hget(meta, "header"),
+                                                        pipe.lrange(lines, 0, -1)))
+        self.header_line = header
+        self.entry_lines = list(fresh) if header is not None else []
+
+    def load(self) -> LoadResult:
+        if self.header_line is None:
+            return LoadResult(None, 1, [], [])
+        records = Columns()
+        scanner = Scanner(None, records)
+        scanner.feed(memoryview(self.header_line), 0, True)
+        offset = len(self.header_line) + 1
+        for line in self.entry_lines:
+            scanner.feed(memoryview(line), offset, True)
+            offset += len(line) + 1
+        scanner.finish()
+        self._size = offset
+        scanner.records = []
+        return LoadResult(scanner.header, scanner.header_line, records, scanner.problems)
+
+    def read(self, record: Record) -> bytes:
+        return self.entry_lines[record.line - 2]
+
+    def read_many(self, records: Sequence[Record]) -> list[bytes]:
+        return [self.entry_lines[r.line - 2] for r in records]
+
+    def _scan(self, lines: Sequence[bytes]) -> tuple[list[Record], list[Problem]]:
+        """Records of lines that follow the ones read so far (added to them)."""
+        assert self.header_line is not None
+        scanner = Scanner(None)
+        scanner.start_after_header(_json.loads(self.header_line), 1)
+        scanner.lineno = len(self.entry_lines) + 1
+        for line in lines:
+            scanner.feed(memoryview(line), self._size, True)
+            self._size += len(line) + 1
+            self.entry_lines.append(line)
+        found: list[Record] = list(scanner.records)  # type: ignore[arg-type]  # a plain list
+        return found, list(scanner.problems)
+
+    def begin_append(self) -> LoadResult | None:
+        self.store._writable()
+        if self.header_line is None:
+            self._fetch_head()  # created by another writer meanwhile?
+            if self.header_line is None:
+                return None
+            loaded = self.load()
+            return loaded if loaded.records or loaded.problems or loaded.header else None
+        key = self.store.keys(self.session_id)[1]
+        with self.store._errors():
+            fresh = self.store._client.lrange(key, len(self.entry_lines), -1)
+        records, problems = self._scan(fresh)
+        records = self._pending + records
+        problems = self._pending_problems + problems
+        self._pending, self._pending_problems = [], []
+        if not records and not problems:
+            return None
+        return LoadResult(None, 1, records, problems)
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
+        mode = "append"
+        if self.header_line is None:
+            if header_line is None:
+                raise ValueError("the log has no header and none was given")
+            mode = "first"
+        head = self.header_line or header_line
+        assert head is not None
+        scratch = Scanner(None)
+        records = [scratch.entry_record(line, 0) for line in lines]
+        first = self.store._appended(self.session_id, mode, head, lines, records)
+        if self.header_line is None:
+            self.header_line = head
+            self._size = len(head) + 1
+        if first - 1 > len(self.entry_lines):  # other writers' lines landed before ours
+            key = self.store.keys(self.session_id)[1]
+            with self.store._errors():
+                gap = self.store._client.lrange(key, len(self.entry_lines), first - 2)
+            found, problems = self._scan(gap)
+            self._pending += found
+            self._pending_problems += problems
+        if first - 1 < len(self.entry_lines):  # a retry: our lines were read meanwhile
+            for i, record in enumerate(records):
+                record.line = first + 1 + i
+            stored = {r.id for r in records}
+            self._pending = [r for r in self._pending if r.id not in stored]
+            return records
+        for record, line in zip(records, lines):
+            record.line = len(self.entry_lines) + 2
+            record.offset = self._size
+            self._size += len(line) + 1
+            self.entry_lines.append(line)
+        return records
+
+    def end_append(self) -> None:
+        return None
+
+    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
+        """Lines appended after the last one this log has read, as they land."""
+        return self.store.follow(self.session_id, len(self.entry_lines), poll=poll, stop=stop)
+
+    def close(self) -> None:
+        return None

@@ -1,0 +1,173 @@
+"""Throwaway database servers for the suite: Redis servers and a six-node Redis Cluster started
+from the machine's ``redis-server`` on 127.0.0.1 ports, stopped after. A server that cannot be
+started raises :class:`ServerFailed` with the reason (the fixtures turn it into a failed run,
+never a skip)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+__all__ = ["RedisCluster", "RedisServer", "ServerFailed", "free_port"]
+
+
+class ServerFailed(RuntimeError):
+    """A test server did not start (the message says why)."""
+
+
+def free_port(*, with_bus: bool = False) -> int:
+    """A port nobody listens on (and, ``with_bus``, nor on the port 10000 above it: a cluster
+    node's bus)."""
+    for _ in range(200):
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = int(probe.getsockname()[1])
+        if not with_bus:
+            return port
+        if port + 10000 < 65536:
+            with socket.socket() as bus:
+                try:
+                    bus.bind(("127.0.0.1", port + 10000))
+                except OSError:
+                    continue
+            return port
+    raise ServerFailed("no free port pair on 127.0.0.1")
+
+
+def _binary(name: str) -> str:
+    found = shutil.which(name) or (f"/usr/bin/{name}" if Path(f"/usr/bin/{name}").exists()
+                                   else None)
+    if found is None:
+        raise ServerFailed(f"{name} is not installed (apt-get install redis-server); the Redis "
+                           "tests need it")
+    return found
+
+
+def redis_cli(port: int, *args: str, timeout: float = 30) -> str:
+    """``redis-cli -p PORT ARGS`` on 127.0.0.1; its output.
+
+    Raises:
+        ServerFailed: it failed.
+    """
+    done = subprocess.run([_binary("redis-cli"), "-h", "127.0.0.1", "-p", str(port), *args],
+                          capture_output=True, text=True, timeout=timeout)
+    if done.returncode != 0:
+        raise ServerFailed(f"redis-cli {' '.join(args)} failed: {done.stderr or done.stdout}")
+    return done.stdout
+
+
+class RedisServer:
+    """One ``redis-server`` process on 127.0.0.1 (no persistence unless asked)."""
+
+    def __init__(self, directory: Path, *, port: int | None = None, cluster: bool = False,
+                 extra: Sequence[str] = ()) -> None:
+        self.port = port or free_port(with_bus=cluster)
+        self.directory = directory / str(self.port)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.log = self.directory / "server.log"
+        args = [_binary("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.directory), "--save", "", "--appendonly", "no",
+                "--logfile", str(self.log), "--daemonize", "no"]
+        if cluster:
+            args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                     "--cluster-node-timeout", "1000"]
+        self.process = subprocess.Popen([*args, *extra], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.PIPE, start_new_session=True)
+        self._wait()
+
+    def _wait(self) -> None:
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode() if self.process.stderr else ""
+                log = self.log.read_text() if self.log.exists() else ""
+                raise ServerFailed(f"redis-server on port {self.port} exited with "
+                                   f"{self.process.returncode}: {err}{log[-2000:]}")
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
+                    conn.sendall(b"PING\r\n")
+                    if conn.recv(64).startswith((b"+PONG", b"-NOAUTH")):
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise ServerFailed(f"redis-server on port {self.port} did not answer within 15 s")
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}"
+
+    def kill(self) -> None:
+        """SIGKILL: a crash, not a shutdown."""
+        if self.process.poll() is None:
+            os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait()
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.kill()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
+
+
+class RedisCluster:
+    """Six nodes (three masters, three replicas) made a cluster by ``redis-cli --cluster
+    create``, with a one-second ``cluster-node-timeout`` so that a failover takes seconds."""
+
+    def __init__(self, directory: Path, *, nodes: int = 6) -> None:
+        self.nodes: list[RedisServer] = []
+        try:
+            for _ in range(nodes):
+                self.nodes.append(RedisServer(directory, cluster=True))
+            redis_cli(self.nodes[0].port, "--cluster", "create",
+                      *[f"127.0.0.1:{n.port}" for n in self.nodes],
+                      "--cluster-replicas", "1", "--cluster-yes")
+            self.wait_healthy()
+        except BaseException:
+            self.stop()
+            raise
+
+    @property
+    def url(self) -> str:
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{n.port}" for n in self.nodes[:3])
+
+    def alive(self) -> list[RedisServer]:
+        return [n for n in self.nodes if n.process.poll() is None]
+
+    def masters(self) -> list[RedisServer]:
+        """The live nodes that are masters now."""
+        return [n for n in self.alive()
+                if "role:master" in redis_cli(n.port, "INFO", "replication")]
+
+    def wait_healthy(self, timeout: float = 30) -> None:
+        """Until every live node says the cluster is ok, and every master has a replica."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                states = [redis_cli(n.port, "CLUSTER", "INFO") for n in self.alive()]
+                if all("cluster_state:ok" in s for s in states):
+                    infos = [redis_cli(n.port, "INFO", "replication") for n in self.alive()]
+                    masters = [i for i in infos if "role:master" in i]
+                    if len(masters) == 3 and all("connected_slaves:1" in i for i in masters) \
+                            and all("master_link_status:up" in i for i in infos
+                                    if "role:slave" in i):
+                        return
+            except ServerFailed:
+                pass
+            time.sleep(0.1)
+        raise ServerFailed(f"the Redis cluster was not healthy within {timeout:g} s")
+
+    def stop(self) -> None:
+        for node in self.nodes:
+            node.stop()

@@ -1,0 +1,301 @@
+"""What the Redis store promises beyond the shared suites (which run over it too): one session
+in one slot, appends that land where their caller saw the leaf or not at all, a listing that
+never reads entries, addresses that keep passwords out of sight, prefixes, read-only stores,
+and copies through one server and a cluster that give back the same bytes."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import uuid
+from pathlib import Path
+
+import pytest
+import redis
+from redis.crc import key_slot
+
+from sessiontree import Session, UserMessage
+from sessiontree.entries import SessionHeader
+from sessiontree.errors import (
+    ConcurrentModification,
+    DuplicateId,
+    InvalidLocation,
+    ReadOnlyStore,
+    StoreUnavailable,
+)
+from sessiontree.stores.redis import RedisStore, cluster_seeds, redacted
+from sessiontree.stores.url import open_store, parse_location
+from sessiontree.testing.generate import generate_folder
+from sessiontree._json import dumps
+from sessiontree._scan import Scanner
+from sessiontree._time import iso_now, uuid7
+
+from .backends import redis_store_url
+from .test_storage_cli import run
+
+KINDS = ["redis", "redis-cluster"]
+
+
+@pytest.fixture(params=KINDS)
+def store_url(request: pytest.FixtureRequest) -> str:
+    return redis_store_url(request, request.param)
+
+
+@pytest.fixture
+def store(store_url: str) -> RedisStore:
+    with RedisStore.from_url(store_url) as opened:
+        yield opened
+
+
+def test_addresses_parse_and_keep_the_session_id() -> None:
+    assert parse_location("redis://h:1/2?prefix=app#s-1") == ("redis", "redis://h:1/2?prefix=app",
+                                                             "s-1")
+    assert parse_location("rediss+cluster://u:p@a:1,b:2#x") == (
+        "redis", "rediss+cluster://u:p@a:1,b:2", "x")
+    assert cluster_seeds("redis+cluster://u:p%23w@a:1,[::1]:2") == [("a", 1), ("::1", 2)]
+    with pytest.raises(InvalidLocation):
+        cluster_seeds("redis+cluster://a,b:2")
+    with pytest.raises(InvalidLocation, match="prefix"):
+        RedisStore.from_url("redis://127.0.0.1:1?prefix=a{b}")
+    with pytest.raises(InvalidLocation):
+        parse_location("redis://h/0#a/b")
+
+
+def test_every_key_of_a_session_is_in_its_slot(store: RedisStore) -> None:
+    session = Session.create(cwd="/w", store=store)
+    session.append_message(UserMessage.of("one"))
+    session.set_name("n")
+    slots = {key_slot(key.encode()) for key in store.keys(session.id)}
+    assert len(slots) == 1
+    prefix_keys = [k.decode() for k in _all_keys(store)]
+    assert sorted(k for k in prefix_keys if session.id in k) == sorted(store.keys(session.id))
+    session.close()
+
+
+def _all_keys(store: RedisStore) -> list[bytes]:
+    if store.cluster:
+        found: list[bytes] = []
+        for node in store._client.get_primaries():
+            found += store._client.get_redis_connection(node).keys(f"{store.prefix}:*")
+        return found
+    return list(store._client.keys(f"{store.prefix}:*"))
+
+
+def test_sessions_spread_over_the_masters(request: pytest.FixtureRequest) -> None:
+    with RedisStore.from_url(redis_store_url(request, "redis-cluster")) as store:
+        counts: dict[str, int] = {}
+        for _ in range(300):
+            session_id = store.create(SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w"))
+            node = store._client.get_node_from_key(store.keys(session_id)[0])
+            counts[node.name] = counts.get(node.name, 0) + 1
+        assert len(counts) == 3 and min(counts.values()) > 50
+
+
+def test_an_append_lands_under_the_leaf_its_caller_saw(store: RedisStore) -> None:
+    writer = Session.create(cwd="/w", store=store)
+    root = writer.append_message(UserMessage.of("root"))
+    other = Session(store.open_log(writer.id))
+    theirs = other.append_message(UserMessage.of("theirs"))
+    mine = writer.append_message(UserMessage.of("mine"))  # under root: the leaf it saw
+    again = Session(store.open_log(writer.id))
+    assert again.entry(mine).parent_id == root and again.entry(theirs).parent_id == root
+    assert theirs in writer and len(writer) == len(again) == 3
+    assert [e.id for e in store.read(writer.id)] == [root, theirs, mine]
+    for s in (writer, other, again):
+        s.close()
+
+
+def test_deleted_or_recreated_sessions_refuse_the_append(store: RedisStore) -> None:
+    header = SessionHeader(id=uuid7(), timestamp="2025-01-01T00:00:00.000Z", cwd="/w")
+    store.create(header)
+    writer = Session(store.open_log(header.id))
+    writer.append_message(UserMessage.of("kept"))
+    store.delete(header.id)
+    with pytest.raises(ConcurrentModification, match="deleted"):
+        writer.append_message(UserMessage.of("lost?"))
+    store.create(SessionHeader(id=header.id, timestamp="2025-02-02T00:00:00.000Z", cwd="/w"))
+    with pytest.raises(ConcurrentModification, match="created again"):
+        writer.append_message(UserMessage.of("lost?"))
+    assert list(store.read(header.id)) == []
+    with pytest.raises(DuplicateId):
+        store.create(header)
+    writer.close()
+
+
+def test_ids_never_repeat_and_a_retried_batch_is_stored_once(store: RedisStore) -> None:
+    session_id = store.create(SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w"))
+    entry = {"type": "message", "id": "aaaa0001", "parentId": None,
+             "timestamp": "2025-01-01T00:00:00.000Z",
+             "message": {"role": "user", "content": "hi", "timestamp": 1}}
+    log = store.open_log(session_id)
+    raw = dumps(entry)
+    record = Scanner(None).entry_record(raw, 0)
+    assert store._appended(session_id, "append", log.header_line, [raw], [record]) == 1
+    # the same batch again (a retry after a lost reply): stored once
+    assert store._appended(session_id, "append", log.header_line, [raw], [record]) == 1
+    changed = dumps({**entry, "message": {"role": "user", "content": "other"}})
+    with pytest.raises(DuplicateId, match="aaaa0001"):
+        store._appended(session_id, "append", log.header_line, [changed],
+                        [Scanner(None).entry_record(changed, 0)])
+    assert [e.id for e in store.read(session_id)] == ["aaaa0001"]
+
+
+def test_eight_writers_on_one_session_lose_nothing(store: RedisStore) -> None:
+    first = Session.create(cwd="/w", store=store)
+    first.append_message(UserMessage.of("start"))
+    made: list[str] = []
+    lock = threading.Lock()
+
+    def write(k: int) -> None:
+        with Session(store.open_log(first.id)) as mine:
+            for i in range(25):
+                entry = mine.append_message(UserMessage.of(f"w{k} {i}"))
+                with lock:
+                    made.append(entry)
+
+    threads = [threading.Thread(target=write, args=(k,)) for k in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = [e.id for e in store.read(first.id)]
+    assert len(stored) == len(set(stored)) == 201 and set(made) <= set(stored)
+    listing = store.list_sessions()[0]
+    assert (listing.entry_count, listing.message_count) == (201, 201)
+    first.close()
+
+
+def test_the_listing_reads_no_entry(store: RedisStore) -> None:
+    sessions = []
+    for k, cwd in enumerate(["/a", "/b", "/a"]):
+        s = Session.create(cwd=cwd, store=store)
+        s.append_message(UserMessage.of(f"first {k}"))
+        s.append_message(UserMessage.of(f"second {k}"))
+        s.set_name(f"name {k}")
+        sessions.append(s)
+    for s in sessions:  # the entries go: a listing that read them would change
+        store._client.delete(store.keys(s.id)[1], store.keys(s.id)[2])
+    rows = store.list_sessions()
+    assert [r.id for r in rows] == [s.id for s in reversed(sessions)]
+    assert [(r.name, r.first_message, r.message_count, r.entry_count) for r in rows] == [
+        (f"name {k}", f"first {k}", 2, 3) for k in (2, 1, 0)]
+    assert [r.id for r in store.list_sessions(cwd="/a")] == [sessions[2].id, sessions[0].id]
+    assert [r.id for r in store.list_sessions(limit=1)] == [sessions[2].id]
+    for s in sessions:
+        s.close()
+
+
+def test_a_writer_that_dies_before_the_listing_leaves_a_stale_order(store: RedisStore) -> None:
+    old = Session.create(cwd="/w", store=store)
+    old.append_message(UserMessage.of("old"))
+    new = Session.create(cwd="/w", store=store)
+    new.append_message(UserMessage.of("new"))
+    index = f"{store.prefix}:sessions"
+    score = store._client.zscore(index, old.id)
+    old.append_message(UserMessage.of("latest"))
+    store._client.zadd(index, {old.id: score})  # as if the writer died before the listing
+    rows = store.list_sessions()
+    assert rows[0].id == old.id and rows[0].message_count == 2  # every row is read whole
+    assert [r.id for r in store.list_sessions(limit=1)] == [new.id]  # the order is stale
+    old.append_message(UserMessage.of("again"))  # the next append puts it right
+    assert [r.id for r in store.list_sessions(limit=1)] == [old.id]
+    old.close()
+    new.close()
+
+
+def test_prefixes_keep_applications_apart(store_url: str) -> None:
+    base = store_url.partition("?")[0]
+    with RedisStore.from_url(base, prefix=f"a{uuid.uuid4().hex[:8]}") as one, \
+            RedisStore.from_url(base, prefix=f"b{uuid.uuid4().hex[:8]}") as two:
+        session = Session.create(cwd="/w", store=one)
+        session.append_message(UserMessage.of("one's"))
+        assert one.session_ids() == [session.id] and two.session_ids() == []
+        assert two.list_sessions() == []
+        session.close()
+
+
+def test_a_read_only_store_refuses_every_write(store_url: str) -> None:
+    with RedisStore.from_url(store_url) as store:
+        session = Session.create(cwd="/w", store=store)
+        session.append_message(UserMessage.of("kept"))
+        session.close()
+    with open_store(store_url, read_only=True) as store:
+        reader = Session(store.open_log(session.id))
+        assert len(reader) == 1
+        for write in (lambda: reader.append_message(UserMessage.of("no")),
+                      lambda: store.delete(session.id),
+                      lambda: store.create(SessionHeader(id=uuid7(), timestamp=iso_now(),
+                                                         cwd="/w")),
+                      lambda: store.import_lines(b'{"type":"session","id":"x1"}', [])):
+            with pytest.raises(ReadOnlyStore):
+                write()
+        assert store.session_ids() == [session.id] and len(list(store.read(session.id))) == 1
+
+
+def test_passwords_never_show(redis_server: str, tmp_path: Path,
+                              caplog: pytest.LogCaptureFixture) -> None:
+    from .servers import RedisServer
+
+    secret = "s3cr3t-pa55"
+    server = RedisServer(tmp_path, extra=["--requirepass", secret])
+    try:
+        caplog.set_level(logging.DEBUG)
+        url = f"redis://default:{secret}@127.0.0.1:{server.port}/0?prefix=p"
+        with RedisStore.from_url(url) as store:
+            session = Session.create(cwd="/w", store=store)
+            session.append_message(UserMessage.of("hi"))
+            assert secret not in store.url and secret not in (session.url or "")
+            assert store.url.startswith(f"redis://default@127.0.0.1:{server.port}/0")
+            session.close()
+        with pytest.raises(StoreUnavailable) as refused:
+            RedisStore.from_url(url.replace(secret, "wrong-" + secret))
+        assert secret not in str(refused.value) and "credentials" in str(refused.value)
+        admin = redis.Redis(port=server.port, password=secret)
+        admin.execute_command("ACL", "SETUSER", "reader", "on", f">{secret}", "~*", "+@read",
+                              "+ping", "+evalsha", "+eval", "+script")
+        admin.close()
+        reader_url = f"redis://reader:{secret}@127.0.0.1:{server.port}/0?prefix=p"
+        with RedisStore.from_url(reader_url) as store:  # the server refuses its writes
+            assert store.session_ids() == [session.id]
+            with pytest.raises(ReadOnlyStore, match="refused a write") as refused_write:
+                Session(store.open_log(session.id)).append_message(UserMessage.of("no"))
+            assert secret not in str(refused_write.value)
+        server.kill()
+        with pytest.raises(StoreUnavailable) as down:
+            RedisStore.from_url(url, timeout=1)
+        assert secret not in str(down.value)
+        assert secret not in caplog.text
+        assert secret not in redacted(f"rediss+cluster://u:{secret}@a:1,b:2")
+    finally:
+        server.stop()
+
+
+def test_durable_appends_wait_for_a_replica(request: pytest.FixtureRequest,
+                                             redis_server: str) -> None:
+    with RedisStore.from_url(redis_store_url(request, "redis-cluster"), durable=True) as store:
+        session = Session.create(cwd="/w", store=store)
+        session.append_message(UserMessage.of("on two machines"))
+        session.close()
+    # one server has no replica: a durable append says so, and stays retryable
+    with RedisStore.from_url(redis_store_url(request, "redis"), durable=True,
+                             timeout=0.2) as alone:
+        session = Session.create(cwd="/w", store=alone)
+        with pytest.raises(StoreUnavailable, match="replica"):
+            session.append_message(UserMessage.of("on one"))
+        session.close()
+
+
+def test_copy_through_one_server_and_a_cluster_gives_back_the_same_files(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    made = generate_folder(tmp_path / "pi", 4, seed=9, min_entries=20, max_entries=300)
+    single, cluster = redis_store_url(request, "redis"), redis_store_url(request, "redis-cluster")
+    code, out, err = run("copy", str(tmp_path / "pi"), single)
+    assert code == 0 and "copied 4 session(s)" in out, err
+    assert run("copy", single, cluster)[0] == 0
+    back = tmp_path / "back"
+    assert run("copy", cluster, str(back))[0] == 0
+    for session in made:
+        original = Path(session.path)
+        assert (back / original.name).read_bytes() == original.read_bytes()
+    code, out, _ = run("copy", str(tmp_path / "pi"), cluster)
+    assert code == 0 and "copied 0 session(s)" in out and "4 already there" in out
