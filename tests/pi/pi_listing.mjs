@@ -13,6 +13,7 @@
 //   node pi_listing.mjs PI_NODE_MODULES fork FILE LEAF  -> {header, file}: createBranchedSession(LEAF) of
 //                                                          SessionManager.open(FILE)
 //   node pi_listing.mjs PI_NODE_MODULES forkfrom FILE CWD DIR -> {header, file}: forkFrom(FILE, CWD, DIR)
+//   node pi_listing.mjs PI_NODE_MODULES context FILE... -> [buildSessionContext().messages] of each FILE
 //   node pi_listing.mjs PI_NODE_MODULES usage FILE      -> getUsageCostBreakdown(open(FILE).getEntries())
 //                                                          (pi 1.5.2: its session totals by model)
 // Dates are printed as epoch milliseconds.
@@ -56,6 +57,8 @@ if (command === "list") {
 	const [file, cwd, dir] = args;
 	const forked = SessionManager.forkFrom(file, cwd, dir).getSessionFile();
 	process.stdout.write(JSON.stringify({ file: forked, header: header(forked) }));
+} else if (command === "context") {
+	process.stdout.write(JSON.stringify(args.map((file) => SessionManager.open(file).buildSessionContext().messages)));
 } else if (command === "usage") {
 	const { getUsageCostBreakdown } = await import(pathToFileURL(join(dist, "core", "usage-totals.js")).href);
 	process.stdout.write(JSON.stringify(getUsageCostBreakdown(SessionManager.open(args[0]).getEntries())));

@@ -11,6 +11,7 @@ from . import (  # noqa: F401  (each registers its commands)
     imports,
     navigate,
     ops,
+    redact,
     search,
     storage,
 )

@@ -26,6 +26,7 @@ from datetime import date, datetime
 from typing import Any, TypeVar, overload
 
 from .. import _json
+from .._listing import ListingStats, listing_line
 from .._scan import Record
 from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
 from .._treelog import TreeLog, current_branch
@@ -222,6 +223,39 @@ class SqlStore(ABC):
             for name in ("delete_search", "delete_search_keys", "delete_entries",
                          "delete_session"):
                 conn.execute(self.dialect[name], params)
+
+    def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
+        """Replace the stored line of one entry (same id and parent: the tree is unchanged) and
+        recount the session's listing row, in one transaction; then :meth:`_scrub`, so that
+        the database keeps no copy of the old line where it can help it.
+
+        Raises:
+            SessionNotFound: no such session or entry.
+        """
+        self._writable()
+        check_session_id(session_id)
+        d = self.dialect
+        params = {"sid": session_id}
+        with self._transaction() as conn:
+            row = conn.execute(d["lock"], params).fetchone()
+            if row is None:
+                raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+            changed = conn.execute(d["replace_line"], {**params, "id": d.key(entry_id, entry_id),
+                                                       "line": line})
+            if changed.rowcount != 1:
+                raise SessionNotFound(f"no entry {entry_id} in session {session_id}",
+                                      path=self.url)
+            state = SessionState.from_row(row)
+            state.stats = ListingStats(count_usage=False)
+            lines = [bytes(found) for (found,) in conn.execute(
+                d["all_lines"], {**params, "seq": 0, "limit": 2**62}).fetchall()]
+            state.stats.add(filter(None, map(listing_line, lines)))
+            conn.execute(d["update_session"], state.params(d))
+        self._scrub()
+
+    def _scrub(self) -> None:
+        """After a line was replaced: what the database needs so that the old bytes are not
+        kept (free pages, old row versions); nothing by default."""
 
     def __enter__(self) -> SqlStore:
         return self

@@ -243,6 +243,7 @@ _STATEMENTS = {
     "ids": "SELECT session_id FROM sessiontree_sessions ORDER BY session_id",
     "delete_entries": "DELETE FROM sessiontree_entries WHERE session_id = :sid",
     "delete_session": "DELETE FROM sessiontree_sessions WHERE session_id = :sid",
+    "replace_line": "UPDATE sessiontree_entries SET line = :line WHERE session_id = :sid AND id = :id",
     "notify": "SELECT pg_notify('sessiontree', :sid)",
 }
 

@@ -302,6 +302,13 @@ class PostgresStore(SqlStore):
         with self._errors(), self._connection() as conn, conn.transaction():
             yield conn
 
+    def _scrub(self) -> None:
+        """Old row versions of a replaced line are vacuumed away at once (not left until
+        autovacuum); the table's TOAST data is vacuumed with it."""
+        with self._errors(), self._reading() as conn:
+            conn.execute("VACUUM sessiontree_entries")
+            conn.execute("VACUUM sessiontree_sessions")
+
     def _wait_for_change(self, session_id: str, timeout: float) -> None:
         with self._errors():
             listener = self._listen()

@@ -141,6 +141,22 @@ class SqliteStore(SqlStore):
                 raise
             conn.execute("COMMIT")
 
+    def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
+        """As :meth:`SqlStore.replace_line`, with SQLite's ``secure_delete`` on meanwhile (the
+        old line's bytes are overwritten with zeros, not left in free space), and the
+        write-ahead log checkpointed and truncated after."""
+        with self._reading() as conn:
+            conn.execute("PRAGMA secure_delete = ON")
+        try:
+            super().replace_line(session_id, entry_id, line)
+        finally:
+            with self._reading() as conn:
+                conn.execute("PRAGMA secure_delete = OFF")
+
+    def _scrub(self) -> None:
+        with self._errors(), self._reading() as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
     def close(self) -> None:
         """Close the connection (idempotent)."""
         with self._lock:
