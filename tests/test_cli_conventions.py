@@ -202,6 +202,7 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
         "verify": ["verify", file],
         "repair": ["repair", file],
         "label": ["label", file, "leaf", "x"],
+        "redact": ["redact", file, user, "--purge"],
         "checkout": ["checkout", file, user],
         "fork": ["fork", file, "-o", str(tmp_path / "forked.jsonl")],
         "pop": ["pop", file],
