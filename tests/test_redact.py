@@ -16,6 +16,7 @@ from sessiontree import EntryNotFound, InvalidEntry, Session, UserMessage, list_
 from sessiontree._json import loads
 from sessiontree.cli import cli
 from sessiontree.redact import PurgeError, context_edit, purge, redact
+from sessiontree.search import search_sessions
 from sessiontree.testing.pi import run_node_script
 
 from .backends import Backend, reopen, stored_lines
@@ -75,6 +76,10 @@ def test_redact_appends_pi_1_5s_context_edit(backend: Backend, tmp_path: Path, p
         context_edit(session, ids["ask"], {"content": 1})  # type: ignore[arg-type]
 
 
+def search(word: str, store: str | Path) -> list[Any]:
+    return search_sessions(str(store), word)
+
+
 def secret_bytes(backend: Backend, session: Session) -> list[str]:
     """Where the secret is still stored: files of the folder (sessions, indexes), the SQLite
     database and its log, PostgreSQL's rows."""
@@ -85,7 +90,10 @@ def secret_bytes(backend: Backend, session: Session) -> list[str]:
             found = [f"entry {row[0]}" for row in rows.fetchall()]
             rows = conn.execute("SELECT session_id FROM sessiontree_sessions WHERE session_id = %s "
                                 "AND first_message LIKE %s", (session.id, f"%{SECRET}%"))
-            return found + [f"listing {row[0]}" for row in rows.fetchall()]
+            found += [f"listing {row[0]}" for row in rows.fetchall()]
+            rows = conn.execute("SELECT seq FROM sessiontree_search WHERE session_id = %s AND "
+                                "array_to_string(words, ' ') LIKE %s", (session.id, "%hunter2%"))
+            return found + [f"search row {row[0]}" for row in rows.fetchall()]
     return [str(path) for path in backend.tmp_path.rglob("*")
             if path.is_file() and SECRET.encode() in path.read_bytes()]
 
@@ -97,6 +105,9 @@ def test_purge_replaces_the_stored_content_in_place(backend: Backend, tmp_path: 
     ids = conversation(session)
     if session.file is not None:
         list_sessions(Path(session.file).parent)  # an index holding the first user message
+        assert search(SECRET.split("-")[0], Path(session.file).parent)  # a search index too
+    else:
+        assert session.url is not None and search(SECRET.split("-")[0], session.url.split("#")[0])
     assert secret_bytes(backend, session)
     redact(session, ids["ask"])
     redact(session, ids["answer"], "(hidden)")
@@ -129,6 +140,8 @@ def test_purge_replaces_the_stored_content_in_place(backend: Backend, tmp_path: 
         (tmp_path / "before.jsonl").unlink()
         (tmp_path / "after.jsonl").unlink()
         assert secret_bytes(backend, purged) == []
+        where = str(Path(purged.file).parent) if purged.file else (purged.url or "").split("#")[0]
+        assert [hit for hit in search(SECRET.split("-")[0], where) if hit.session_id == purged.id] == []
 
 
 def test_purge_needs_an_edit_and_the_command_does_both(tmp_path: Path, pi15: Pi) -> None:

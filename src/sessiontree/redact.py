@@ -11,8 +11,8 @@ Invariants:
   content its latest edit on the current branch gives it (empty when the edit omits it), so
   the context from the leaf is the same before and after; its id, parent and every other
   field keep their values, every other line keeps its bytes. A file is replaced atomically
-  under the writer's lock with no backup copy (and the folder's listing index, which may hold
-  the first user message, is dropped); a database changes the line and the session's listing
+  under the writer's lock with no backup copy (and the folder's listing and search indexes,
+  which may hold its text, are dropped); a database changes the line and the session's listing
   row in one transaction, then scrubs what it can of the old bytes
   (:meth:`~sessiontree.stores._sql.SqlStore.replace_line`).
 """
@@ -152,6 +152,8 @@ def purge(location: str | os.PathLike[str], target_id: str, *,
 
 def _purge_file(path: str, target_id: str, old: bytes, new: bytes, lock_timeout: float) -> None:
     from .stores._jsonl_listing import INDEX_NAME
+    from .stores._jsonl_search import CACHE_DIR
+    from .stores._jsonl_search import INDEX_NAME as SEARCH_INDEX
 
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -167,8 +169,13 @@ def _purge_file(path: str, target_id: str, old: bytes, new: bytes, lock_timeout:
         _fs.atomic_write(path, b"\n".join(lines))
     finally:
         os.close(fd)  # and with it the lock
-    index = os.path.join(os.path.dirname(os.path.abspath(path)), INDEX_NAME)
-    try:
-        os.unlink(index)  # a cache that may hold the first user message: rebuilt when listed
-    except FileNotFoundError:
-        pass
+    folder = os.path.dirname(os.path.abspath(path))
+    caches = [os.path.join(folder, INDEX_NAME)]  # the listing's: it may hold the first message
+    for where in (folder, os.path.dirname(folder)):  # the search index: of the folder or root
+        search = os.path.join(where, CACHE_DIR, SEARCH_INDEX)
+        caches += [search, search + "-wal", search + "-shm", search + "-journal"]
+    for cache in caches:  # caches, never sources: rebuilt when next listed or searched
+        try:
+            os.unlink(cache)
+        except FileNotFoundError:
+            pass

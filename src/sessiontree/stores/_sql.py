@@ -225,8 +225,8 @@ class SqlStore(ABC):
                 conn.execute(self.dialect[name], params)
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
-        """Replace the stored line of one entry (same id and parent: the tree is unchanged) and
-        recount the session's listing row, in one transaction; then :meth:`_scrub`, so that
+        """Replace the stored line of one entry (same id and parent: the tree is unchanged),
+        recount the session's listing row and build its search rows again, in one transaction; then :meth:`_scrub`, so that
         the database keeps no copy of the old line where it can help it.
 
         Raises:
@@ -251,6 +251,7 @@ class SqlStore(ABC):
                 d["all_lines"], {**params, "seq": 0, "limit": 2**62}).fetchall()]
             state.stats.add(filter(None, map(listing_line, lines)))
             conn.execute(d["update_session"], state.params(d))
+            self._drive(reindex_flow(session_id, d), conn)  # no search row keeps the old text
         self._scrub()
 
     def _scrub(self) -> None:

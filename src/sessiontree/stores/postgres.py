@@ -306,8 +306,8 @@ class PostgresStore(SqlStore):
         """Old row versions of a replaced line are vacuumed away at once (not left until
         autovacuum); the table's TOAST data is vacuumed with it."""
         with self._errors(), self._reading() as conn:
-            conn.execute("VACUUM sessiontree_entries")
-            conn.execute("VACUUM sessiontree_sessions")
+            for table in ("sessiontree_entries", "sessiontree_sessions", "sessiontree_search"):
+                conn.execute(f"VACUUM {table}")
 
     def _wait_for_change(self, session_id: str, timeout: float) -> None:
         with self._errors():

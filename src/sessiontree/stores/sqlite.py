@@ -154,7 +154,10 @@ class SqliteStore(SqlStore):
                 conn.execute("PRAGMA secure_delete = OFF")
 
     def _scrub(self) -> None:
+        """The search index's segments merged (FTS5 keeps a deleted row's words until then),
+        then the write-ahead log checkpointed and truncated."""
         with self._errors(), self._reading() as conn:
+            conn.execute("INSERT INTO sessiontree_search (sessiontree_search) VALUES ('optimize')")
             conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def close(self) -> None:
