@@ -203,6 +203,7 @@ def _commands(tmp_path: Path) -> dict[str, list[str]]:
         "repair": ["repair", file],
         "label": ["label", file, "leaf", "x"],
         "redact": ["redact", file, user, "--purge"],
+        "search": ["search", "test", str(tmp_path / "demo")],
         "checkout": ["checkout", file, user],
         "fork": ["fork", file, "-o", str(tmp_path / "forked.jsonl")],
         "pop": ["pop", file],
