@@ -30,6 +30,8 @@ if TYPE_CHECKING:
         AnyEntry,
         BranchSummary,
         Compaction,
+        ContextEdit,
+        ContextReplacement,
         Custom,
         CustomMessageEntry,
         Entry,
@@ -41,6 +43,7 @@ if TYPE_CHECKING:
         SessionInfo,
         ThinkingLevelChange,
         UnknownEntry,
+        UsageEntry,
     )
     from .addressing import resolve_entry
     from .errors import (
@@ -92,9 +95,12 @@ if TYPE_CHECKING:
         Cost,
         CustomMessage,
         ImageContent,
+        SystemMessage,
         TextContent,
         ThinkingContent,
         ToolCall,
+        ToolDeclaration,
+        ToolReference,
         ToolResultMessage,
         UnknownMessage,
         Usage,
@@ -136,9 +142,9 @@ _MODULES = {
     "context": (
         "ModelRef SessionContext build_context convert_to_llm"),
     "entries": (
-        "CURRENT_VERSION AnyEntry BranchSummary Compaction Custom CustomMessageEntry Entry "
-        "FileDetails Label MessageEntry ModelChange SessionHeader SessionInfo "
-        "ThinkingLevelChange UnknownEntry"),
+        "CURRENT_VERSION AnyEntry BranchSummary Compaction ContextEdit ContextReplacement Custom "
+        "CustomMessageEntry Entry FileDetails Label MessageEntry ModelChange SessionHeader "
+        "SessionInfo ThinkingLevelChange UnknownEntry UsageEntry"),
     "addressing": (
         "resolve_entry"),
     "errors": (
@@ -152,8 +158,9 @@ _MODULES = {
         "HookWarning OperationCancelled TreeEvent TreePreparation"),
     "messages": (
         "AgentMessage AssistantMessage BashExecutionMessage BranchSummaryMessage "
-        "CompactionSummaryMessage Cost CustomMessage ImageContent TextContent ThinkingContent "
-        "ToolCall ToolResultMessage UnknownMessage Usage UserMessage validate_message"),
+        "CompactionSummaryMessage Cost CustomMessage ImageContent SystemMessage TextContent "
+        "ThinkingContent ToolCall ToolDeclaration ToolReference ToolResultMessage UnknownMessage "
+        "Usage UserMessage validate_message"),
     "migrate": (
         "MigrationResult migrate_file"),
     "session": (
@@ -266,6 +273,8 @@ __all__ = [
     "Compaction",
     "CompactionSummaryMessage",
     "ConcurrentModification",
+    "ContextEdit",
+    "ContextReplacement",
     "CorruptHeader",
     "CorruptLine",
     "Cost",
@@ -302,10 +311,13 @@ __all__ = [
     "SessionNotFound",
     "SessionTreeError",
     "Store",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "ThinkingLevelChange",
     "ToolCall",
+    "ToolDeclaration",
+    "ToolReference",
     "ToolResultMessage",
     "TreeNode",
     "UnknownEntry",
@@ -313,6 +325,7 @@ __all__ = [
     "UnsupportedVersion",
     "WriteFailed",
     "Usage",
+    "UsageEntry",
     "UserMessage",
     "build_context",
     "convert_to_llm",

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["dumps", "js_number", "loads", "JSONError"]
+__all__ = ["dumps", "is_index_key", "js_number", "loads", "JSONError"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -37,6 +37,11 @@ _INDEX_KEY = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
 _NEEDS_ESCAPE = re.compile("[\"\\\\\x00-\x1f\ud800-\udfff]")
+
+
+def is_index_key(key: str) -> bool:
+    """Whether JavaScript lists this object key first (an array index: "0" to "4294967294")."""
+    return bool(_INDEX_KEY.match(key)) and int(key) < 4294967295
 
 
 def js_number(x: float) -> str:
@@ -104,8 +109,7 @@ def _dump_py(value: Any) -> str:
         return js_number(value)
     if isinstance(value, dict):
         items = list(value.items())
-        index_keys = [(int(k), k, v) for k, v in items
-                      if _INDEX_KEY.match(k) and int(k) < 4294967295]
+        index_keys = [(int(k), k, v) for k, v in items if is_index_key(k)]
         if index_keys:
             taken = {k for _, k, _ in index_keys}
             items = [(k, v) for _, k, v in sorted(index_keys)] + \

@@ -1,12 +1,20 @@
-"""Building the model context from a root-to-leaf path, exactly as pi's ``buildSessionContext``.
+"""Building the model context from a root-to-leaf path, exactly as pi 1.5.2's
+``buildSessionContext`` (which agrees with pi 0.73.1's on every file 0.73.1 could write).
 
-Rules (format-spec.md section 10): over the whole path the last ``thinking_level_change`` sets the
-thinking level (default ``"off"``) and the later of ``model_change`` and assistant messages sets
-the model. Without a compaction every path entry emits its message; with one, the last
-compaction's summary comes first, then the path entries before it starting at its
-``firstKeptEntryId`` (none if that id is not there), then everything after it. Message entries
-emit their stored message unchanged; ``custom_message`` and non-empty ``branch_summary`` entries
-emit synthesized messages; everything else emits nothing.
+Rules (format-spec.md section 10, FORMAT-pi1.md): over the whole path the last
+``thinking_level_change`` sets the thinking level (default ``"off"``) and the later of
+``model_change`` and assistant messages sets the model. The *context entries* are the path
+without a compaction; with one, the last compaction, then the path entries before it starting
+at its ``firstKeptEntryId`` (none if that id is not there) less their system messages, then
+everything after it. Message entries emit their stored message unchanged (a null or missing
+``content`` becomes ``""`` for system messages, ``[]`` for user, assistant and tool results);
+``custom_message`` and non-empty ``branch_summary`` entries emit synthesized messages; the
+leading compaction emits its ``systemMessage`` checkpoint (when it has one) and its summary, a
+compaction inside the kept range nothing; everything else (``usage``, ``context_edit``,
+``custom``, labels, names, settings) nothing. Last, among the context entries the latest
+``context_edit`` of each target applies to the target's messages: ``replacement: null`` leaves
+them out, otherwise the content of its user, assistant, tool result and custom messages is
+replaced (a string turned into one text block for assistant and tool results).
 
 Only the entries the result needs are decoded, so building costs O(depth) envelope steps plus
 the payloads of the emitted messages. A session remembers the contexts of its last few leaves
@@ -45,6 +53,9 @@ __all__ = [
     "build_context",
     "context_from_path",
     "convert_to_llm",
+    "apply_edit",
+    "compaction_messages",
+    "context_edits",
     "entry_message",
     "extend_context",
     "is_placeholder_summary",
@@ -80,6 +91,10 @@ class PathItem(Protocol):
     def role(self) -> str | None: ...
 
 
+Edits = dict[str, dict[str, Any]]
+"""The edits of a context: target id -> the ``context_edit`` entry (on-disk dict) that applies."""
+
+
 class SessionContext:
     """The messages to send to a model from one leaf, with the thinking level and model.
 
@@ -91,20 +106,23 @@ class SessionContext:
     as read-only: copy a message before changing it. The lists themselves are the caller's own.
     """
 
-    __slots__ = ("_data", "_typed", "_thinking_level", "model", "_shared")
+    __slots__ = ("_data", "_typed", "_thinking_level", "model", "_shared", "_edits")
 
-    def __init__(self, data: list[dict[str, Any] | msgspec.Raw], thinking_level: Any,
-                 model: ModelRef | None, typed: list[AgentMessage] | None = None) -> None:
+    def __init__(self, data: list[Any], thinking_level: Any,
+                 model: ModelRef | None, typed: list[AgentMessage] | None = None,
+                 edits: Edits | None = None) -> None:
         self._data = data  # stored messages stay raw JSON until someone looks at them
         self._typed = typed
         self._thinking_level = thinking_level
         self.model = model
         self._shared: SessionContext | None = None
+        self._edits = edits  # kept so that a later entry an earlier edit targets is edited too
 
     def share(self) -> SessionContext:
         """A context for a caller: its own lists, typed messages decoded once through this one."""
         copy = SessionContext(list(self._data), self._thinking_level, self.model,
-                              list(self._typed) if self._typed is not None else None)
+                              list(self._typed) if self._typed is not None else None,
+                              self._edits)
         copy._shared = self
         return copy
 
@@ -165,11 +183,11 @@ class SessionContext:
                 f"model={self.model!r})")
 
 
-def typed_messages(data: Sequence[dict[str, Any] | msgspec.Raw]) -> list[AgentMessage]:
+def typed_messages(data: Sequence[Any]) -> list[AgentMessage]:
     """Typed messages of stored payloads: raw JSON ones in one decoder call when they all fit."""
     if data and all(isinstance(m, msgspec.Raw) for m in data):
         try:
-            return _messages_decoder().decode(b"[" + b",".join(data) + b"]")  # type: ignore[arg-type]
+            return _messages_decoder().decode(b"[" + b",".join(data) + b"]")
         except (msgspec.DecodeError, UnicodeDecodeError):
             pass  # one of them is unusual: each on its own below
     return [_typed_message(m) for m in data]
@@ -213,8 +231,9 @@ def _pick(source: Mapping[str, Any], out: dict[str, Any], *keys: str) -> None:
 
 def entry_message(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     """The message an entry (on-disk dict) stands for: a ``message`` entry's own, or the one pi
-    synthesizes for ``custom_message``, ``branch_summary`` and ``compaction`` entries; ``None``
-    for entries that stand for no message. (Context building skips empty branch summaries and
+    synthesizes for ``custom_message``, ``branch_summary`` and ``compaction`` entries (the
+    summary; a compaction's ``systemMessage`` is :func:`compaction_messages`'); ``None`` for
+    entries that stand for no message. (Context building skips empty branch summaries and
     every compaction but the last; compaction and branch summaries count them all.)"""
     kind = entry.get("type")
     if kind == "message":
@@ -228,22 +247,114 @@ def entry_message(entry: Mapping[str, Any]) -> dict[str, Any] | None:
     role, keys = fields
     msg: dict[str, Any] = {"role": role}
     _pick(entry, msg, *keys)
+    if kind == "custom_message" and msg.get("content") is None:  # pi 1.5.2: content ?? []
+        msg["content"] = []
+        for key in ("display", "details"):  # back behind content, in pi's key order
+            if key in msg:
+                msg[key] = msg.pop(key)
     msg["timestamp"] = _ms(entry.get("timestamp"))
     return msg
 
 
+def compaction_messages(entry: Mapping[str, Any]) -> list[Any]:
+    """What a compaction (on-disk dict) leading a context emits: its ``systemMessage``
+    checkpoint when it has one (any truthy value, as pi tests it), then its summary."""
+    summary = entry_message(entry)
+    checkpoint = entry.get("systemMessage")
+    return [checkpoint, summary] if _truthy(checkpoint) else [summary]
+
+
+_EMPTY_CONTENT = {"system": "", "user": [], "assistant": [], "toolResult": []}
+"""What a null or missing ``content`` of these roles becomes in the context (pi 1.5.2)."""
+_PREFIXES = {role: b'{"role":"' + role.encode() + b'","content":' for role in _EMPTY_CONTENT}
+
+
+def _stored_message(message: dict[str, Any] | msgspec.Raw, role: str | None
+                    ) -> dict[str, Any] | msgspec.Raw:
+    """A message entry's message as the context holds it: unchanged, unless its role is one
+    whose null or missing ``content`` pi 1.5.2 fills in. Stored bytes that visibly have a
+    non-null top-level ``content`` (pi's key order, no ``"content":null`` anywhere) are kept
+    without decoding."""
+    empty = _EMPTY_CONTENT.get(role) if isinstance(role, str) else None
+    if empty is None:
+        return message
+    if isinstance(message, msgspec.Raw):
+        raw = bytes(message)
+        prefix = _PREFIXES[role]  # type: ignore[index]
+        if raw.startswith(prefix) and raw[len(prefix):len(prefix) + 1] != b"n" \
+                and b'"content":null' not in raw:
+            return message
+        data = _json.loads(raw)
+        if not isinstance(data, dict) or data.get("content") is not None:
+            return message
+        return {**data, "content": type(empty)()}
+    if message.get("content") is not None:
+        return message
+    return {**message, "content": type(empty)()}
+
+
+_MISSING: Any = object()
+_EDITABLE = frozenset({"user", "assistant", "toolResult", "custom"})
+
+
+def apply_edit(messages: list[Any], edit: Mapping[str, Any]) -> list[Any]:
+    """pi's ``projectContextEntry``: an entry's messages after a ``context_edit`` (on-disk
+    dict). ``replacement: null`` gives none; otherwise user, assistant, tool result and custom
+    messages get the replacement's ``content`` (a string as one text block for assistant and
+    tool results; no content key when the replacement has none), other messages stay."""
+    replacement = edit.get("replacement")
+    if replacement is None:
+        return []
+    content = replacement.get("content", _MISSING) if isinstance(replacement, dict) else _MISSING
+    out: list[Any] = []
+    for message in messages:
+        data = _json.loads(message) if isinstance(message, msgspec.Raw) else message
+        role = data.get("role") if isinstance(data, dict) else None
+        if role not in _EDITABLE:
+            out.append(message)
+            continue
+        changed = dict(data)
+        if content is _MISSING:
+            changed.pop("content", None)
+        elif isinstance(content, str) and role in ("assistant", "toolResult"):
+            changed["content"] = [{"type": "text", "text": content}]
+        else:
+            changed["content"] = content
+        out.append(changed)
+    return out
+
+
 def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],
           load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None],
-          out: list[dict[str, Any] | msgspec.Raw]) -> None:
+          out: list[Any], edits: Edits | None = None) -> None:
+    """Add what a context entry other than the leading compaction emits, after its edit."""
     kind = item.type
+    found: list[Any] = []
     if kind == "message":
         message = load_message(item)
         if message is not None:
-            out.append(message)
+            found.append(_stored_message(message, item.role))
     elif kind == "custom_message" or kind == "branch_summary":
         data = load(item)
         if kind == "custom_message" or _truthy(data.get("summary")):
-            out.append(entry_message(data))  # type: ignore[arg-type]
+            found.append(entry_message(data))
+    if not found:
+        return
+    edit = edits.get(item.id) if edits else None
+    out.extend(found if edit is None else apply_edit(found, edit))
+
+
+def context_edits(entries: Sequence[Any], load: Callable[[Any], dict[str, Any]]) -> Edits:
+    """The edits that apply among these context entries: for each target, the latest
+    ``context_edit`` (one without a ``replacement`` key, on which pi fails, is not an edit)."""
+    edits: Edits = {}
+    for item in entries:
+        if item.type == "context_edit":
+            data = load(item)
+            target = data.get("targetId")
+            if isinstance(target, str) and "replacement" in data:
+                edits[target] = data
+    return edits
 
 
 def _last_positions(path: Sequence[Any]) -> tuple[int, int, int]:
@@ -280,6 +391,10 @@ def _emits(item: PathItem) -> bool:
     return item.type in ("message", "custom_message", "branch_summary")
 
 
+def _is_system(item: PathItem) -> bool:
+    return item.type == "message" and item.role == "system"
+
+
 class _ModelFields(msgspec.Struct):
     provider: Any = UNSET
     model: Any = UNSET
@@ -311,13 +426,18 @@ _item_id = attrgetter("id")
 
 
 def kept_after_compaction(path: Sequence[T], compaction_at: int, first_kept: Any,
-                          id_of: Callable[[T], Any]) -> list[T]:
+                          id_of: Callable[[T], Any],
+                          is_system: Callable[[T], bool] | None = None) -> list[T]:
     """The entries of ``path`` a context built after its compaction at ``compaction_at`` goes
     on with, in order: from the entry ``first_kept`` names up to the compaction (none when that
-    id is not before it on the path), then everything after the compaction."""
+    id is not before it on the path) less the system messages ``is_system`` tells (the
+    compaction's checkpoint replaces them), then everything after the compaction."""
     start = next((i for i in range(compaction_at - 1, -1, -1) if id_of(path[i]) == first_kept),
                  compaction_at)  # ids on a path are unique: searching back finds the same one
-    return [*path[start:compaction_at], *path[compaction_at + 1:]]
+    kept = path[start:compaction_at]
+    if is_system is not None:
+        kept = [item for item in kept if not is_system(item)]
+    return [*kept, *path[compaction_at + 1:]]
 
 
 def context_from_path(
@@ -342,13 +462,20 @@ def context_from_path(
     thinking_at, model_at, compaction_at = _last_positions(path)
     thinking: Any = load(path[thinking_at]).get("thinkingLevel", UNSET) if thinking_at >= 0 \
         else "off"
-    messages: list[dict[str, Any] | msgspec.Raw] = []
+    messages: list[Any] = []
     emitted: Sequence[Any] = path
+    leading: list[Any] = []
     if compaction_at >= 0:
-        compaction = load(path[compaction_at])
-        messages.append(entry_message(compaction))  # type: ignore[arg-type]
-        emitted = kept_after_compaction(path, compaction_at, compaction.get("firstKeptEntryId"),
-                                        _item_id)
+        compaction = path[compaction_at]
+        compaction_data = load(compaction)
+        emitted = kept_after_compaction(path, compaction_at,
+                                        compaction_data.get("firstKeptEntryId"), _item_id,
+                                        _is_system)
+        leading = compaction_messages(compaction_data)
+    edits = context_edits(emitted, load)
+    if leading:
+        edit = edits.get(path[compaction_at].id)
+        messages.extend(leading if edit is None else apply_edit(leading, edit))
     if prefetch is not None:
         prefetch([item for item in emitted if _emits(item)])
     model: ModelRef | None = None
@@ -357,8 +484,8 @@ def context_from_path(
         model = _change_model(load(source)) if source.type == "model_change" else \
             _assistant_model(source, load, load_message)
     for item in emitted:
-        _emit(item, load, load_message, messages)
-    return SessionContext(messages, thinking, model)
+        _emit(item, load, load_message, messages, edits)
+    return SessionContext(messages, thinking, model, edits=edits or None)
 
 
 EMPTY_CONTEXT = SessionContext([], "off", None, [])
@@ -371,14 +498,15 @@ def extend_context(context: SessionContext, item: PathItem, load: Callable[[Any]
     """The context of ``item`` from the context of its parent (``EMPTY_CONTEXT`` for a root).
 
     The same rules as :func:`context_from_path`, applied one entry forward: a message entry adds
-    its message, settings entries replace the thinking level or model, an assistant message sets
-    the model. ``None`` for a compaction, whose context is rebuilt from its path.
+    its message (edited if an earlier edit of the context targets it), settings entries replace
+    the thinking level or model, an assistant message sets the model. ``None`` for a compaction
+    or a context edit, whose context is rebuilt from its path.
     """
     kind = item.type
-    if kind == "compaction":
+    if kind == "compaction" or kind == "context_edit":
         return None
-    added: list[dict[str, Any] | msgspec.Raw] = []
-    _emit(item, load, load_message, added)
+    added: list[Any] = []
+    _emit(item, load, load_message, added, context._edits)
     thinking, model = context._thinking_level, context.model
     if kind == "thinking_level_change":
         thinking = load(item).get("thinkingLevel", UNSET)
@@ -390,7 +518,8 @@ def extend_context(context: SessionContext, item: PathItem, load: Callable[[Any]
         return context  # labels, custom entries, names: the parent's context
     typed = context._typed
     return SessionContext(context._data + added, thinking, model,
-                          typed + typed_messages(added) if typed is not None else None)
+                          typed + typed_messages(added) if typed is not None else None,
+                          context._edits)
 
 
 class ContextMemo:

@@ -17,13 +17,24 @@ from typing import Any, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage, message_from_builtins
+from .messages import (
+    AgentMessage,
+    ContentBlock,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    UnknownMessage,
+    Usage,
+    message_from_builtins,
+)
 
 __all__ = [
     "CHECKOUT_CUSTOM_TYPE",
     "CURRENT_VERSION",
     "BranchSummary",
     "Compaction",
+    "ContextEdit",
+    "ContextReplacement",
     "Custom",
     "CustomMessageEntry",
     "Entry",
@@ -35,6 +46,7 @@ __all__ = [
     "SessionInfo",
     "ThinkingLevelChange",
     "UnknownEntry",
+    "UsageEntry",
     "as_json_object",
     "entry_from_builtins",
     "AnyEntry",
@@ -104,18 +116,51 @@ class ModelChange(_EntryBase, tag="model_change", frozen=True):
 
 
 class Compaction(_EntryBase, tag="compaction", frozen=True):
+    """Older entries replaced by a summary. pi 1.x adds ``usage`` (the summarizer's) and
+    ``system_message``, the replayed prompt and tools at the compaction, which leads the
+    compacted context in place of the system messages it replaced."""
+
     summary: str
     first_kept_entry_id: str | UnsetType = UNSET
     tokens_before: int | float = 0
     details: Any = UNSET
+    usage: Usage | UnsetType = UNSET
     from_hook: bool | UnsetType = UNSET
+    system_message: SystemMessage | UnsetType = UNSET
 
 
 class BranchSummary(_EntryBase, tag="branch_summary", frozen=True):
     from_id: str
     summary: str
     details: Any = UNSET
+    usage: Usage | UnsetType = UNSET
     from_hook: bool | UnsetType = UNSET
+
+
+class UsageEntry(_EntryBase, tag="usage", frozen=True):
+    """Model usage that is no assistant message (cache warming and the like, pi 1.x): counted in
+    the session's totals, never part of the context. Any ``kind`` is ordinary usage."""
+
+    kind: str
+    provider: str
+    model: str
+    usage: Usage
+    note: str | UnsetType = UNSET
+
+
+class ContextReplacement(msgspec.Struct, frozen=True):
+    """What a :class:`ContextEdit` puts in place of its target's content."""
+
+    content: str | list[ContentBlock]
+
+
+class ContextEdit(_EntryBase, tag="context_edit", frozen=True):
+    """An append-only, branch-local change to an earlier entry's model content (pi 1.x):
+    ``replacement`` ``None`` leaves the target out of the context, otherwise its content is
+    replaced. The target's own line is never changed."""
+
+    target_id: str
+    replacement: ContextReplacement | None
 
 
 class Label(_EntryBase, tag="label", frozen=True):
@@ -163,6 +208,8 @@ Entry = Union[
     SessionInfo,
     Custom,
     CustomMessageEntry,
+    UsageEntry,
+    ContextEdit,
 ]
 """Every typed entry. Code that reads sessions should also expect :class:`UnknownEntry`."""
 

@@ -1,4 +1,5 @@
-"""Message payloads (``AgentMessage`` of pi-ai 0.73.1) and their content blocks, as typed structs.
+"""Message payloads (``AgentMessage`` of pi-ai 0.73.1, and pi-ai 1.x's system messages) and their
+content blocks, as typed structs.
 
 Attribute names are snake_case; on disk they are camelCase. Field order is the key order pi
 writes, so a struct serialized by :func:`sessiontree._json.dumps` is the line pi would write.
@@ -34,9 +35,12 @@ __all__ = [
     "CustomMessage",
     "ImageContent",
     "StopReason",
+    "SystemMessage",
     "TextContent",
     "ThinkingContent",
     "ToolCall",
+    "ToolDeclaration",
+    "ToolReference",
     "ToolResultMessage",
     "UnknownBlock",
     "UnknownMessage",
@@ -268,6 +272,38 @@ class CompactionSummaryMessage(_Message, tag="compactionSummary"):
     timestamp: int | None = None
 
 
+class ToolDeclaration(msgspec.Struct, rename="camel"):
+    """A tool the model may call, as a system message declares it (pi-ai's ``Tool``)."""
+
+    name: str
+    description: str = ""
+    parameters: Any = msgspec.field(default_factory=dict)
+    """The JSON Schema of the tool's arguments."""
+    constrained_sampling: Any = UNSET
+
+
+class ToolReference(msgspec.Struct):
+    """A tool named by a system message's ``toolsRemoved``."""
+
+    name: str
+
+
+class SystemMessage(_Message, tag="system"):
+    """The prompt and tool loadout at one point of the conversation (pi 1.x).
+
+    The first one holds the whole prompt (``content`` and named ``sections``) and the tools;
+    later ones patch ``sections`` by name (``None`` removes one) and add or remove tools.
+    Replaying them in order (:func:`sessiontree.system_prompt.current_system_message`) gives
+    the current prompt and tools. They stay in the context where they are.
+    """
+
+    content: str | list[TextContent] = ""
+    sections: dict[str, str | None] | UnsetType = UNSET
+    tools_added: list[ToolDeclaration] | UnsetType = UNSET
+    tools_removed: list[ToolReference] | UnsetType = UNSET
+    timestamp: int = msgspec.field(default_factory=now_ms)
+
+
 class UnknownMessage(msgspec.Struct):
     """A message this library cannot type (an unknown role, or fields of unexpected types).
 
@@ -283,6 +319,7 @@ class UnknownMessage(msgspec.Struct):
 
 
 AgentMessage = Union[
+    SystemMessage,
     UserMessage,
     AssistantMessage,
     ToolResultMessage,
@@ -293,7 +330,7 @@ AgentMessage = Union[
 ]
 
 _message_type: Any = AgentMessage
-_ROLES = ("user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary",
+_ROLES = ("system", "user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary",
           "compactionSummary")
 _AT_FIELD = re.compile(r" - at `\$\.?([^`]*)`$")
 _MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")

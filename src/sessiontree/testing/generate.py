@@ -8,6 +8,14 @@ messages (``custom_message``), moves back to an earlier point of the conversatio
 ``/tree`` makes them (half of them leaving a ``branch_summary``, a few starting a new root), and
 ``compaction`` entries whose ``firstKeptEntryId`` is chosen by pi's cut-point rule.
 
+With ``pi1=True`` it also writes what pi 1.x adds: system messages (the first one with prompt
+sections and tools, later ones patching sections, adding and removing tools), ``usage``
+entries (cache warming and other kinds), ``context_edit`` entries (omitting or replacing an
+earlier entry's content; now and then one that changes nothing: an unknown id, an entry that
+gives no editable content or one off the path), compactions with their ``systemMessage``
+checkpoint and summarizer ``usage``, branch summaries with ``usage``, and now and then a
+message whose ``content`` is null, as hand-edited files have.
+
 Invariants:
 * Same arguments, same bytes: everything random comes from one ``random.Random(seed)`` and the
   clock is simulated; nothing depends on the machine, the time or the Python version.
@@ -42,6 +50,7 @@ import msgspec
 
 from .. import _json
 from ..compaction import estimate_tokens, find_cut_point
+from ..system_prompt import current_system_message
 
 __all__ = ["GeneratedSession", "generate_folder", "generate_session", "main"]
 
@@ -50,12 +59,17 @@ DEFAULT_START_MS = 1_759_151_128_000  # 2025-09-29T13:05:28Z; each session start
 
 # Entry kinds, as small integers in the per-entry array.
 _USER, _ASSISTANT, _TOOL_RESULT, _BASH, _MODEL, _THINKING, _LABEL, _INFO, _CUSTOM, \
-    _CUSTOM_MESSAGE, _BRANCH_SUMMARY, _COMPACTION = range(12)
+    _CUSTOM_MESSAGE, _BRANCH_SUMMARY, _COMPACTION, _SYSTEM, _USAGE, _CONTEXT_EDIT = range(15)
 _MESSAGE_ROLES = {_USER: "user", _ASSISTANT: "assistant", _TOOL_RESULT: "toolResult",
-                  _BASH: "bashExecution"}
+                  _BASH: "bashExecution", _SYSTEM: "system"}
 _ENTRY_TYPES = {_MODEL: "model_change", _THINKING: "thinking_level_change", _LABEL: "label",
                 _INFO: "session_info", _CUSTOM: "custom", _CUSTOM_MESSAGE: "custom_message",
-                _BRANCH_SUMMARY: "branch_summary", _COMPACTION: "compaction"}
+                _BRANCH_SUMMARY: "branch_summary", _COMPACTION: "compaction",
+                _USAGE: "usage", _CONTEXT_EDIT: "context_edit"}
+_EDITABLE = (_USER, _ASSISTANT, _TOOL_RESULT, _CUSTOM_MESSAGE)
+_SECTIONS = ("preamble", "tools", "guidelines", "cwd", "skills", "project-context", "date")
+_TOOL_NAMES = ("read", "bash", "edit", "write", "grep", "find", "ls")
+_USAGE_KINDS = ("cache_warm", "cache_warm", "title", "classifier")
 
 _WORDS = (
     "the a to of and in for is it that this with on as we be not or but can should will".split()
@@ -168,8 +182,12 @@ class _Generator:
     """One session being written: the simulated clock, the tree so far, and the output."""
 
     def __init__(self, out: IO[bytes], entries: int, *, seed: int, branch_every: int,
-                 compact_every: int, keep_recent_tokens: int, cwd: str, start_ms: int) -> None:
+                 compact_every: int, keep_recent_tokens: int, cwd: str, start_ms: int,
+                 pi1: bool = False) -> None:
         self.out = out
+        self.pi1 = pi1
+        self.system: dict[int, dict[str, Any]] = {}  # pi1: system message entries by number
+        self.checkpoints: dict[int, dict[str, Any]] = {}  # pi1: compaction -> systemMessage
         self.target = entries
         self.rng = random.Random(seed)
         self.branch_every = branch_every
@@ -214,13 +232,15 @@ class _Generator:
         return self.clock
 
     def _append(self, kind: int, body: Mapping[str, Any], *, tokens: int = 0,
-                payload_first: bool = False, parent: int | None = None) -> int:
-        """Write one entry under ``parent`` (default: the leaf); it becomes the leaf."""
+                payload_first: bool = False, parent: int | None = None,
+                stamp: int | None = None) -> int:
+        """Write one entry under ``parent`` (default: the leaf) at ``stamp`` (default: a tick
+        later); it becomes the leaf."""
         number = len(self.kinds)
         parent = self.leaf if parent is None else parent
         envelope = {"id": _entry_id(number, self.salt),
                     "parentId": _entry_id(parent, self.salt) if parent >= 0 else None,
-                    "timestamp": _iso(self._tick(1, 40))}
+                    "timestamp": _iso(self._tick(1, 40) if stamp is None else stamp)}
         kind_name = "message" if kind in _MESSAGE_ROLES else _ENTRY_TYPES[kind]
         line = {"type": kind_name, **body, **envelope} if payload_first else \
             {"type": kind_name, **envelope, **body}
@@ -273,6 +293,8 @@ class _Generator:
         self._append(_MODEL, {"provider": self.model[0], "modelId": self.model[1]})
         if not self.full:
             self._append(_THINKING, {"thinkingLevel": self.thinking})
+        if self.pi1 and not self.full:
+            self._system(first=True)
         while not self.full:
             self._between_turns()
             if not self.full:
@@ -306,6 +328,115 @@ class _Generator:
                 "customType": "git-status", "content": "Working tree: " + self._words(4, 12),
                 "display": rng.random() < 0.7, "details": {"dirty": rng.randint(0, 9)}},
                 payload_first=True)
+        if self.pi1:
+            self._pi1_between_turns()
+
+    # -- pi 1.x -----------------------------------------------------------------------------------
+
+    def _pi1_between_turns(self) -> None:
+        rng = self.rng
+        if rng.random() < 0.2 and not self.full:
+            self._system(first=False)
+        if rng.random() < 0.2 and not self.full:
+            self._usage_entry()
+        for _ in range(rng.choice((0, 0, 1, 1, 2))):
+            if not self.full:
+                self._context_edit()
+        if rng.random() < 0.04 and not self.full:
+            self._append(_CUSTOM_MESSAGE, {"customType": "note", "content": None, "display": True},
+                         payload_first=True)
+        if rng.random() < 0.04 and not self.full:
+            self._message(_USER, {"role": "user", "content": None, "timestamp": self.clock})
+
+    def _tool(self, name: str) -> dict[str, Any]:
+        return {"name": name, "description": f"{name.capitalize()}: {self._words(4, 10)}",
+                "parameters": {"type": "object", "properties": {
+                    "path": {"type": "string", "description": self._words(2, 5)}},
+                    "required": ["path"]}}
+
+    def _system(self, *, first: bool) -> None:
+        """A system message: the whole prompt and tools first, then patches."""
+        rng = self.rng
+        message: dict[str, Any] = {"role": "system", "content": ""}
+        if first:
+            if rng.random() < 0.3:
+                message["content"] = "You are an expert coding assistant. " + self._prose(1)
+            message["sections"] = {name: f"<{name}>\n{self._prose(rng.randint(1, 3))}\n</{name}>"
+                                   for name in _SECTIONS[:rng.randint(2, len(_SECTIONS))]}
+            message["toolsAdded"] = [self._tool(n) for n in _TOOL_NAMES[:rng.randint(2, 5)]]
+        else:
+            roll = rng.random()
+            if roll < 0.2:
+                message["content"] = self._prose(1)
+            if roll > 0.1:
+                patch: dict[str, Any] = {}
+                for name in rng.sample(_SECTIONS, rng.randint(1, 3)):
+                    patch[name] = None if rng.random() < 0.3 else \
+                        f"<{name}>\n{self._prose(rng.randint(1, 2))}\n</{name}>"
+                message["sections"] = patch
+            if rng.random() < 0.4:
+                message["toolsAdded"] = [self._tool(n) for n in rng.sample(_TOOL_NAMES, 2)]
+            if rng.random() < 0.3:
+                message["toolsRemoved"] = [{"name": rng.choice(_TOOL_NAMES)}]
+        message["timestamp"] = self.clock
+        number = self._message(_SYSTEM, message)
+        self.system[number] = message
+
+    def _usage_entry(self) -> None:
+        rng = self.rng
+        provider, model = self.model[:2]
+        body: dict[str, Any] = {"kind": rng.choice(_USAGE_KINDS), "provider": provider,
+                                "model": model, "usage": self._usage()}
+        if rng.random() < 0.3:
+            body["note"] = self._words(2, 6)
+        self._append(_USAGE, body)
+
+    def _context_edit(self) -> None:
+        """Omit or replace an earlier entry's content; now and then an edit that changes nothing."""
+        rng = self.rng
+        path = self._path()
+        roll = rng.random()
+        if roll < 0.08:
+            target = "deadbeef"  # no such entry
+        elif roll < 0.16:
+            others = [n for n in path if self.kinds[n] not in _EDITABLE]
+            if not others:
+                return
+            target = _entry_id(rng.choice(others), self.salt)  # gives no editable content
+        elif roll < 0.22 and len(self.kinds) > len(path):
+            on_path = set(path)
+            off = [n for n in range(len(self.kinds)) if n not in on_path
+                   and self.kinds[n] in _EDITABLE]
+            if not off:
+                return
+            target = _entry_id(rng.choice(off), self.salt)  # on another branch
+        else:
+            candidates = [n for n in path if self.kinds[n] in _EDITABLE]
+            if not candidates:
+                return
+            chosen = rng.choice(candidates[-40:])
+            target = _entry_id(chosen, self.salt)
+        replacement: Any
+        shape = rng.random()
+        if shape < 0.35:
+            replacement = None
+        elif shape < 0.7:
+            replacement = {"content": "[redacted] " + self._words(2, 8)}
+        else:
+            replacement = {"content": [{"type": "text", "text": self._words(3, 12)}]}
+        self._append(_CONTEXT_EDIT, {"targetId": target, "replacement": replacement})
+
+    def _checkpoint(self, path: list[int]) -> dict[str, Any] | None:
+        """The system message replayed at the end of ``path`` as pi 1.5.2's context has it: the
+        latest compaction's checkpoint, then the system messages after it (those it kept are
+        dropped in its favour); without one, every system message of the path."""
+        last = next((i for i in range(len(path) - 1, -1, -1)
+                     if self.kinds[path[i]] == _COMPACTION), -1)
+        messages: list[dict[str, Any]] = []
+        if last >= 0 and path[last] in self.checkpoints:
+            messages.append(self.checkpoints[path[last]])
+        messages.extend(self.system[n] for n in path[last + 1:] if n in self.system)
+        return current_system_message(messages)
 
     def _turn(self) -> None:
         rng = self.rng
@@ -485,9 +616,13 @@ class _Generator:
         self.leaf = target
         if rng.random() < 0.5 and not self.full:
             self.stats["branch_summaries"] += 1
-            self._append(_BRANCH_SUMMARY, {
+            body: dict[str, Any] = {
                 "fromId": _entry_id(target, self.salt) if target >= 0 else "root",
-                "summary": self._summary("Goal"), "details": self._files(), "fromHook": False})
+                "summary": self._summary("Goal"), "details": self._files()}
+            if self.pi1 and rng.random() < 0.5:
+                body["usage"] = self._usage()
+            body["fromHook"] = False
+            self._append(_BRANCH_SUMMARY, body)
 
     def _compact(self) -> None:
         """A compaction at the leaf, cut where pi's findCutPoint would cut."""
@@ -509,17 +644,30 @@ class _Generator:
         self.stats["compactions"] += 1
         tokens_before = sum(self.tokens[n] for n in path[start:])
         kept = cut.first_kept_entry_index
-        number = self._append(_COMPACTION, {
+        body: dict[str, Any] = {
             "summary": self._summary("Goal"),
             "firstKeptEntryId": _entry_id(path[cut.first_kept_entry_index], self.salt),
-            "tokensBefore": tokens_before, "details": self._files(), "fromHook": False})
+            "tokensBefore": tokens_before, "details": self._files()}
+        checkpoint, stamp = None, None
+        if self.pi1:
+            if self.rng.random() < 0.6:
+                body["usage"] = self._usage()
+            checkpoint = self._checkpoint(path)
+            stamp = self._tick(1, 40)
+        body["fromHook"] = False
+        if checkpoint is not None:  # pi stamps it with the compaction entry's own time
+            checkpoint = {**checkpoint, "timestamp": stamp}
+            body["systemMessage"] = checkpoint
+        number = self._append(_COMPACTION, body, stamp=stamp)
+        if checkpoint is not None:
+            self.checkpoints[number] = checkpoint
         self.kept[number] = kept  # where the next compaction on this path starts (pi's boundary)
 
 
 def generate_session(path: str | os.PathLike[str], entries: int, *, seed: int = 1,
                      branch_every: int = 200, compact_every: int = 1000,
                      keep_recent_tokens: int = 20_000, cwd: str = DEFAULT_CWD,
-                     start_ms: int = DEFAULT_START_MS) -> GeneratedSession:
+                     start_ms: int = DEFAULT_START_MS, pi1: bool = False) -> GeneratedSession:
     """Write a realistic pi session file (format version 3) of exactly ``entries`` entries.
 
     Args:
@@ -532,6 +680,9 @@ def generate_session(path: str | os.PathLike[str], entries: int, *, seed: int = 
         keep_recent_tokens: pi's ``keepRecentTokens`` for the compactions' cut points.
         cwd: the working directory recorded in the header.
         start_ms: the simulated clock's start (epoch milliseconds, jittered by the seed).
+        pi1: also write what pi 1.x adds (system messages, usage entries, context edits,
+            compaction checkpoints, summary usage); without it the bytes are those of earlier
+            versions of this generator.
 
     Returns:
         What was written.
@@ -546,7 +697,7 @@ def generate_session(path: str | os.PathLike[str], entries: int, *, seed: int = 
     with open(target, "xb", buffering=1 << 20) as out:
         generator = _Generator(out, entries, seed=seed, branch_every=branch_every,
                                compact_every=compact_every, keep_recent_tokens=keep_recent_tokens,
-                               cwd=cwd, start_ms=start_ms)
+                               cwd=cwd, start_ms=start_ms, pi1=pi1)
         if entries:
             generator.run()
     leaf = _entry_id(generator.leaf, generator.salt) if generator.leaf >= 0 else None
@@ -604,6 +755,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sessions", type=int, help="write this many sessions into the folder OUT")
     parser.add_argument("--min-entries", type=int, default=20)
     parser.add_argument("--max-entries", type=int, default=1500)
+    parser.add_argument("--pi1", action="store_true",
+                        help="also write pi 1.x's entries (system messages, usage, context edits)")
     args = parser.parse_args(argv)
     try:
         if args.sessions is not None:
@@ -614,7 +767,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             made = [generate_session(args.out, args.entries, seed=args.seed,
                                      branch_every=args.branch_every,
                                      compact_every=args.compact_every,
-                                     keep_recent_tokens=args.keep_recent_tokens, cwd=args.cwd)]
+                                     keep_recent_tokens=args.keep_recent_tokens, cwd=args.cwd,
+                                     pi1=args.pi1)]
     except (OSError, ValueError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
