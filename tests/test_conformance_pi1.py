@@ -26,6 +26,7 @@ from sessiontree.cli import cli
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import PI_1_5, PiUnavailable, ensure_pi, run_node_script
 
+from .backends import Backend
 from .conftest import TESTS
 
 GOLDEN = TESTS / "conformance-pi1"
@@ -76,6 +77,19 @@ def test_case(name: str, tmp_path: Path) -> None:
         text = again.build_context(last).to_json_bytes()
         assert (sha256(text) if exp["values"] == "sha256" else text.decode()) == \
             exp["at"][last]["context"]
+
+
+def test_every_backend_builds_pis_contexts(backend: Backend) -> None:
+    """Memory, JSONL, SQLite and PostgreSQL sessions (paths read from the database) give pi
+    1.5.2's contexts on the cases."""
+    for name in ("edit-rules", "compaction-checkpoint", "generated-pi1-seed12"):
+        exp = expected(name)
+        session = backend.load(GOLDEN / f"{name}.jsonl")
+        try:
+            assert tree_of(session) == exp["tree"]
+            assert_contexts(session, exp, exp["values"] == "sha256", f"{backend.kind} {name}")
+        finally:
+            session.close()
 
 
 @pytest.mark.parametrize("name", [c for c in CASES if not c.startswith("generated-")])
