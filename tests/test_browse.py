@@ -11,7 +11,7 @@ from pathlib import Path
 
 from click.testing import CliRunner
 
-from sessiontree import Session
+from sessiontree import Session, UserMessage
 from sessiontree.cli.tui import KEYS, BrowseApp, ConfirmNavigate, EditLabel
 
 from .viewhelpers import BRANCHED, generate, nested, user, write_branched
@@ -441,3 +441,112 @@ def test_deep_branches_keep_the_entry_text_readable(tmp_path: Path) -> None:
         assert view.size.width == 60
 
     drive(path, script, size=(100, 40))
+
+
+# -- the search of every session (issue 18 point 4) ----------------------------------------------
+
+
+def _search_root(tmp_path: Path) -> tuple[Path, Path]:
+    from sessiontree.stores.jsonl import default_session_dir
+    from sessiontree.testing.generate import generate_folder
+
+    from .test_search import PROJECT, handmade
+
+    root = tmp_path / "sessions"
+    path = handmade(root / default_session_dir(PROJECT, "").name)
+    generate_folder(root / "--srv-app--", 3, seed=4, min_entries=30, max_entries=80,
+                    cwds=("/srv/app",))
+    return root, path
+
+
+def drive_store(store: Path, script: Script, **kwargs: object) -> None:
+    async def main() -> None:
+        app = BrowseApp(None, store=str(store), **kwargs)  # type: ignore[arg-type]
+        async with app.run_test(size=SIZE) as pilot:
+            await script(app, pilot)
+
+    asyncio.run(main())
+
+
+def test_browse_search_opens_the_session_at_the_hit(tmp_path: Path) -> None:
+    from sessiontree.cli.tui import GlobalSearch
+
+    root, path = _search_root(tmp_path)
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        await until(pilot, lambda: isinstance(app.screen, GlobalSearch)
+                    and app.screen.searched is not None, "the hits")
+        screen = app.screen
+        assert isinstance(screen, GlobalSearch)
+        assert [(hit.entry_id, hit.on_current_branch) for hit in screen.hits] == \
+            [("e003", True), ("e001", False)]
+        await press("down", "enter")  # the abandoned answer
+        await until(pilot, lambda: app.loaded, "the session")
+        await settle(app, pilot)
+        assert app.session is not None and app.session.file == str(path)
+        assert selected(app) == "e001" and app.session.leaf_id == "e008"
+        await press("enter")  # go on from the hit: the leaf moves there
+        await until(pilot, lambda: isinstance(app.screen, ConfirmNavigate), "the question")
+        await press("n")
+        await until(pilot, lambda: app.session is not None and not app.busy
+                    and app.session.path_ids()[:2] == ["e000", "e001"], "the move")
+
+    drive_store(root, script, search='"heartbeat interval"')
+    with Session.open(path) as session:  # written to the file: the next message goes there
+        assert session.path_ids()[:2] == ["e000", "e001"] and "e002" not in session.path_ids()
+
+
+def test_shift_s_searches_every_session_from_a_session(tmp_path: Path) -> None:
+    from sessiontree.cli.tui import GlobalSearch
+
+    root, path = _search_root(tmp_path)
+    other = sorted((root / "--srv-app--").glob("*.jsonl"))[0]
+    with Session.open(other) as session:
+        session.append_message(UserMessage.of("where is the pelican config"))
+        wanted = session.leaf_id
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        await press("S")
+        await until(pilot, lambda: isinstance(app.screen, GlobalSearch), "the search")
+        screen = app.screen
+        assert isinstance(screen, GlobalSearch) and screen.store == str(root)
+        await press(*"pelican", "enter")
+        await until(pilot, lambda: screen.searched == "pelican", "the hits")
+        assert [hit.entry_id for hit in screen.hits] == [wanted]
+        await press("enter")
+        await until(pilot, lambda: app.loaded and app.session is not None
+                    and app.session.file == str(other), "the other session")
+        await settle(app, pilot)
+        assert selected(app) == wanted
+        await press("S")  # Esc closes the search and stays where it was
+        await until(pilot, lambda: isinstance(app.screen, GlobalSearch), "the search")
+        await press("escape")
+        await until(pilot, lambda: not isinstance(app.screen, GlobalSearch), "closed")
+        assert app.session is not None and app.session.file == str(other)
+
+    drive(path, script)
+
+
+def test_escape_from_the_starting_search_quits(tmp_path: Path) -> None:
+    from sessiontree.cli.tui import GlobalSearch
+
+    root, _ = _search_root(tmp_path)
+    ended: list[bool] = []
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        await until(pilot, lambda: isinstance(app.screen, GlobalSearch), "the search")
+        await pilot.press("escape")  # type: ignore[attr-defined]
+        await until(pilot, lambda: not app.is_running, "the exit")
+        ended.append(app.session is None)
+
+    drive_store(root, script)
+    assert ended == [True]
+
+
+def test_browse_command_takes_a_store_or_a_search(tmp_path: Path) -> None:
+    from sessiontree.cli import cli
+
+    outcome = CliRunner().invoke(cli, ["browse"])
+    assert outcome.exit_code == 2 and "--search QUERY" in outcome.stderr

@@ -33,7 +33,8 @@ from textual.screen import ModalScreen
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.timer import Timer
-from textual.widgets import Footer, Input, Label, Static
+from textual.widgets import Footer, Input, Label, OptionList, Static
+from textual.widgets.option_list import Option
 from textual.worker import get_current_worker
 
 from .._tree import TreeNode
@@ -54,11 +55,13 @@ from ..views import (
 from ._render import KIND_STYLE, render_row
 
 if TYPE_CHECKING:
+    from .._search import SearchHit
     from ..navigation import NavigationResult
     from ..session import Session
     from ..summarize.base import Summarizer
 
-__all__ = ["KEYS", "BrowseApp", "ConfirmNavigate", "EditLabel", "TreeView"]
+__all__ = ["KEYS", "BrowseApp", "ConfirmNavigate", "EditLabel", "GlobalSearch", "TreeView",
+           "store_of"]
 
 KEYS: list[tuple[str, str]] = [
     ("↑ ↓ PgUp PgDn Home End", "move the selection"),
@@ -71,6 +74,8 @@ KEYS: list[tuple[str, str]] = [
     ("/", "search (every word must match; Enter keeps it and closes the box, / reopens it, "
           "Esc clears it)"),
     ("shift+L", "edit the selected entry's label (empty clears it)"),
+    ("shift+S", "search every session of the store (words and \"phrases\", every branch); "
+                "Enter on a hit opens its session at that entry"),
     ("l", "jump to the session's leaf"),
     ("q, ctrl+c", "quit"),
 ]
@@ -328,6 +333,119 @@ class EditLabel(ModalScreen[str | None]):
         self.dismiss(None)
 
 
+def store_of(session: str) -> str:
+    """Where a global search from a session looks: its database (``URL#ID`` without the id),
+    or for a file, pi's sessions root when the file is in a ``--<cwd>--`` project folder,
+    else the file's folder."""
+    import os
+
+    from ..stores.url import is_url
+
+    if is_url(session):
+        return session.partition("#")[0]
+    folder = os.path.dirname(os.path.abspath(session))
+    name = os.path.basename(folder)
+    return os.path.dirname(folder) if name.startswith("--") and name.endswith("--") else folder
+
+
+class GlobalSearch(ModalScreen["SearchHit | None"]):
+    """Searches every session of a store (:func:`sessiontree.search.search_sessions`): type
+    words and "phrases", Enter searches, ↓ and Enter pick a hit, Esc closes."""
+
+    DEFAULT_CSS = """
+    GlobalSearch { align: center middle; }
+    GlobalSearch > Vertical { width: 90%; height: 90%; border: thick $accent; padding: 0 1;
+                              background: $panel; }
+    GlobalSearch #global-status { height: 1; color: $text-muted; }
+    GlobalSearch OptionList { height: 1fr; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "close", "Close")]
+
+    def __init__(self, store: str, query: str = "") -> None:
+        super().__init__()
+        self.store = store
+        self.query_text = query
+        self.hits: list[SearchHit] = []
+        self.searched: str | None = None
+        """The query whose hits are shown (``None`` before the first search ends)."""
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Label(Text(f"Search every session of {self.store}", style="bold"))
+            yield Input(self.query_text, placeholder='words and "exact phrases"; Enter searches',
+                        id="global-query")
+            yield Static("", id="global-status")
+            yield OptionList(id="global-hits")
+
+    def on_mount(self) -> None:
+        self.query_one("#global-query", Input).focus()
+        if self.query_text.strip():
+            self._run(self.query_text)
+
+    @on(Input.Submitted, "#global-query")
+    def _submitted(self, event: Input.Submitted) -> None:
+        if event.value.strip():
+            self._run(event.value)
+
+    def _run(self, query: str) -> None:
+        self.query_one("#global-status", Static).update(Text("searching…", style="dim"))
+        self._search(query)
+
+    @work(thread=True, exclusive=True, group="global-search")
+    def _search(self, query: str) -> None:
+        from ..errors import SessionTreeError
+        from ..search import search_sessions
+
+        try:
+            hits = search_sessions(self.store, query, limit=100)
+        except SessionTreeError as exc:
+            self.app.call_from_thread(self._failed, query, str(exc))
+            return
+        if not get_current_worker().is_cancelled:
+            self.app.call_from_thread(self._found, query, hits)
+
+    def _failed(self, query: str, message: str) -> None:
+        self.searched = query
+        self.hits = []
+        self.query_one("#global-hits", OptionList).clear_options()
+        self.query_one("#global-status", Static).update(Text(message, style="red"))
+
+    def _found(self, query: str, hits: list[SearchHit]) -> None:
+        self.searched = query
+        self.hits = hits
+        options = self.query_one("#global-hits", OptionList)
+        options.clear_options()
+        options.add_options([Option(_hit_text(hit), id=str(i)) for i, hit in enumerate(hits)])
+        status = f"{len(hits)} hit{'s' if len(hits) != 1 else ''}" if hits else "no entry holds it"
+        self.query_one("#global-status", Static).update(Text(
+            f"{status} · * on the session's current branch · ↓ then Enter opens", style="dim"))
+        if hits:
+            options.highlighted = 0
+            options.focus()
+
+    @on(OptionList.OptionSelected, "#global-hits")
+    def _picked(self, event: OptionList.OptionSelected) -> None:
+        self.dismiss(self.hits[event.option_index])
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+def _hit_text(hit: SearchHit) -> Text:
+    import os
+
+    where = hit.session.rpartition("#")[2] if "#" in hit.session else os.path.basename(
+        hit.session)
+    text = Text(f"{(hit.timestamp or '')[:16].replace('T', ' '):<16} "
+                f"{'*' if hit.on_current_branch else ' '} {hit.role:<9} ")
+    text.append(f"{one_line(hit.cwd, 30)}  {where}  {hit.entry_id}\n", style="dim")
+    snippet = Text("  " + hit.snippet)
+    for start, end in hit.marks:
+        snippet.stylize("bold reverse", start + 2, end + 2)
+    text.append_text(snippet)
+    return text
+
+
 class BrowseApp(App[None]):
     """Browse a session file: the tree, a preview of the selection, filters and search."""
 
@@ -350,18 +468,33 @@ class BrowseApp(App[None]):
         Binding("F", "cycle_filter(-1)", "Filter back", show=False),
         Binding("slash", "search", "Search"),
         Binding("L", "edit_label", "Label"),
+        Binding("S", "global_search", "All sessions"),
         Binding("enter", "navigate", "Go here"),
         Binding("l", "to_leaf", "Leaf", show=False),
         Binding("escape", "escape", "Clear", show=False),
         Binding("q", "quit", "Quit"),
     ]
 
-    def __init__(self, path: str, *, summarizer: Summarizer | None = None,
+    def __init__(self, path: str | None, *, summarizer: Summarizer | None = None,
                  summarizer_name: str = "offline summarizer", mode: FilterMode = "default",
                  opener: Callable[[str], Session] | None = None,
-                 leave_on_navigate: bool = False) -> None:
+                 leave_on_navigate: bool = False, store: str | None = None,
+                 search: str | None = None, entry: str | None = None) -> None:
+        """Args:
+            path: the session (a file or ``URL#ID``); ``None``: start in the global search of
+                ``store`` and open the hit picked.
+            store: where the global search (shift+S) looks; default: :func:`store_of` the
+                session.
+            search: start in the global search with this query.
+            entry: select this entry once the session is loaded.
+        """
         super().__init__()
+        if path is None and store is None:
+            raise ValueError("BrowseApp needs a session or a store")
         self.path = path
+        self.store = store if store is not None else store_of(path or "")
+        self.start_search = search
+        self.focus_entry = entry
         self.leave_on_navigate = leave_on_navigate
         """Exit once Enter moved the leaf (``chat``'s ``/tree``: back to the chat at once)."""
         self.summarizer = summarizer
@@ -403,7 +536,10 @@ class BrowseApp(App[None]):
 
     def on_mount(self) -> None:
         self.tree_view.focus()
-        self._load()
+        if self.path is not None:
+            self._load()
+        if self.start_search is not None or self.path is None:
+            self.action_global_search(self.start_search or "")
 
     def on_unmount(self) -> None:
         if self.session is not None:
@@ -415,9 +551,10 @@ class BrowseApp(App[None]):
     def _load(self) -> None:
         from ..session import Session
 
+        assert self.path is not None
         session = self._opener(self.path) if self._opener else Session.open(self.path)
         roots = session.tree()
-        rows = self._rows(roots, session, self.mode, self.search_text, None)
+        rows = self._rows(roots, session, self.mode, self.search_text, self.focus_entry)
         usage = session_usage(session)
         self.call_from_thread(self._loaded, session, roots, rows, usage)
 
@@ -428,8 +565,9 @@ class BrowseApp(App[None]):
         self.usage = usage
         self.loaded = True
         leaf = self._leaf(session)
-        self.tree_view.set_rows(rows, leaf, keep=leaf)
-        self._status()
+        focus, self.focus_entry = self.focus_entry, None
+        self.tree_view.set_rows(rows, leaf, keep=focus or leaf)
+        self._status(f"found {focus}" if focus else "")
 
     def _text(self, node: TreeNode) -> str:
         text = self._texts.get(node.id)
@@ -630,6 +768,38 @@ class BrowseApp(App[None]):
             if field.value:
                 field.value = ""  # Changed clears the search
             self.tree_view.focus()
+
+    def action_global_search(self, query: str = "") -> None:
+        """Search every session of the store; a hit picked opens its session at its entry."""
+        if isinstance(self.screen, ModalScreen) or self.busy or self.leave_on_navigate:
+            return  # (chat's /tree browses the chat's own session only)
+
+        def picked(hit: SearchHit | None) -> None:
+            if hit is not None:
+                self.open_at(hit.session, hit.entry_id)
+            elif self.path is None:
+                self.exit()  # started in the search and nothing was picked
+
+        self.push_screen(GlobalSearch(self.store, query), picked)
+
+    def open_at(self, session: str, entry_id: str) -> None:
+        """Browse another session (a file or ``URL#ID``), its entry ``entry_id`` selected."""
+        if self.session is not None:
+            self.session.close()
+        self.session = None
+        self.loaded = False
+        self.path = session
+        self._opener = None
+        self._roots = []
+        self._texts = {}
+        self.collapsed = set()
+        self.editor_text = None
+        self.focus_entry = entry_id
+        field = self.query_one("#search", Input)
+        field.value = ""
+        self.search_text = ""
+        self.query_one("#status", Static).update("loading…")
+        self._load()
 
     def action_to_leaf(self) -> None:
         leaf = self._leaf(self.session) if self.session is not None else None
