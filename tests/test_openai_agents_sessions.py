@@ -4,6 +4,11 @@ backend in one line, settings given as a dict, and (below) several handles on on
 from __future__ import annotations
 
 import asyncio
+import json
+import subprocess
+import sys
+import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,7 +20,7 @@ from agents.memory import SessionSettings
 from openai import AsyncOpenAI
 
 from sessiontree import Session
-from sessiontree.errors import InvalidLocation, SessionNotFound
+from sessiontree.errors import InvalidLocation, SessionLockedError, SessionNotFound
 from sessiontree.integrations.openai_agents import SessionTreeSession
 from sessiontree.stores.sqlite import SqliteStore
 
@@ -165,3 +170,196 @@ def test_dict_settings_through_a_real_runner(llm: FakeLLM, where: str | None) ->
                        ("assistant", "two"), ("user", "q3")]
     assert len(asyncio.run(session.get_items(limit=100))) == 6
     session.close()
+
+
+# -- several handles on one session: the stored session is the truth ----------------------------
+
+SHARED = ["root", "sqlite", "postgres"]
+
+
+@pytest.fixture(params=SHARED)
+def shared(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A store several handles and processes open the same session in."""
+    kind = request.param
+    if kind == "root":
+        return str(tmp_path / "sessions")
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path}/conversations.db"
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def stored_tree(where: str, session_id: str) -> Session:
+    """The session as a fresh reader sees it."""
+    return SessionTreeSession(session_id, where).tree
+
+
+def test_handles_on_one_id_see_each_others_writes(shared: str) -> None:
+    a = SessionTreeSession("chat", shared)
+    b = SessionTreeSession("chat", shared)  # made before anything was stored
+    run(a.add_items(items("from a")))
+    assert run(b.get_items()) == items("from a")
+    run(b.add_items(items("from b")))
+    assert run(a.get_items()) == items("from a", "from b")  # one branch, not two
+    assert a.item_ids() == b.item_ids()
+    assert run(a.pop_item()) == items("from b")[0]
+    assert run(b.get_items()) == items("from a")  # b sees a's pop
+    assert run(b.pop_item()) == items("from a")[0]
+    assert run(a.pop_item()) is None and run(b.pop_item()) is None  # each item popped once
+    run(a.add_items(items("again")))
+    b.checkout(None)  # a move made by one handle is the other's too
+    assert run(a.get_items()) == []
+    run(b.add_items(items("fresh")))
+    run(a.clear_session())
+    assert run(b.get_items()) == []
+    a.close()
+    b.close()
+    tree = stored_tree(shared, "chat")
+    messages = [e for e in tree.entries() if e.type == "message"]
+    assert len(messages) == 4  # nothing was deleted: every item is still in the tree
+    assert tree.file is None or len(list(Path(shared).rglob("*.jsonl"))) == 1
+    tree.close()
+
+
+def test_pops_racing_in_threads_pop_each_item_once(shared: str) -> None:
+    seeded = items(*(f"item {n}" for n in range(24)))
+    seed = SessionTreeSession("race", shared)
+    run(seed.add_items(seeded))
+    handles = [SessionTreeSession("race", shared) for _ in range(4)]
+    popped: list[list[Any]] = [[] for _ in handles]
+    start = threading.Barrier(len(handles))
+
+    def pop_all(n: int) -> None:
+        start.wait()
+        while (item := run(handles[n].pop_item())) is not None:
+            popped[n].append(item)
+
+    threads = [threading.Thread(target=pop_all, args=(n,)) for n in range(len(handles))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [item for each in popped for item in each]
+    assert sorted(i["content"] for i in every) == sorted(i["content"] for i in seeded)
+    for each in popped:  # each handle popped from the end: newest first
+        numbers = [int(i["content"].split()[1]) for i in each]
+        assert numbers == sorted(numbers, reverse=True)
+    assert run(seed.get_items()) == []
+    for handle in [seed, *handles]:
+        handle.close()
+
+
+@pytest.mark.parametrize("kind", ["memory", *SHARED])
+def test_one_session_from_threads_and_tasks(kind: str, tmp_path: Path,
+                                           request: pytest.FixtureRequest) -> None:
+    """One handle used by several threads and tasks at once, and one Session wrapped twice:
+    every add lands, every item is popped once."""
+    where = None if kind == "memory" else str(tmp_path / "s") if kind == "root" else \
+        f"sqlite:///{tmp_path}/s.db" if kind == "sqlite" else \
+        request.getfixturevalue("fresh_postgres_url")
+    handle = SessionTreeSession("busy", where)
+    twice = SessionTreeSession(handle.tree)
+
+    async def adds(tag: str) -> None:
+        await asyncio.gather(*(handle.add_items(items(f"{tag} {n}")) for n in range(6)))
+
+    threads = [threading.Thread(target=run, args=(adds(f"t{n}"),)) for n in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    stored = run(twice.get_items())
+    assert sorted(i["content"] for i in stored) == sorted(
+        f"t{t} {n}" for t in range(3) for n in range(6))
+
+    popped: list[Any] = []
+
+    def pops(session: SessionTreeSession) -> None:
+        async def many() -> list[Any]:
+            return list(await asyncio.gather(*(session.pop_item() for _ in range(6))))
+
+        popped.extend(run(many()))
+
+    threads = [threading.Thread(target=pops, args=(s,)) for s in (handle, twice, handle)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert None not in popped and len(popped) == 18
+    assert sorted(i["content"] for i in popped) == sorted(i["content"] for i in stored)
+    assert run(handle.get_items()) == []
+    handle.close()
+
+
+WORKER = """
+import asyncio, json, os, sys, time
+from sessiontree.integrations.openai_agents import SessionTreeSession
+where, session_id, action, count, go = sys.argv[1:6]
+handle = SessionTreeSession(session_id, where)
+while not os.path.exists(go):
+    time.sleep(0.005)
+done = []
+if action == "pop":
+    while (item := asyncio.run(handle.pop_item())) is not None:
+        done.append(item)
+else:
+    for n in range(int(count)):
+        asyncio.run(handle.add_items([{"role": "user", "content": f"{action} {n}"}]))
+        done.append(n)
+handle.close()
+print(json.dumps(done))
+"""
+
+
+def run_processes(where: str, session_id: str, actions: list[str], count: int,
+                  tmp_path: Path) -> list[Any]:
+    go = tmp_path / f"go-{session_id}"
+    workers = [subprocess.Popen([sys.executable, "-c", WORKER, where, session_id, action,
+                                 str(count), str(go)], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True) for action in actions]
+    time.sleep(0.5)  # (not a timing assertion: most workers are waiting on the go file by now)
+    go.write_text("go")
+    results = []
+    for worker in workers:
+        out, err = worker.communicate(timeout=300)
+        assert worker.returncode == 0, err
+        results.append(json.loads(out))
+    return results
+
+
+def test_handles_in_several_processes_pop_once_and_add_on_one_branch(
+        shared: str, tmp_path: Path) -> None:
+    seeded = items(*(f"item {n}" for n in range(20)))
+    seed = SessionTreeSession("procs", shared)
+    run(seed.add_items(seeded))
+    popped = run_processes(shared, "procs", ["pop"] * 2, 0, tmp_path)
+    every = [i["content"] for each in popped for i in each]
+    assert sorted(every) == sorted(i["content"] for i in seeded)  # each exactly once
+    assert run(seed.get_items()) == []
+
+    run_processes(shared, "procs", ["p0", "p1"], 8, tmp_path)
+    stored = [i["content"] for i in run(seed.get_items())]  # this handle sees them all
+    assert sorted(stored) == sorted(f"p{p} {n}" for p in range(2) for n in range(8))
+    for p in range(2):  # each process's items in its order, all on one branch
+        assert [s for s in stored if s.startswith(f"p{p} ")] == [f"p{p} {n}" for n in range(8)]
+    seed.close()
+
+
+def test_jsonl_writer_holding_the_lock_makes_a_handle_wait_then_raise(tmp_path: Path) -> None:
+    handle = SessionTreeSession("locked", tmp_path, lock_timeout=0.2)
+    run(handle.add_items(items("first")))
+    (file,) = tmp_path.rglob("*.jsonl")
+    with Session.open(file) as writer:  # a plain Session keeps the lock until it closes
+        writer.append_message({"role": "user", "content": "from the writer", "timestamp": 1})
+        assert run(handle.get_items())[-1] == {"role": "user", "content": "from the writer"}
+        with pytest.raises(SessionLockedError):
+            run(handle.pop_item())
+        with pytest.raises(SessionLockedError):
+            run(handle.add_items(items("second")))
+    assert run(handle.pop_item()) == {"role": "user", "content": "from the writer"}
+    assert run(handle.get_items()) == items("first")
+    handle.close()

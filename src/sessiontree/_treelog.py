@@ -30,7 +30,7 @@ from ._time import iso_now, uuid7
 from ._tree import TreeIndex
 from .entries import AnyEntry, Custom, SessionHeader
 from .errors import CorruptLine, EntryNotFound, InvalidEntry
-from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed
+from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed, is_refreshable
 
 __all__ = ["LoadWarning", "TreeLog", "current_branch"]
 
@@ -303,6 +303,34 @@ class TreeLog:
         self._index.extend(fresh.records, problems)
         self._problems.extend(p for p in problems if (p.line, p.kind) not in known)
         self._problems.sort(key=lambda p: (p.line, p.kind))
+
+    def refresh(self) -> list[str]:
+        """Read in what other writers (other handles on this session, other processes) appended
+        since this one last looked, without taking the writer's lock; when anything came, the
+        leaf moves to the last stored entry, as a reopened session's would (pi's rule).
+
+        Returns:
+            The new entries' ids, in stored order (``[]``: nothing new, or a log that cannot
+            tell, as a memory log).
+        """
+        if not is_refreshable(self._log):
+            return []
+        fresh = self._log.refresh()
+        if fresh is None:
+            return []
+        self._integrate(fresh)
+        if fresh.records:
+            last = self._index.last()
+            self._leaf = last.id if last is not None else None
+        return [record.id for record in fresh.records]
+
+    def release(self) -> None:
+        """Let other writers append (a file's writer lock, kept from the first append until
+        :meth:`close`, is given up; the next append takes it again and reads their lines in).
+        Nothing for logs without a session-long lock."""
+        release = getattr(self._log, "release", None)
+        if release is not None:
+            release()
 
     def _serialized_header(self) -> bytes:
         return _json.dumps(self.header)

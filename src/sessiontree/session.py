@@ -208,7 +208,7 @@ class Session(TreeLog):
     def create(cls, directory: str | os.PathLike[str] | None = None, cwd: str | None = None, *,
                session_id: str | None = None, parent_session: str | None = None,
                root: str | os.PathLike[str] | None = None, durable: bool = False,
-               store: Store | str | None = None) -> Session:
+               store: Store | str | None = None, lock_timeout: float = 0.0) -> Session:
         """Start a new session. Nothing is stored until the first append (format-spec.md 17 f).
 
         Without ``directory`` (or ``root``, or ``store``) the file goes where pi keeps its
@@ -228,6 +228,7 @@ class Session(TreeLog):
             store: keep the session in this store instead of a file: a store object (left open
                 when the session closes) or a store URL such as ``sqlite:///sessions.db``
                 (closed with the session).
+            lock_timeout: a file's writer lock, as for :meth:`open`.
 
         Raises:
             InvalidLocation: a bad session id or store URL.
@@ -238,7 +239,8 @@ class Session(TreeLog):
         if store is not None:
             return cls._create_stored(store, header, durable=durable)
         folder = default_session_dir(cwd, root) if directory is None else directory
-        log = JsonlFile(os.path.join(folder, session_file_name(header)), durable=durable)
+        log = JsonlFile(os.path.join(folder, session_file_name(header)), durable=durable,
+                        lock_timeout=lock_timeout)
         if log.exists():
             raise InvalidEntry("a session file with this name already exists", path=log.path)
         return cls(log, header=header)
@@ -490,28 +492,70 @@ class Session(TreeLog):
     # -- appending -----------------------------------------------------------------------------
 
     def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
+        (entry_id,) = self._append_chain(lambda: (self._leaf, [make]))
+        return entry_id
+
+    def _append_chain(self, plan: Callable[[], tuple[str | None, Sequence[_Make]]]) -> list[str]:
+        """Write the entries ``plan`` makes, each the child of the one before and the first
+        under the parent it names, in one write under the writer's lock; ``plan`` runs under
+        the lock, after other writers' entries were read in."""
         fresh = self._log.begin_append()
+        records: Sequence[Any] = ()
         try:
             self._integrate(fresh)
-            taken: set[str] = set()
+            parent, makers = plan()
+            if not makers:
+                return []
+            refused: set[str] = set()
             while True:
-                entry_id = new_entry_id(_Either(self._index.taken(), taken))
-                line = _json.dumps(make(entry_id, self._leaf, iso_now()))
+                ids: list[str] = []
+                lines: list[bytes] = []
+                above, now = parent, iso_now()
+                for make in makers:
+                    entry_id = new_entry_id(_Either(self._index.taken(),
+                                                    _Either(refused, ids)))
+                    lines.append(_json.dumps(make(entry_id, above, now)))
+                    ids.append(entry_id)
+                    above = entry_id
                 header = None if self._header_data is not None else self._serialized_header()
                 try:
-                    (record,) = self._log.write([line], header)
+                    records = self._log.write(lines, header)
                     break
                 except DuplicateId:  # another writer drew the same id meanwhile: draw again
-                    if len(taken) >= 5:
+                    if len(refused) >= 5 * len(makers):
                         raise
-                    taken.add(entry_id)
+                    refused.update(ids)
             if header is not None:
                 self._header_data = _json.loads(header)
         finally:
             self._log.end_append()
-        self._index.add(record)
-        self._leaf = entry_id
-        return entry_id
+        for record in records:
+            self._index.add(record)
+        self._leaf = ids[-1]
+        return ids
+
+    def append_at_last(self, plan: Callable[[str | None], tuple[str | None, Sequence[
+            Mapping[str, Any]]]]) -> list[str]:
+        """Read, decide and append as one step no other writer can come between (a
+        compare-and-append across handles and processes).
+
+        Under the writer's lock, with every entry other writers appended read in, the leaf
+        moves to the last stored entry and ``plan(leaf)`` returns the parent of the first new
+        entry and the entries (on-disk dicts, as for :meth:`append_entry`; each the child of
+        the one before). They are written together; the leaf is the last of them.
+
+        Returns:
+            The new entries' ids (``[]`` when ``plan`` returned none).
+        """
+        def planned() -> tuple[str | None, list[_Make]]:
+            last = self._index.last()
+            self._leaf = last.id if last is not None else None
+            parent, entries = plan(self._leaf)
+            if parent is not None:
+                self._record(parent)
+            return parent, [_entry_maker(entry) for entry in entries]
+
+        return self._append_chain(planned)
 
     def append_entry(self, entry: Mapping[str, Any] | AnyEntry) -> str:
         """Append any entry at the leaf; its ``id``, ``parentId`` and ``timestamp`` are set anew.
@@ -523,11 +567,7 @@ class Session(TreeLog):
         Returns:
             The new entry's id (it is now the leaf).
         """
-        data = entry if isinstance(entry, Mapping) else entry_builtins(entry)
-        kind = data.get("type")
-        if not isinstance(kind, str) or not kind or kind == "session":
-            raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
-        return self._append(lambda i, p, t: ordered_entry(kind, i, p, t, data))
+        return self._append(_entry_maker(entry))
 
     def append_message(self, message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> str:
         """Append a conversation message (user, assistant, toolResult, bashExecution, custom).
@@ -858,6 +898,23 @@ class Session(TreeLog):
     def __repr__(self) -> str:
         where = self.file or "memory"
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
+
+
+_Make = Callable[[str, "str | None", str], Any]
+"""Makes an entry from its id, parent id and timestamp."""
+
+
+def _entry_maker(entry: Mapping[str, Any] | AnyEntry) -> _Make:
+    """What writes ``entry`` (typed or an on-disk dict) with a new id, parent and timestamp.
+
+    Raises:
+        InvalidEntry: no string ``type``, or ``session``.
+    """
+    data = entry if isinstance(entry, Mapping) else entry_builtins(entry)
+    kind = data.get("type")
+    if not isinstance(kind, str) or not kind or kind == "session":
+        raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
+    return lambda i, p, t: ordered_entry(kind, i, p, t, data)
 
 
 class _Either:

@@ -26,15 +26,17 @@ import asyncio
 import json
 import os
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
+from weakref import WeakKeyDictionary
 
+from .. import _json
 from ..context import kept_after_compaction
-from ..errors import MissingExtra
+from ..entries import CHECKOUT_CUSTOM_TYPE
+from ..errors import InvalidLocation, MissingExtra, SessionNotFound
 from ..importers.responses import AssistantInfo, ToolCalls, entry_items, item_entry
-from ..errors import InvalidLocation, SessionNotFound
 from ..session import Session
 from ..stores.base import Store, check_session_id, has_logs
 from ..stores.jsonl import default_session_dir, glob_escape
@@ -56,6 +58,22 @@ if TYPE_CHECKING:
 __all__ = ["SessionTreeSession"]
 
 T = TypeVar("T")
+
+LOCK_WAIT = 10.0
+"""Seconds a handle waits for a session file's writer lock while another handle or process
+writes (files take one writer at a time; a handle holds the lock only while it writes)."""
+
+_LOCKS: WeakKeyDictionary[Session, threading.RLock] = WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def _lock_of(tree: Session) -> threading.RLock:
+    """One lock per session object, shared by every handle wrapping it."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(tree)
+        if lock is None:
+            lock = _LOCKS[tree] = threading.RLock()
+        return lock
 
 
 class SessionTreeSession:
@@ -79,6 +97,8 @@ class SessionTreeSession:
         provider: the provider recorded on assistant messages.
         cwd: the working directory recorded in a new session's header (default: the current
             one).
+        lock_timeout: a session file's writer lock: how long a write waits while another
+            handle or process writes (then :class:`~sessiontree.errors.SessionLockedError`).
 
     Raises:
         InvalidLocation: a bad session id or store address, or a store given with a
@@ -90,12 +110,18 @@ class SessionTreeSession:
     def __init__(self, session: Session | str,
                  store: Store | str | os.PathLike[str] | None = None, *,
                  session_settings: SessionSettings | Mapping[str, Any] | None = None,
-                 model: str = "", provider: str = "openai", cwd: str | None = None) -> None:
+                 model: str = "", provider: str = "openai", cwd: str | None = None,
+                 lock_timeout: float = LOCK_WAIT) -> None:
+        self._root: Path | None = None
+        """A sessions root this session is new to: its file may yet be written by another
+        handle (see :meth:`_adopt_stored_file`)."""
         if isinstance(session, Session):
             if store is not None:
                 raise InvalidLocation("give a store with a session id, not with a Session")
         else:
-            session = _open_or_create(check_session_id(session), store, cwd)
+            session, self._root = _open_or_create(check_session_id(session), store, cwd,
+                                                  lock_timeout)
+        self._lock_timeout = lock_timeout
         self.tree = session
         self.session_id = session.id
         self.session_settings: SessionSettings = (
@@ -104,12 +130,15 @@ class SessionTreeSession:
                                          if isinstance(session_settings, Mapping)
                                          else session_settings))
         self._info = AssistantInfo(provider=provider, model=model)
-        self._lock = threading.Lock()
+        self._lock = _lock_of(session)
+        self._branch: _Branch | None = None
+        """The history last handed out, at its leaf (checked against the store each call)."""
 
     # -- constructors ----------------------------------------------------------------------------
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], **options: Any) -> SessionTreeSession:
+    def open(cls, path: str | os.PathLike[str], *, lock_timeout: float = LOCK_WAIT,
+             **options: Any) -> SessionTreeSession:
         """Continue a session file (pi's or ours), or the session a database address names:
         ``sqlite:///x.db#ID`` (or ``postgresql://...#ID``) opens that session, or creates it when
         the database has no such id yet (a file must exist). Options as for the constructor.
@@ -120,13 +149,14 @@ class SessionTreeSession:
         if is_url(path):
             where = parse_location(path)
             if where.session_id is not None:
-                return cls(where.session_id, path.partition("#")[0], **options)
-        return cls(Session.open(path), **options)
+                return cls(where.session_id, path.partition("#")[0], lock_timeout=lock_timeout,
+                           **options)
+        return cls(Session.open(path, lock_timeout=lock_timeout), **options)
 
     @classmethod
     def create(cls, directory: str | os.PathLike[str] | None = None, cwd: str | None = None, *,
                session_id: str | None = None, store: Store | str | None = None,
-               **options: Any) -> SessionTreeSession:
+               lock_timeout: float = LOCK_WAIT, **options: Any) -> SessionTreeSession:
         """A new session: a file (in pi's folder for ``cwd`` unless ``directory`` is given), or in
         ``store`` (a store URL or object), with ``session_id`` (default: a new UUIDv7). Nothing is
         stored until the first item arrives.
@@ -134,7 +164,8 @@ class SessionTreeSession:
         Raises:
             InvalidLocation: a bad session id or store address.
         """
-        return cls(Session.create(directory, cwd, session_id=session_id, store=store), **options)
+        return cls(Session.create(directory, cwd, session_id=session_id, store=store,
+                                  lock_timeout=lock_timeout), **options)
 
     @classmethod
     def in_memory(cls, session_id: str | None = None, **options: Any) -> SessionTreeSession:
@@ -142,82 +173,171 @@ class SessionTreeSession:
         return cls(Session.in_memory(session_id=session_id), **options)
 
     def close(self) -> None:
-        """Release the session file."""
-        self.tree.close()
+        """Release the session file (or the store opened for it)."""
+        with self._lock:
+            self.tree.close()
+
+    # -- the stored session is the truth -------------------------------------------------------
+
+    def _sync(self) -> _Branch:
+        """Read in what other handles and processes wrote (the leaf then is the last stored
+        entry) and bring the remembered history to the leaf; the caller holds the lock."""
+        self._adopt_stored_file()
+        new = self.tree.refresh()
+        return self._branch_at(self.tree.leaf_id, new)
+
+    def _adopt_stored_file(self) -> None:
+        """A session new to a folder is a file named by its creation time: when another handle
+        wrote the session's file first, continue that file instead of starting a second one."""
+        if self._root is None:
+            return
+        mine = self.tree.file
+        if mine is not None and os.path.exists(mine):
+            self._root = None
+            return
+        found = _stored_file(self._root, self.session_id)
+        if found is not None:
+            self.tree.close()
+            self.tree = Session.open(found, lock_timeout=self._lock_timeout)
+            self._branch = None
+            self._root = None
+
+    def _branch_at(self, leaf: str | None, new: Sequence[str] = ()) -> _Branch:
+        """The history at ``leaf``: the remembered one, extended by the ``new`` entries that
+        lead to ``leaf`` from it when they do (no compaction among them), else read again."""
+        known = self._branch
+        if known is not None and known.leaf == leaf:
+            return known
+        if known is not None and new:
+            fresh, at = set(new), leaf
+            chain: list[dict[str, Any]] = []
+            while at is not None and at != known.leaf and at in fresh and len(chain) < len(new):
+                entry = json.loads(self.tree.raw_line(at))
+                chain.append(entry)
+                at = entry.get("parentId")
+            if at == known.leaf and all(e.get("type") != "compaction" for e in chain):
+                for entry in reversed(chain):
+                    known.extend(entry["id"], entry)
+                known.leaf = leaf
+                return known
+        self._branch = _Branch.read(self.tree, leaf)
+        return self._branch
+
+    def _release(self) -> None:
+        """Let other handles and processes write between calls (a file's writer lock)."""
+        self.tree.release()
 
     # -- reading -----------------------------------------------------------------------------
-
-    def _history(self) -> list[tuple[str, dict[str, Any]]]:
-        """``(entry id, item)`` for the leaf's history, oldest first (pi's context rule)."""
-        path = [json.loads(self.tree.raw_line(i)) for i in self.tree.path_ids()]
-        last = max((i for i, e in enumerate(path) if e.get("type") == "compaction"), default=-1)
-        if last >= 0:
-            path = [path[last], *kept_after_compaction(path, last, path[last].get(
-                "firstKeptEntryId"), itemgetter("id"))]
-        return [(entry["id"], item) for entry in path for item in entry_items(entry)]
 
     def item_ids(self) -> list[str]:
         """The entry id of each item ``get_items()`` returns, in the same order: where to
         :meth:`checkout` to go back to just after that item."""
         with self._lock:
-            return [entry_id for entry_id, _ in self._history()]
+            return list(self._sync().ids)
 
     async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
         """The items on the current branch, oldest first; the latest ``limit`` of them when
-        given (else ``session_settings.limit``)."""
+        given (else ``session_settings.limit``). Each call hands out new objects: changing
+        them changes nothing stored."""
         count = resolve_session_limit(limit, self.session_settings)
 
-        def read() -> list[Any]:
-            items = [item for _, item in self._history()]
-            return items if count is None else items[-count:] if count > 0 else []
+        def read() -> list[bytes]:
+            with self._lock:
+                blobs = self._sync().blobs
+                return blobs[-count:] if count is not None and count > 0 else \
+                    [] if count is not None else blobs[:]
 
-        return await self._run(read)
+        blobs = await asyncio.to_thread(read)
+        return _json.loads(b"[" + b",".join(blobs) + b"]")  # type: ignore[no-any-return]
 
     # -- writing -------------------------------------------------------------------------------
 
-    def _add(self, items: list[Any]) -> None:
-        calls = ToolCalls()
-        for entry_id in self.tree.path_ids():
-            calls.note(json.loads(self.tree.raw_line(entry_id)))
-        for item in items:
-            entry = item_entry(item, calls, self._info)
-            self.tree.append_entry(entry)
-            calls.note(entry)
-
     async def add_items(self, items: list[TResponseInputItem]) -> None:
-        """Append items to the current branch, one entry each."""
-        await self._run(lambda: self._add(list(items)))
+        """Append items to the current branch (at the last stored entry, whoever wrote it), one
+        entry each, in one write."""
+        given = list(items)
+        if given:
+            await self._run(lambda: self._write(lambda branch: (False, branch.leaf, given)))
 
     async def pop_item(self) -> TResponseInputItem | None:
         """Take back the latest item: the leaf moves to before it (persisted); nothing is
-        deleted, the item stays on a branch of its own. ``None`` when the branch is empty."""
+        deleted, the item stays on a branch of its own. ``None`` when the branch is empty.
+        Atomic across handles and processes: an item is popped once."""
+        popped: list[bytes] = []
 
-        def pop() -> Any:
-            history = self._history()
-            if not history:
+        def plan(branch: _Branch) -> tuple[bool, str | None, list[Any]] | None:
+            if not branch.ids:
                 return None
-            entry_id, item = history[-1]
-            siblings = [i for e, i in history if e == entry_id][:-1]  # same entry, earlier
-            parent = self.tree.entry(entry_id).parent_id
-            self.tree.checkout(parent)
-            if siblings:  # an entry written by pi that stood for several items
-                self._add(siblings)
-            return item
+            popped[:] = branch.blobs[-1:]
+            entry_id, first = branch.ids[-1], len(branch.ids) - 1
+            while first > 0 and branch.ids[first - 1] == entry_id:
+                first -= 1
+            # an entry written by pi may stand for several items: the earlier ones come back
+            siblings = _json.loads(b"[" + b",".join(branch.blobs[first:-1]) + b"]")
+            return True, json.loads(self.tree.raw_line(entry_id)).get("parentId"), siblings
 
-        return await self._run(pop)
+        await self._run(lambda: self._write(plan))
+        return _json.loads(popped[0]) if popped else None
 
     async def clear_session(self) -> None:
         """Start a new, empty branch (persisted as a checkout marker at the root). Nothing is
         deleted: every earlier item stays in the tree and :meth:`checkout` can return to it."""
-        await self._run(lambda: self.tree.checkout(None))
+        await self._run(lambda: self._write(lambda branch: (True, None, [])))
+
+    def _write(self, plan: Callable[[_Branch], tuple[bool, str | None, list[Any]] | None]
+               ) -> None:
+        """One compare-and-append. Under the writer's lock, at the last stored entry, ``plan``
+        gives ``(moves, parent, items)``: the items go under ``parent`` (the leaf, unless
+        ``moves``: then a checkout marker under ``parent`` comes first, so that the move is
+        stored); ``None``: nothing to write."""
+        done: list[tuple[_Branch, list[dict[str, Any]]]] = []
+
+        def entries(leaf: str | None) -> tuple[str | None, list[dict[str, Any]]]:
+            branch = self._branch_at(leaf)
+            planned = plan(branch)
+            if planned is None:
+                return None, []
+            moves, parent, items = planned
+            if moves:
+                branch = _Branch.empty() if parent is None else \
+                    branch.before_last(parent) or _Branch.read(self.tree, parent)
+            written: list[dict[str, Any]] = [_checkout_marker(parent)] if moves else []
+            calls = branch.tool_calls(self.tree)
+            for item in items:
+                entry = item_entry(item, calls, self._info)
+                calls.note(entry)
+                written.append(entry)
+            done.append((branch, written))
+            return parent, written
+
+        with self._lock:
+            self._sync()
+            try:
+                ids = self.tree.append_at_last(entries)
+            except BaseException:
+                self._branch = None  # what was planned may not be stored: read it again
+                raise
+            finally:
+                self._release()
+            if ids:
+                branch, written = done[-1]
+                for entry_id, entry in zip(ids, written):
+                    branch.extend(entry_id, entry)
+                branch.leaf = ids[-1]
+                self._branch = branch
 
     # -- the tree ------------------------------------------------------------------------------
 
     def checkout(self, entry_id: str | None) -> None:
         """Go back to just after ``entry_id`` (an id from :meth:`item_ids`); the next items start
-        a new branch there. Persisted, so pi and a reopened session agree."""
+        a new branch there. Persisted, so pi, a reopened session and every other handle
+        agree."""
         with self._lock:
-            self.tree.checkout(entry_id)
+            self._sync()
+            try:
+                self.tree.checkout(entry_id)
+            finally:
+                self._release()
 
     branch = checkout
 
@@ -225,6 +345,7 @@ class SessionTreeSession:
         """A new session (a new file beside this one, or in memory) holding the history up to
         ``entry_id`` (default: the current leaf); this one is unchanged."""
         with self._lock:
+            self._sync()
             target = entry_id if entry_id is not None else self.tree.leaf_id
             if target is None:
                 raise ValueError("nothing to fork: the current branch is empty")
@@ -234,43 +355,108 @@ class SessionTreeSession:
         return SessionTreeSession(forked, **merged)
 
     async def _run(self, work: Callable[[], T]) -> T:
-        def locked() -> T:
-            with self._lock:
-                return work()
-
-        return await asyncio.to_thread(locked)
+        return await asyncio.to_thread(work)
 
     def __repr__(self) -> str:
         return f"<SessionTreeSession {self.session_id} {self.tree.url or 'memory'}>"
 
 
+class _Branch:
+    """The items of one leaf's history, kept between calls: the entry behind each item and
+    the item as JSON (each ``get_items`` decodes new objects from it), with the tool calls on
+    the path (what a new ``function_call_output`` is paired with)."""
+
+    def __init__(self, leaf: str | None, ids: list[str], blobs: list[bytes],
+                 calls: ToolCalls | None, compacted: bool) -> None:
+        self.leaf, self.ids, self.blobs = leaf, ids, blobs
+        self.calls, self.compacted = calls, compacted
+
+    @classmethod
+    def empty(cls) -> _Branch:
+        return cls(None, [], [], ToolCalls(), False)
+
+    @classmethod
+    def read(cls, tree: Session, leaf: str | None) -> _Branch:
+        """Read ``leaf``'s history as pi builds its context: after a compaction, its summary
+        (as the user message pi sends) and the kept entries."""
+        path = [json.loads(tree.raw_line(i)) for i in tree.path_ids(leaf)] \
+            if leaf is not None else []
+        calls = ToolCalls()
+        for entry in path:
+            calls.note(entry)
+        last = max((i for i, e in enumerate(path) if e.get("type") == "compaction"), default=-1)
+        if last >= 0:
+            path = [path[last], *kept_after_compaction(path, last, path[last].get(
+                "firstKeptEntryId"), itemgetter("id"))]
+        branch = cls(leaf, [], [], calls, last >= 0)
+        for entry in path:
+            branch.extend(entry["id"], entry, note=False)
+        return branch
+
+    def extend(self, entry_id: str, entry: Mapping[str, Any], *, note: bool = True) -> None:
+        """Add the items of an entry that follows on the path."""
+        for item in entry_items(entry):
+            self.ids.append(entry_id)
+            self.blobs.append(_json.dumps(item))
+        if note and self.calls is not None:
+            self.calls.note(entry)
+
+    def before_last(self, parent: str) -> _Branch | None:
+        """The history at ``parent``, the parent of the last item's entry: these items without
+        that entry's (``None`` after a compaction, where that is not a prefix); its tool calls
+        are noted again when needed."""
+        if self.compacted or not self.ids:
+            return None
+        first = self.ids.index(self.ids[-1])
+        return _Branch(parent, self.ids[:first], self.blobs[:first], None, False)
+
+    def tool_calls(self, tree: Session) -> ToolCalls:
+        if self.calls is None:
+            self.calls = ToolCalls()
+            for entry_id in tree.path_ids(self.leaf) if self.leaf is not None else ():
+                self.calls.note(json.loads(tree.raw_line(entry_id)))
+        return self.calls
+
+
+def _checkout_marker(target: str | None) -> dict[str, Any]:
+    """The entry that stores a move of the leaf to ``target`` (as ``Session.checkout`` does)."""
+    return {"type": "custom", "customType": CHECKOUT_CUSTOM_TYPE, "data": {"targetId": target}}
+
+
+def _stored_file(root: Path, session_id: str) -> Path | None:
+    """The file of ``session_id`` in a sessions root in pi's layout, if stored."""
+    found = sorted(root.glob(f"*/*_{glob_escape(session_id)}.jsonl")) if root.is_dir() else []
+    return found[-1] if found else None
+
+
 def _open_or_create(session_id: str, store: Store | str | os.PathLike[str] | None,
-                    cwd: str | None) -> Session:
+                    cwd: str | None, lock_timeout: float) -> tuple[Session, Path | None]:
     """The session ``session_id`` of ``store``, or a new one by that id (stored at its first
-    append)."""
+    append); with the sessions root it is new to, if any."""
     if store is None:
-        return Session.in_memory(cwd, session_id=session_id)
+        return Session.in_memory(cwd, session_id=session_id), None
     if isinstance(store, (str, os.PathLike)) and not is_url(store):
         root = Path(store)
-        found = sorted(root.glob(f"*/*_{glob_escape(session_id)}.jsonl")) if root.is_dir() else []
-        if found:
-            return Session.open(found[-1])
+        found = _stored_file(root, session_id)
+        if found is not None:
+            return Session.open(found, lock_timeout=lock_timeout), None
         cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
-        return Session.create(default_session_dir(cwd, root), cwd, session_id=session_id)
+        return Session.create(default_session_dir(cwd, root), cwd, session_id=session_id,
+                              lock_timeout=lock_timeout), root
     if isinstance(store, str):
         where = parse_location(store)
         if where.session_id not in (None, session_id):
             raise InvalidLocation(f"{store}: names session {where.session_id}, not {session_id}")
         base = store.partition("#")[0]
         try:
-            return Session.open(f"{base}#{session_id}")
+            return Session.open(f"{base}#{session_id}"), None
         except SessionNotFound:
-            return Session.create(cwd=cwd, session_id=session_id, store=base)
+            return Session.create(cwd=cwd, session_id=session_id, store=base), None
     given: Store = store
     if not has_logs(store):
         raise InvalidLocation(f"{type(store).__name__} cannot hold a Session (it has no "
                               "open_log/new_log)")
     try:
-        return Session(store.open_log(session_id))
+        return Session(store.open_log(session_id)), None
     except SessionNotFound:
-        return Session.create(cwd=cwd, session_id=session_id, store=given)
+        return Session.create(cwd=cwd, session_id=session_id, store=given), None

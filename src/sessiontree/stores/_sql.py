@@ -18,6 +18,7 @@ Invariants:
 from __future__ import annotations
 
 import json
+import threading
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -404,6 +405,9 @@ class SqlLog:
         self._state: SessionState | None = None
         self._tx: AbstractContextManager[Any] | None = None
         self._conn: Any = None
+        self._appending = threading.Lock()
+        """Held from :meth:`begin_append` to :meth:`end_append`: one transaction at a time per
+        log, whatever threads share it."""
         self._lines: dict[int, bytes] = {}
         self._order: dict[int, int] = {}  # seq -> position in _sequence, for reading ahead
         self._sequence: Sequence[Record] = ()
@@ -535,16 +539,48 @@ class SqlLog:
             raise ConcurrentModification(f"entry line {seq + 1} is no longer stored (the session "
                                          "was deleted)", path=self.url)
 
+    def refresh(self) -> LoadResult | None:
+        """What other writers stored since this log last looked, lines included (no lock)."""
+        header: Any = None
+        if self._created is None:  # not stored when this log was made: maybe stored since
+            rows = self.store._query("head", self._params())
+            if not rows:
+                return None
+            state = SessionState.from_row(rows[0])
+            self._created = state.created
+            header = _json.loads(state.header)
+        records: list[Record] = []
+        while True:
+            rows = self.store._query("after_lines", self._params(seq=self._last_seq,
+                                                                 limit=1000))
+            for row in rows:
+                records.append(record_from_row(row))
+                self._lines[row[0]] = bytes(row[-1])
+                self._last_seq = row[0]
+            if len(rows) < 1000:
+                break
+        if not records and header is None:
+            return None
+        self._count += len(records)
+        return LoadResult(header if isinstance(header, dict) else None, 1, records, [])
+
     # -- appending -------------------------------------------------------------------------------
 
     def begin_append(self) -> LoadResult | None:
         self.store._writable()
-        self._tx = self.store._transaction()
-        self._conn = self._tx.__enter__()
+        self._appending.acquire()
+        try:
+            self._tx = self.store._transaction()
+            self._conn = self._tx.__enter__()
+        except BaseException:
+            self._tx = None
+            self._appending.release()
+            raise
         try:
             return self._catch_up()
         except BaseException as exc:
             self._abort(exc)
+            self._appending.release()
             raise
 
     def _catch_up(self) -> LoadResult | None:
@@ -578,7 +614,8 @@ class SqlLog:
 
     def _commit(self) -> None:
         tx, self._tx, self._conn = self._tx, None, None
-        assert tx is not None
+        if tx is None:
+            raise RuntimeError("write() outside begin_append()")
         tx.__exit__(None, None, None)
 
     def _abort(self, exc: BaseException | None) -> None:
@@ -587,8 +624,13 @@ class SqlLog:
             tx.__exit__(type(exc) if exc else RuntimeError, exc or RuntimeError("aborted"), None)
 
     def end_append(self) -> None:
-        if self._tx is not None:  # write() did not commit: roll back
-            self._abort(None)
+        if not self._appending.locked():
+            return
+        try:
+            if self._tx is not None:  # write() did not commit: roll back
+                self._abort(None)
+        finally:
+            self._appending.release()
 
     def close(self) -> None:
         self.end_append()

@@ -37,6 +37,7 @@ __all__ = [
     "LoadResult",
     "LogHead",
     "LogStore",
+    "RefreshableLog",
     "SearchableStore",
     "SessionListing",
     "SessionLog",
@@ -45,6 +46,7 @@ __all__ = [
     "has_lines",
     "has_logs",
     "is_indexed",
+    "is_refreshable",
 ]
 
 
@@ -151,6 +153,22 @@ class FollowableLog(Protocol):
         """Whole entry lines appended after the last one this log has seen, as they land,
         until ``stop()`` is true when nothing new came; ``poll`` seconds between looks where
         the backend cannot wait for a notification."""
+
+
+@runtime_checkable
+class RefreshableLog(Protocol):
+    """A log that reads what other writers appended without taking the writer's lock (files
+    and databases), so that a reader sees every handle's and process's writes."""
+
+    def refresh(self) -> LoadResult | None:
+        """The whole lines other writers appended since this log last looked (a line still
+        being written waits for the next look); ``None`` when nothing came."""
+
+
+def is_refreshable(log: SessionLog) -> TypeGuard[RefreshableLog]:
+    """Whether ``log`` can read others' appends without the writer's lock (see
+    :class:`RefreshableLog`)."""
+    return isinstance(log, RefreshableLog)
 
 
 def is_indexed(log: SessionLog) -> TypeGuard[IndexedLog]:

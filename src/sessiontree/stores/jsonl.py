@@ -204,6 +204,21 @@ class JsonlFile:
         located = cast("Sequence[FileRecord]", records)  # this log hands out FileRecords only
         return read_ranges(self._read_fd, [(r.offset, r.length) for r in located])
 
+    def refresh(self) -> LoadResult | None:
+        """The whole lines appended since the last scan, by anyone, read without the writer's
+        lock; a file that does not end with a newline yet (a line being written) is looked at
+        again next time."""
+        fd = self._read_fd
+        if fd is None:
+            if self._identity is not None or not self.exists():
+                return None
+            result = self.load()  # a new session's file, written by another handle meanwhile
+            return result if result.header is not None else None
+        st = os.fstat(fd)
+        if st.st_size <= self._size or os.pread(fd, 1, st.st_size - 1) != b"\n":
+            return None
+        return self._scan_appended(st.st_size, stop=st.st_size)
+
     # -- appending -----------------------------------------------------------------------------
 
     def begin_append(self) -> LoadResult | None:
@@ -263,7 +278,7 @@ class JsonlFile:
                 self._repair_tail()
                 return fresh
 
-    def _scan_appended(self, new_size: int) -> LoadResult:
+    def _scan_appended(self, new_size: int, *, stop: int | None = None) -> LoadResult:
         if self._scanner is None:
             self._scanner = Scanner(self.path)
         scanner = self._scanner
@@ -276,7 +291,8 @@ class JsonlFile:
         records: list[FileRecord] = []
         scanner.records = records
         scanner.tail = "clean"
-        scanner.scan(os.fdopen(self._read_fd, "rb", buffering=0, closefd=False), start)
+        scanner.scan(os.fdopen(self._read_fd, "rb", buffering=0, closefd=False), start,
+                     stop=stop)
         scanner.finish()
         self._size = new_size
         self._needs_newline = not scanner.ends_with_newline
