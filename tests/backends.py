@@ -1,11 +1,13 @@
 """One session API, every backend: the fixtures that run a suite over memory, JSONL, SQLite,
-PostgreSQL (``SESSIONTREE_TEST_POSTGRES``; each test run gets its own schema, dropped at the
-end; set but unreachable fails the run, never skips it), one Redis server and a Redis Cluster
+PostgreSQL (``SESSIONTREE_TEST_POSTGRES``, else a throwaway server the run starts; each test
+run gets its own schema, dropped at the end; a server unreachable or not started fails the run,
+never skips it), one Redis server and a Redis Cluster
 (started for the run from the machine's ``redis-server``, :mod:`tests.servers`; each test gets
 its own key prefix)."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import uuid
 from collections.abc import Iterator
@@ -23,17 +25,49 @@ BACKENDS = ["memory", "jsonl", "sqlite", "postgres", "redis", "redis-cluster"]
 POSTGRES_ENV = "SESSIONTREE_TEST_POSTGRES"
 
 
-def postgres_dsn() -> str | None:
-    return os.environ.get(POSTGRES_ENV) or None
+_throwaway: list[Any] = []  # the PostgreSQL started for this run, if one was
+
+
+def postgres_dsn() -> str:
+    """The PostgreSQL the tests use: ``SESSIONTREE_TEST_POSTGRES``, else a throwaway server
+    started on first use (:class:`tests.servers.PostgresServer`), named in the variable for the
+    rest of the run (child processes inherit it) and stopped when the run ends.
+
+    Raises:
+        ServerFailed: the throwaway server did not start (the reason is in the message).
+    """
+    dsn = os.environ.get(POSTGRES_ENV)
+    if dsn:
+        return dsn
+    from .servers import PostgresServer
+
+    server = PostgresServer()
+    _throwaway.append(server)
+    atexit.register(stop_throwaway_postgres)
+    os.environ[POSTGRES_ENV] = server.dsn
+    return server.dsn
+
+
+def stop_throwaway_postgres() -> None:
+    """Stop the PostgreSQL this run started (if any) and unset the variable it set."""
+    while _throwaway:
+        server = _throwaway.pop()
+        if os.environ.get(POSTGRES_ENV) == server.dsn:
+            del os.environ[POSTGRES_ENV]
+        server.stop()
 
 
 @pytest.fixture(scope="session")
 def postgres_url() -> Iterator[str]:
     """A ``postgresql://...?schema=<random>`` URL for this test run; the schema is dropped at
-    the end. Skips without ``SESSIONTREE_TEST_POSTGRES``; fails when it is set but down."""
-    dsn = postgres_dsn()
-    if dsn is None:
-        pytest.skip(f"{POSTGRES_ENV} is not set")
+    the end. Without ``SESSIONTREE_TEST_POSTGRES`` the server is a throwaway one; a server that
+    is down or cannot start fails the run."""
+    from .servers import ServerFailed
+
+    try:
+        dsn = postgres_dsn()
+    except ServerFailed as exc:
+        pytest.fail(f"{POSTGRES_ENV} is not set and the throwaway PostgreSQL did not start: {exc}")
     import psycopg
 
     try:
@@ -96,7 +130,7 @@ def fresh_postgres_url(postgres_url: str) -> Iterator[str]:
     try:
         yield f"{base}schema={schema}"
     finally:
-        with psycopg.connect(postgres_dsn() or "", autocommit=True) as admin:
+        with psycopg.connect(postgres_dsn(), autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 

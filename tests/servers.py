@@ -1,20 +1,24 @@
 """Throwaway database servers for the suite: Redis servers and a six-node Redis Cluster started
-from the machine's ``redis-server`` on 127.0.0.1 ports, stopped after. A server that cannot be
-started raises :class:`ServerFailed` with the reason (the fixtures turn it into a failed run,
-never a skip)."""
+from the machine's ``redis-server``, and a PostgreSQL cluster made by the machine's ``initdb``
+and ``pg_ctl`` (``/usr/lib/postgresql/*/bin``), on 127.0.0.1 ports, stopped after. A server that
+cannot be started raises :class:`ServerFailed` with the reason (the fixtures turn it into a
+failed run, never a skip)."""
 
 from __future__ import annotations
 
+import glob
 import os
+import pwd
 import shutil
 import signal
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
-__all__ = ["RedisCluster", "RedisServer", "ServerFailed", "free_port"]
+__all__ = ["PostgresServer", "RedisCluster", "RedisServer", "ServerFailed", "free_port"]
 
 
 class ServerFailed(RuntimeError):
@@ -86,6 +90,7 @@ class RedisServer:
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
                 err = self.process.stderr.read().decode() if self.process.stderr else ""
+                self.stop()
                 log = self.log.read_text() if self.log.exists() else ""
                 raise ServerFailed(f"redis-server on port {self.port} exited with "
                                    f"{self.process.returncode}: {err}{log[-2000:]}")
@@ -171,3 +176,58 @@ class RedisCluster:
     def stop(self) -> None:
         for node in self.nodes:
             node.stop()
+
+
+class PostgresServer:
+    """A throwaway PostgreSQL (trust authentication, no fsync) in a temporary folder, for a run
+    without ``SESSIONTREE_TEST_POSTGRES``. As root it runs as the ``postgres`` user (the server
+    refuses root)."""
+
+    def __init__(self) -> None:
+        found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"),
+                       key=lambda p: int(Path(p).parts[4]) if Path(p).parts[4].isdigit() else 0)
+        initdb = found[-1] if found else shutil.which("initdb")
+        if initdb is None:
+            raise ServerFailed("no PostgreSQL server binaries (initdb) in /usr/lib/postgresql/*/bin"
+                               " or on PATH: install postgresql, or set SESSIONTREE_TEST_POSTGRES")
+        self._pg_ctl = str(Path(initdb).with_name("pg_ctl"))
+        self.directory = Path(tempfile.mkdtemp(prefix="sessiontree-pg-"))
+        self._as: list[str] = []
+        if os.geteuid() == 0:
+            try:
+                owner = pwd.getpwnam("postgres")
+            except KeyError:
+                raise ServerFailed("running as root and there is no postgres user to run the "
+                                   "test PostgreSQL as") from None
+            os.chown(self.directory, owner.pw_uid, owner.pw_gid)
+            self._as = [shutil.which("runuser") or "/usr/sbin/runuser", "-u", "postgres", "--"]
+        self.port = free_port()
+        self.data = self.directory / "data"
+        self._run([initdb, "-D", str(self.data), "-U", "postgres", "--auth=trust", "-E", "UTF8",
+                   "--no-sync", "--locale=C"])
+        options = (f"-p {self.port} -k {self.directory} -c listen_addresses=127.0.0.1 "
+                   "-c fsync=off -c synchronous_commit=off -c full_page_writes=off "
+                   "-c max_connections=200")
+        self._run([self._pg_ctl, "-D", str(self.data), "-o", options, "-l",
+                   str(self.directory / "server.log"), "-w", "-t", "60", "start"])
+
+    def _run(self, args: list[str]) -> None:
+        done = subprocess.run([*self._as, *args], capture_output=True, text=True, timeout=120)
+        if done.returncode != 0:
+            log = self.directory / "server.log"
+            tail = log.read_text()[-2000:] if log.exists() else ""
+            self.directory_cleanup()
+            raise ServerFailed(f"{Path(args[0]).name} failed ({done.returncode}): "
+                               f"{done.stderr or done.stdout}{tail}")
+
+    @property
+    def dsn(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def stop(self) -> None:
+        subprocess.run([*self._as, self._pg_ctl, "-D", str(self.data), "-m", "immediate",
+                        "stop"], capture_output=True, timeout=60)
+        self.directory_cleanup()
+
+    def directory_cleanup(self) -> None:
+        shutil.rmtree(self.directory, ignore_errors=True)

@@ -725,7 +725,7 @@ def test_async_follow_survives_losing_the_listening_connection(postgres_url: str
             await until(lambda: got == ["before"], "the first entry")
             lost = store._listener
             assert lost is not None
-            with psycopg.connect(postgres_dsn() or "", autocommit=True) as admin:
+            with psycopg.connect(postgres_dsn(), autocommit=True) as admin:
                 admin.execute("SELECT pg_terminate_backend(%s)", (lost.info.backend_pid,))
             await until(lambda: store._listener not in (None, lost), "a new listening connection")
             await writer.append_message(UserMessage.of("after"))

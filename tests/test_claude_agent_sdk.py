@@ -76,8 +76,6 @@ class Backends:
             store = SessionTreeSessionStore(f"sqlite:///{self.tmp_path}/s{n}.db")
         else:
             dsn = postgres_dsn()
-            if dsn is None:
-                pytest.skip("SESSIONTREE_TEST_POSTGRES is not set")
             schema = f"sessiontree_cc_{uuid.uuid4().hex[:12]}"
             self.schemas.append(schema)
             store = SessionTreeSessionStore(f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
@@ -90,7 +88,7 @@ class Backends:
         if self.schemas:
             import psycopg
 
-            with psycopg.connect(postgres_dsn() or "", autocommit=True) as admin:
+            with psycopg.connect(postgres_dsn(), autocommit=True) as admin:
                 for schema in self.schemas:
                     admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
@@ -305,9 +303,8 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
               "root": SessionTreeSessionStore(root)}
     dsn = postgres_dsn()
     schema = f"sessiontree_cc_{uuid.uuid4().hex[:12]}"
-    if dsn is not None:
-        stores["postgres"] = SessionTreeSessionStore(
-            f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
+    stores["postgres"] = SessionTreeSessionStore(
+        f"{dsn}{'&' if '?' in dsn else '?'}schema={schema}")
     tee = Tee(list(stores.values()))
     server = FakeLLM().start().then(*TURN_ONE, Reply(text="Again: pear."))
     env = {"HOME": str(base / "home"), "CLAUDE_CONFIG_DIR": str(config),
@@ -337,11 +334,10 @@ def live(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
         server.stop()
         for store in stores.values():
             store.close()
-        if dsn is not None:
-            import psycopg
+        import psycopg
 
-            with psycopg.connect(dsn, autocommit=True) as admin:
-                admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
 def test_a_real_round_trip_is_kept_exactly_on_every_backend(live: Live) -> None:

@@ -12,7 +12,7 @@ from .backends import postgres_dsn
 
 
 def test_killed_writers_lose_nothing_and_invent_nothing(tmp_path: Path) -> None:
-    backends = ["jsonl", "sqlite"] + (["postgres"] if postgres_dsn() else [])
+    backends = ["jsonl", "sqlite", "postgres"]
     alone = [scenario for scenario in crash.SCENARIOS if scenario != "copies"]
     report = crash.run(backends, 4, rewrite_kills=2, scenarios=alone, seed=7,
                        postgres=postgres_dsn(), work=tmp_path / "alone")

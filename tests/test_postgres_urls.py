@@ -25,7 +25,7 @@ from .backends import postgres_dsn
 @pytest.fixture
 def dsn(postgres_url: str) -> str:
     """The server's address without a schema (``postgres_url`` makes sure it is up)."""
-    return postgres_dsn() or ""
+    return postgres_dsn()
 
 
 @pytest.fixture

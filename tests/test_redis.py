@@ -300,3 +300,10 @@ def test_copy_through_one_server_and_a_cluster_gives_back_the_same_files(
         assert returned.read_bytes() == original.read_bytes()
     code, out, _ = run("copy", str(tmp_path / "pi"), cluster)
     assert code == 0 and "copied 0 session(s)" in out and "4 already there" in out
+
+
+def test_a_server_that_cannot_start_says_why(tmp_path: Path) -> None:
+    from .servers import RedisServer, ServerFailed
+
+    with pytest.raises(ServerFailed, match="no-such-directive"):
+        RedisServer(tmp_path, extra=["--no-such-directive", "1"])

@@ -274,7 +274,7 @@ def test_postgres_connection_loss_is_typed_and_a_retry_works(postgres_url: str) 
     with PostgresStore.from_url(f"{postgres_url}&application_name={app}") as store:
         session = Session.create(cwd="/w", store=store)
         first = session.append_message(UserMessage.of("before the loss"))
-        with psycopg.connect(postgres_dsn() or "", autocommit=True) as admin:
+        with psycopg.connect(postgres_dsn(), autocommit=True) as admin:
             killed = admin.execute("SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
                                    "WHERE application_name = %s", (app,)).fetchone()
         assert killed is not None and killed[0] >= 1
