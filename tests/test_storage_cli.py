@@ -499,3 +499,15 @@ def test_commands_name_an_entry_alike_and_give_no_api_advice(tmp_path: Path) -> 
     sqlite3.connect(empty).execute("CREATE TABLE other (x)").connection.close()
     code, _, err = run("ls", sqlite_url(empty))
     assert code == 1 and "no sessions here" in err and "read_only" not in err
+
+
+@pytest.mark.parametrize("command", ["migrate", "repair"])
+def test_file_only_commands_say_why_they_refuse_a_url(tmp_path: Path, command: str) -> None:
+    """Issue 20 point 3: migrate and repair rewrite files; given a URL they say why they are
+    file-only, and their --help says it too."""
+    url = f"{sqlite_url(tmp_path / 's.db')}#6f1d2c1e-2b7a-4f57-9a57-3e0c4b8f5a14"
+    code, _, err = run(command, url)
+    assert code == 2 and f"{command} works on session files, not on {url}: a database " in err
+    assert "no such session file" not in err
+    _, shown, _ = run(command, "--help")
+    assert "Files only: a database" in " ".join(shown.split())

@@ -264,6 +264,14 @@ def ls(directory: str | None, cwd: str | None, every: bool, as_json: bool) -> No
             console.print(Text(_TIME_LEGEND[source], style="dim"))
 
 
+def _file_only(file: str, command: str, why: str) -> None:
+    """Refuse a database URL for a command that rewrites a file, saying why."""
+    from ..stores.url import is_url
+
+    if is_url(file):
+        raise click.UsageError(f"{command} works on session files, not on {file}: {why}")
+
+
 @cli.command()
 @FILE
 @reports_errors
@@ -271,9 +279,13 @@ def migrate(file: str) -> None:
     """Bring an old session file (version 1, 2 or the draft format) to version 3, in place;
     also a header whose version is odd (3.5, "2"), as pi reads it.
 
-    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic.
+    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic. Files only: a
+    database holds version 3 sessions only (copy refuses an older file until it is migrated).
     """
     from ..migrate import migrate_file
+
+    _file_only(file, "migrate", "a database holds version 3 sessions only (copy refuses an "
+                                "older file until it is migrated), so there is nothing to migrate")
 
     result = migrate_file(file)
     if result.backup is None:
@@ -346,8 +358,16 @@ def label(file: str, entry_id: str | None, text: str | None, by_label: str | Non
 @reports_errors
 def repair(file: str, as_json: bool) -> None:
     """Fix what verify finds, keeping a backup: drop corrupt and torn lines and superseded
-    duplicates, and cut parent cycles (pi hangs on them). Orphans are left as roots."""
+    duplicates, and cut parent cycles (pi hangs on them). Orphans are left as roots.
+
+    Files only: a database checks every entry as it is stored, so it holds no corrupt or torn
+    line and no duplicate id (verify URL#ID reports what it does hold).
+    """
     from ..repair import repair_file
+
+    _file_only(file, "repair", "a database checks every entry as it is stored, so it holds no "
+                               "corrupt or torn line and no duplicate id; 'sessiontree verify' "
+                               "reports what it does hold")
 
     result = repair_file(file)
     if as_json:
