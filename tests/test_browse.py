@@ -550,3 +550,38 @@ def test_browse_command_takes_a_store_or_a_search(tmp_path: Path) -> None:
 
     outcome = CliRunner().invoke(cli, ["browse"])
     assert outcome.exit_code == 2 and "--search QUERY" in outcome.stderr
+
+
+def test_the_preview_says_when_no_usage_was_recorded(tmp_path: Path) -> None:
+    """Issue 20 point 9: no reply recorded its usage: an estimate, said to be one (not ~0)."""
+    entries = [dict(e) for e in BRANCHED]
+    for entry in entries:
+        message = entry.get("message")
+        if isinstance(message, dict) and "usage" in message:
+            message["usage"] = {k: 0 for k in message["usage"] if k != "cost"} | {
+                "cost": {k: 0 for k in message["usage"]["cost"]}}
+    path = write_branched(tmp_path / "s.jsonl", entries)
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        context = str(app.query_one("#context").render())
+        found = re.search(r"~([\d,]+) tokens estimated from the text \(no usage recorded\)",
+                          context)
+        assert found and int(found.group(1).replace(",", "")) > 0, context
+
+    drive(path, script)
+
+
+def test_a_search_hides_the_selected_row_when_it_does_not_match(tmp_path: Path) -> None:
+    """Issue 20 point 9: only matches (and the leaf) stay while searching."""
+    path = write_branched(tmp_path / "s.jsonl")
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        press = pilot.press  # type: ignore[attr-defined]
+        await press("home")
+        await settle(app, pilot)
+        assert selected(app) == "u0000001"  # "Write a CLI that resizes images"
+        await press("slash", *"pillow", "enter")
+        await settle(app, pilot)
+        assert shown(app) == ["b0000004", "b0000005"] and selected(app) in shown(app)
+
+    drive(path, script)

@@ -610,8 +610,8 @@ class BrowseApp(App[None]):
                 raise _Cancelled
             return self._search_text(node, terms)
 
-        def kept(node: TreeNode) -> bool:
-            return node.id == leaf or node.id == keep
+        def kept(node: TreeNode) -> bool:  # (a search shows matches only, and the leaf)
+            return node.id == leaf or (node.id == keep and not terms)
 
         try:
             view = filter_tree(roots, mode, search or None, text=text, keep=kept)
@@ -695,23 +695,27 @@ class BrowseApp(App[None]):
 
     @work(thread=True, exclusive=True, group="preview")
     def _context_size(self, entry_id: str) -> None:
-        from ..compaction import context_tokens
+        from ..compaction import context_tokens, estimate_context_tokens, estimate_tokens
 
         session = self.session
         if session is None:
             return
         try:
-            messages = len(session.build_context(entry_id))
-            tokens = context_tokens(session, entry_id)
+            context = session.build_context(entry_id).to_builtins()["messages"]
+            if estimate_context_tokens(context).usage_tokens:
+                size = f"~{context_tokens(session, entry_id):,} tokens"
+            else:  # no reply on the path reported its usage: estimate, and say so
+                estimate = sum(estimate_tokens(m) for m in context)
+                size = f"~{estimate:,} tokens estimated from the text (no usage recorded)"
         except Exception as exc:  # a damaged entry: say so in the pane, never crash
             self.call_from_thread(self._show_context, entry_id, f"context: {exc}")
             return
         if get_current_worker().is_cancelled:
             return
+        messages = len(context)
         self.call_from_thread(
             self._show_context, entry_id,
-            f"context from here: {messages} message{'s' if messages != 1 else ''}, "
-            f"~{tokens:,} tokens")
+            f"context from here: {messages} message{'s' if messages != 1 else ''}, {size}")
 
     def _show_context(self, entry_id: str, text: str) -> None:
         selected = self.tree_view.selected
