@@ -231,7 +231,7 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
     Path(index_path(root)).write_bytes(b"not a database at all" * 100)  # damaged
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 1  # built again
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # built again
 
 
 def test_a_folder_without_room_for_an_index_is_searched_all_the_same(root: Path) -> None:

@@ -25,7 +25,7 @@ from __future__ import annotations
 import datetime as _dt
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
 import msgspec
@@ -322,7 +322,7 @@ def _snippet(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[i
 
 
 def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, since: int,
-         limit: int, branch: Callable[[Candidate], set[str]]) -> list[SearchHit]:
+         limit: int, branch: Callable[[Candidate], Container[str]]) -> list[SearchHit]:
     """The best ``limit`` hits among the candidates that truly match.
 
     Args:
@@ -331,8 +331,8 @@ def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, sin
         role: only this role.
         since: only entries at or after this epoch ms.
         limit: at most this many hits.
-        branch: the ids on a candidate's session's current branch (asked once per session
-            that has a hit).
+        branch: the ids on a candidate's session's current branch, or an object that answers
+            ``in`` for them (asked once per session that has a hit).
     """
     scored: list[tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]] = []
     patterns = _patterns(query)
@@ -348,7 +348,7 @@ def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, sin
         scored.append((-score, -doc.ms, candidate.session_id, candidate.place, candidate, doc,
                        spans))
     scored.sort(key=lambda item: item[:4])
-    branches: dict[str, set[str]] = {}
+    branches: dict[str, Container[str]] = {}
     hits: list[SearchHit] = []
     for negative, _, _, _, candidate, doc, spans in scored[:limit]:
         if candidate.session not in branches:

@@ -12,6 +12,7 @@ from datetime import date, datetime
 
 from ._search import SearchHit
 from .errors import InvalidLocation
+from .stores.base import SearchableStore
 from .stores.url import open_store, parse_location
 
 __all__ = ["SearchHit", "search_sessions"]
@@ -35,7 +36,8 @@ def search_sessions(location: str | os.PathLike[str] | None, query: str, *,
 
     Raises:
         InvalidQuery: no word in ``query``.
-        InvalidLocation: a session file or ``#SESSION_ID`` instead of a store.
+        InvalidLocation: a session file or ``#SESSION_ID`` instead of a store, or a store
+            that cannot search.
         SessionNotFound: no such folder or database file.
     """
     from .stores.jsonl import default_sessions_root
@@ -49,4 +51,7 @@ def search_sessions(location: str | os.PathLike[str] | None, query: str, *,
 
         raise SessionNotFound("no such session folder", path=where.store)
     with open_store(location if location is not None else where.store) as store:
+        if not isinstance(store, SearchableStore):
+            raise InvalidLocation(f"{type(store).__name__} cannot search its sessions",
+                                  path=str(location))
         return store.search(query, cwd=cwd, role=role, since=since, limit=limit)

@@ -9,7 +9,9 @@ Invariants:
   an edit in place) is indexed again from its start; a file gone loses its rows. Only whole
   lines are indexed.
 * Every candidate's line is read again from its file and judged by :mod:`sessiontree._search`
-  before it is a hit, so a stale index can cost time but never give a wrong hit.
+  before it is a hit, so a stale index can cost time but never give a wrong hit. A session's
+  current branch (for the hits' flag) is kept with its file's row and forgotten when the file
+  changes.
 * The cache folder is created ``0700``, the index ``0600``. An index that is damaged or of
   another version is deleted and built again; a folder that cannot be written is searched
   with an index in memory.
@@ -19,28 +21,28 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import msgspec
 
 from .. import _fs
-from .._search import CANDIDATES, Candidate, Query, document
+from .._search import CANDIDATES, Candidate, Query, SearchHit, document, rank
 from ._jsonl_listing import session_files
 
-__all__ = ["CACHE_DIR", "INDEX_NAME", "candidates", "index_path"]
+__all__ = ["CACHE_DIR", "INDEX_NAME", "index_path", "search"]
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 1
+_VERSION = 2
 _TAIL = 64
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 
 _SCHEMA = (
     "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dev INTEGER, "
     "ino INTEGER, size INTEGER, mtime_ns INTEGER, indexed_to INTEGER, tail BLOB, "
-    "session_id TEXT, cwd TEXT)",
+    "session_id TEXT, cwd TEXT, branch BLOB)",
     "CREATE TABLE entries (id INTEGER PRIMARY KEY, file INTEGER NOT NULL, offset INTEGER NOT "
     "NULL, length INTEGER NOT NULL, role TEXT NOT NULL, ms INTEGER NOT NULL)",
     "CREATE INDEX entries_file ON entries (file)",
@@ -219,7 +221,7 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result,
     indexed_to = start + end
     tail = data[max(0, end - _TAIL):end] if end else (row.tail if row and start else b"")
     conn.execute("UPDATE files SET dev = ?, ino = ?, size = ?, mtime_ns = ?, indexed_to = ?, "
-                 "tail = ?, session_id = ?, cwd = ? WHERE id = ?",
+                 "tail = ?, session_id = ?, cwd = ?, branch = NULL WHERE id = ?",
                  (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, indexed_to, tail,
                   session_id, cwd, file_id))
 
@@ -250,15 +252,45 @@ def _session_of(lines: list[bytes]) -> tuple[str | None, str | None]:
     return None, None
 
 
-def candidates(root: str | os.PathLike[str], query: Query, *, role: str | None, since: int,
-               cwd: str | None) -> list[Candidate]:
-    """The most recent entries of the folder's sessions holding every word of ``query``, each
-    with its line read again from its file."""
+def search(root: str | os.PathLike[str], query: Query, *, role: str | None, since: int,
+           cwd: str | None, limit: int, branch: Callable[[str], set[str]]) -> list[SearchHit]:
+    """The best hits among the folder's sessions (:func:`sessiontree._search.rank`), the index
+    refreshed first; ``branch(path)`` gives the ids on a session's current branch, kept in the
+    index until the file changes."""
     location = os.path.abspath(root)
     match = " AND ".join(f'"{word}"' for word in query.words())
     with _opened(location) as conn:
         rows = conn.execute(_QUERY, {"match": match, "since": since, "role": role, "cwd": cwd,
                                      "limit": CANDIDATES}).fetchall()
+        found = _read_lines(rows)
+        computed: dict[str, set[str]] = {}
+
+        def current(candidate: Candidate) -> set[str]:
+            stored = conn.execute("SELECT branch FROM files WHERE path = ?",
+                                  (candidate.session,)).fetchone()
+            if stored is not None and stored[0] is not None:
+                return set(_ids.decode(stored[0]))
+            ids = computed[candidate.session] = branch(candidate.session)
+            return ids
+
+        hits = rank(found, query, role=role, since=since, limit=limit, branch=current)
+        if computed:
+            try:
+                with conn:
+                    conn.executemany("UPDATE files SET branch = ? WHERE path = ?",
+                                     [(_ids_encoder.encode(sorted(ids)), path)
+                                      for path, ids in computed.items()])
+            except sqlite3.OperationalError:
+                pass  # busy or read-only: computed again next time
+    return hits
+
+
+_ids = msgspec.msgpack.Decoder(list[str])
+_ids_encoder = msgspec.msgpack.Encoder()
+
+
+def _read_lines(rows: list[Any]) -> list[Candidate]:
+    """Each candidate with its line read again from its file."""
     found: list[Candidate] = []
     descriptors: dict[str, int | None] = {}
     try:

@@ -30,7 +30,7 @@ from .. import _json
 from .._listing import ListingStats, listing_line
 from .._scan import Record
 from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
-from .._treelog import TreeLog, current_branch
+from .._treelog import TreeLog
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
@@ -363,11 +363,7 @@ class SqlStore(ABC):
         found = [Candidate(sid, self.session_url(sid), session_cwd, seq, bytes(line))
                  for sid, seq, line, session_cwd in rows]
         return rank(found, parsed, role=role, since=after, limit=limit,
-                    branch=lambda hit: self._current_branch(hit.session_id))
-
-    def _current_branch(self, session_id: str) -> set[str]:
-        with TreeLog(SqlLog(self, session_id), warn=False) as tree:
-            return current_branch(tree)
+                    branch=lambda hit: _CurrentBranch(self, hit.session_id))
 
     def reindex_search(self, session_id: str) -> None:
         """Build a session's search rows again from its stored lines, in one transaction: what
@@ -391,6 +387,24 @@ class SqlStore(ABC):
                 if stop():
                     return
                 self._wait_for_change(session_id, poll)
+
+
+class _CurrentBranch:
+    """Whether an entry is on the path from the root to a stored session's leaf (its last
+    entry), asked of the database entry by entry: one indexed query over the path's segments,
+    never the whole path read."""
+
+    def __init__(self, store: SqlStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        last = store._query("last_id", {"sid": session_id})
+        self.leaf: str | None = last[0][0] if last else None
+
+    def __contains__(self, entry_id: object) -> bool:
+        if self.leaf is None or not isinstance(entry_id, str):
+            return False
+        return bool(self.store._query("on_path", {"sid": self.session_id, "id": self.leaf,
+                                                  "entry": entry_id, "limit": 2**62}))
 
 
 class SqlLog:

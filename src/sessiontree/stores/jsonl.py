@@ -659,16 +659,14 @@ class JsonlStore:
         Raises:
             InvalidQuery: no word in ``query``.
         """
-        from .._search import parse_query, rank, since_ms
-        from ._jsonl_search import candidates
+        from .._search import parse_query, since_ms
+        from . import _jsonl_search
 
         parsed = parse_query(query)
-        after = since_ms(since)
         if not self.directory.is_dir():
             return []
-        found = candidates(self.directory, parsed, role=role, since=after, cwd=cwd)
-        return rank(found, parsed, role=role, since=after, limit=limit,
-                    branch=lambda hit: _current_branch(hit.session))
+        return _jsonl_search.search(self.directory, parsed, role=role, since=since_ms(since),
+                                    cwd=cwd, limit=limit, branch=_current_branch)
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own file."""

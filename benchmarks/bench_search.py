@@ -1,0 +1,232 @@
+"""Full-text search beside ``grep -r -F`` on the same files, in one run (issue 18 point 5).
+
+    .venv/bin/python benchmarks/bench_search.py [--sessions 1000] [--db-sessions 10000]
+        [--db-entries 20,120] [--repeat 5] [--skip-db]
+
+1. A folder of ``--sessions`` generated sessions in pi's layout (two project folders of a
+   sessions root; ``generate_folder``, 20-1,500 entries each: 1,000 sessions are about 785 MB),
+   generated into benchmarks/.data/ unless this generator made it. Five of them get a user
+   message holding the needle phrase, so the phrase query has few hits, as a user's would.
+2. For each query (the rare phrase, and a word found in most sessions), in one new process
+   (its peak RSS is the search's own): the first search (no index: built from nothing), a
+   warm search (median of ``--repeat``), then 10 sessions grow by one message each and the
+   next search (only their appended bytes are read), then warm again. ``grep -r -F QUERY
+   ROOT`` (output discarded) runs on the same files before and after the growth, median of
+   ``--repeat``, with the files in the page cache as they are for our warm runs.
+3. SQLite and PostgreSQL (``SESSIONTREE_TEST_POSTGRES``) holding ``--db-sessions`` sessions
+   of ``--db-entries`` entries (copied from a second generated folder; the needle in five):
+   the warm search, and the search after 10 sessions grew (their search rows were written in
+   the appends' transactions).
+
+Prints one Markdown table; each figure beside its baseline from the same run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+sys.path.insert(0, str(REPO / "src"))
+DATA = HERE / ".data"
+GENERATOR = REPO / "src" / "sessiontree" / "testing" / "generate.py"
+NEEDLE = "pelican webhook retry"
+QUERIES = {"phrase": f'"{NEEDLE}"', "common word": "error"}
+CWDS = ("/home/dev/projects/acme-api", "/home/dev/projects/web")
+
+
+def generated_root(sessions: int, min_entries: int, max_entries: int, name: str) -> Path:
+    """A sessions root of generated sessions (two project folders), the needle in five."""
+    from sessiontree import Session, UserMessage
+    from sessiontree.stores.jsonl import default_session_dir
+    from sessiontree.testing.generate import generate_folder
+
+    key = hashlib.sha256(GENERATOR.read_bytes() + f"{sessions} {min_entries} {max_entries} "
+                         f"{NEEDLE}".encode()).hexdigest()[:12]
+    root = DATA / f"{name}-{sessions}-{key}"
+    if root.is_dir():
+        return root
+    scratch = root.with_suffix(".partial")
+    shutil.rmtree(scratch, ignore_errors=True)
+    print(f"generating {root.name} …", file=sys.stderr, flush=True)
+    for number, cwd in enumerate(CWDS):
+        generate_folder(scratch / default_session_dir(cwd, "").name, sessions // len(CWDS),
+                        seed=31 + number, min_entries=min_entries, max_entries=max_entries,
+                        cwds=(cwd,))
+    files = sorted(scratch.rglob("*.jsonl"))
+    for path in files[:: max(1, len(files) // 5)][:5]:
+        with Session.open(path) as session:
+            session.append_message(UserMessage.of(f"where did we set the {NEEDLE} limit?"))
+    scratch.rename(root)
+    return root
+
+
+def grow(paths: list[Path], round_number: int) -> None:
+    """One message more in each session (as pi would append it)."""
+    from sessiontree import Session, UserMessage
+
+    for path in paths:
+        with Session.open(path) as session:
+            session.append_message(UserMessage.of(f"round {round_number}: one more question"))
+
+
+def grep_ms(root: Path, query: str, repeat: int) -> float:
+    text = query.strip('"')
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        subprocess.run(["grep", "-r", "-F", text, str(root)], stdout=subprocess.DEVNULL,
+                       check=False)
+        runs.append((time.perf_counter() - start) * 1000)
+    return statistics.median(runs)
+
+
+def _child_folder(root: str, query: str, repeat: int, grow_list: str) -> None:
+    """In a new process: first, warm, after growth, warm; prints JSON."""
+    from sessiontree.stores._jsonl_search import index_path
+    from sessiontree.stores.jsonl import JsonlStore
+
+    index = Path(index_path(root))
+    for name in (index.name, index.name + "-journal"):
+        (index.parent / name).unlink(missing_ok=True)
+    store = JsonlStore(root)
+    out: dict[str, Any] = {}
+    start = time.perf_counter()
+    out["hits"] = len(store.search(query))
+    out["first_ms"] = (time.perf_counter() - start) * 1000
+    out["first_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["warm_ms"] = _median(lambda: store.search(query), repeat)
+    grow([Path(p) for p in json.loads(grow_list)], 1)
+    start = time.perf_counter()
+    store.search(query)
+    out["grown_ms"] = (time.perf_counter() - start) * 1000
+    out["warm_after_ms"] = _median(lambda: store.search(query), repeat)
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    out["index_mib"] = index.stat().st_size / 2**20
+    print(json.dumps(out))
+
+
+def _median(call: Any, repeat: int) -> float:
+    runs = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        call()
+        runs.append((time.perf_counter() - start) * 1000)
+    return statistics.median(runs)
+
+
+def _child_db(url: str, query: str, repeat: int) -> None:
+    """In a new process: warm searches of a database store, 10 sessions grow, search again."""
+    from sessiontree import Session, UserMessage
+    from sessiontree.stores.base import SearchableStore
+    from sessiontree.stores.url import open_store
+
+    out: dict[str, Any] = {}
+    with open_store(url) as store:
+        assert isinstance(store, SearchableStore)
+        store.search(query)
+        out["hits"] = len(store.search(query))
+        out["warm_ms"] = _median(lambda: store.search(query), repeat)
+        for session_id in store.session_ids()[:10]:
+            with Session.open(f"{store.url}#{session_id}") as session:
+                session.append_message(UserMessage.of("round 1: one more question"))
+        start = time.perf_counter()
+        store.search(query)
+        out["grown_ms"] = (time.perf_counter() - start) * 1000
+        out["warm_after_ms"] = _median(lambda: store.search(query), repeat)
+    out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(json.dumps(out))
+
+
+def _run_child(*args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True,
+                          text=True, check=True, cwd=REPO)
+    return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sessions", type=int, default=1000)
+    parser.add_argument("--db-sessions", type=int, default=10000)
+    parser.add_argument("--db-entries", default="20,120")
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--skip-db", action="store_true")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        kind, *rest = args.child
+        if kind == "folder":
+            _child_folder(rest[0], rest[1], args.repeat, rest[2])
+        else:
+            _child_db(rest[0], rest[1], args.repeat)
+        return
+    root = generated_root(args.sessions, 20, 1500, "search-root")
+    size = sum(p.stat().st_size for p in root.rglob("*.jsonl")) / 2**20
+    rows = [f"Folder: {args.sessions:,} sessions, {size:,.0f} MB (pi's layout, two projects); "
+            f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}.", "",
+            "| query | measure | sessiontree | `grep -r -F` | grep ÷ ours |", "|---|---|---|---|---|"]
+    files = sorted(root.rglob("*.jsonl"))
+    for label, query in QUERIES.items():
+        grown = [str(p) for p in files[3::max(1, len(files) // 10)][:10]]
+        ours = _run_child("folder", str(root), query, json.dumps(grown))
+        grep_before = grep_ms(root, query, args.repeat)
+        grep_after = grep_ms(root, query, args.repeat)
+        for measure, value, base in (
+                ("first search (index built from nothing)", ours["first_ms"], grep_before),
+                ("warm search", ours["warm_ms"], grep_before),
+                ("search after 10 sessions grew", ours["grown_ms"], grep_after),
+                ("warm search after that", ours["warm_after_ms"], grep_after)):
+            rows.append(f"| {label} ({ours['hits']} hits) | {measure} | {value:,.1f} ms | "
+                        f"{base:,.1f} ms | {base / value:,.1f}× |")
+        rows.append(f"| {label} | peak RSS (first search / whole process) | "
+                    f"{ours['first_rss_mib']:.0f} / {ours['peak_rss_mib']:.0f} MiB | — | |")
+        rows.append(f"| {label} | index size | {ours['index_mib']:.0f} MB | — | |")
+    if not args.skip_db:
+        rows += db_rows(args)
+    print("\n".join(rows))
+
+
+def db_rows(args: argparse.Namespace) -> list[str]:
+    from sessiontree.transfer import copy_sessions
+
+    low, high = (int(x) for x in args.db_entries.split(","))
+    root = generated_root(args.db_sessions, low, high, "search-db")
+    db = DATA / f"{root.name}.db"
+    urls = {"SQLite": f"sqlite:///{db}"}
+    postgres = os.environ.get("SESSIONTREE_TEST_POSTGRES")
+    if postgres:
+        import psycopg
+
+        schema = "bench_search"
+        with psycopg.connect(postgres, autocommit=True) as admin:
+            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        urls["PostgreSQL"] = f"{postgres}{'&' if '?' in postgres else '?'}schema={schema}"
+    db.unlink(missing_ok=True)
+    rows = ["", f"Databases: {args.db_sessions:,} sessions of {low}-{high} entries.", "",
+            "| backend | query | load (copy, search rows included) | warm search | after 10 "
+            "sessions grew | warm after | peak RSS |", "|---|---|---|---|---|---|---|"]
+    for name, url in urls.items():
+        start = time.perf_counter()
+        copy_sessions(str(root), url)
+        load_s = time.perf_counter() - start
+        for label, query in QUERIES.items():
+            ours = _run_child("db", url, query)
+            rows.append(f"| {name} | {label} ({ours['hits']} hits) | {load_s:,.0f} s | "
+                        f"{ours['warm_ms']:,.1f} ms | {ours['grown_ms']:,.1f} ms | "
+                        f"{ours['warm_after_ms']:,.1f} ms | {ours['peak_rss_mib']:.0f} MiB |")
+    return rows
+
+
+if __name__ == "__main__":
+    main()
