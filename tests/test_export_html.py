@@ -436,3 +436,99 @@ def test_the_markdown_subset(browser: Any, tmp_path: Path) -> None:
         assert page.errors == []
     finally:
         page.close()
+
+
+# -- issue 20 point 10 ---------------------------------------------------------------------------
+
+def test_the_sidebar_starts_wider_on_wide_screens(browser: Any, tmp_path: Path) -> None:
+    entries = nested(12)
+    path = export(write_branched(tmp_path / "s.jsonl", entries), tmp_path / "s.html")
+    page = Page(browser, path, width=1920, height=1000)
+    try:
+        width = page.page.locator("#sidebar").bounding_box()["width"]  # type: ignore[index]
+        assert width == 640
+        char = page.page.evaluate("""() => { const s = document.createElement('span');
+            s.textContent = '0'.repeat(10); s.style.whiteSpace = 'pre';
+            document.querySelector('#tree').appendChild(s);
+            const w = s.getBoundingClientRect().width / 10; s.remove(); return w; }""")
+        rows = page.page.eval_on_selector_all("#tree .row", _TEXT_ROOM)
+        assert len(rows) == len(entries)
+        assert min(room for _, room, _, _ in rows) >= 50 * char  # at every depth (12 here)
+    finally:
+        page.close()
+    default = Page(browser, path, width=1280, height=1000)
+    try:
+        rows = default.page.eval_on_selector_all("#tree .row", _TEXT_ROOM)
+        deepest = {r[0]: r for r in rows}["z0000000"]
+        assert deepest[1] >= 28 * 7  # 380 px: the guides take about a fifth, the text the rest
+    finally:
+        default.close()
+
+
+def test_edits_show_as_diffs_and_writes_as_the_files_text(browser: Any, tmp_path: Path) -> None:
+    old, new = "def f():\n    return 1\n", "def f():\n    return 2\n"
+    entries = [
+        user(1, "u0000001", None, "Change f and add a file"),
+        assistant(2, "b0000001", "u0000001", call("c1", "edit", path="f.py", oldText=old,
+                                                  newText=new)),
+        result(3, "r0000001", "b0000001", "c1", "edit", "ok"),
+        assistant(4, "b0000002", "r0000001", call("c2", "edit", path="g.py", edits=[
+            {"oldText": "a = 1", "newText": "a = 10\nb = 2"}])),
+        result(5, "r0000002", "b0000002", "c2", "edit", "ok"),
+        assistant(6, "b0000003", "r0000002", call("c3", "write", path="notes.md",
+                                                  content="# Notes\nline two\n")),
+        result(7, "r0000003", "b0000003", "c3", "write", "ok"),
+        entry(8, "s0000001", "r0000003", "session_info", name="Edits"),
+    ]
+    page = Page(browser, export(write_branched(tmp_path / "s.jsonl", entries),
+                                tmp_path / "s.html"))
+    try:
+        first = '.card[data-id="b0000001"] .tool-call'
+        assert page.page.text_content(f"{first} .path") == "f.py"
+        assert page.page.eval_on_selector_all(
+            f"{first} .diff span", "s => s.map(x => [x.className, x.textContent])") == [
+            ["same", "  def f():\n"], ["del", "-     return 1\n"], ["add", "+     return 2\n"],
+            ["same", "  \n"]]
+        second = page.page.text_content('.card[data-id="b0000002"] .diff') or ""
+        assert second == "- a = 1\n+ a = 10\n+ b = 2\n"
+        assert page.page.text_content('.card[data-id="b0000003"] .file-text') == \
+            "# Notes\nline two\n"
+        assert "\\n" not in (page.page.text_content("#messages") or "")  # no JSON escapes
+        assert page.page.text_content('.card[data-id="s0000001"] .who') == "name: Edits"
+        assert page.errors == []
+    finally:
+        page.close()
+
+
+def test_entry_ids_never_wrap_on_a_narrow_screen(browser: Any, tmp_path: Path) -> None:
+    entries = [json.loads(json.dumps(e)) for e in BRANCHED]
+    for item in entries:
+        if item.get("message", {}).get("role") == "assistant":
+            item["message"]["model"] = "claude-sonnet-4-5-20250929-extended"
+    entries.append(entry(13, "l0000002", "b0000005", "label", targetId="b0000005",
+                         label="tests-pass-checkpoint"))
+    page = Page(browser, export(write_branched(tmp_path / "s.jsonl", entries),
+                                tmp_path / "s.html"), width=420, height=800)
+    try:
+        heights = page.page.eval_on_selector_all("#messages .card .head .id", """ids =>
+            ids.map(i => i.getBoundingClientRect().height /
+                         parseFloat(getComputedStyle(i).fontSize))""")
+        assert heights and max(heights) < 2, heights  # one line each
+    finally:
+        page.close()
+
+
+def test_search_matches_text_and_ids_only_when_the_query_looks_like_one(
+        branched_page: Page) -> None:
+    page = branched_page
+    page.page.select_option("#filter", "all")
+    page.page.fill("#search", "u0000002")  # not an id's shape (u is no hex digit): the text
+    page.page.wait_for_selector('#tree .row[data-id="u0000001"]', state="detached")
+    assert page.rows() == ["b0000005"]  # nothing says u0000002; the leaf stays
+    page.page.fill("#search", "b000000")  # looks like an id: the ids it begins
+    page.page.wait_for_selector('#tree .row[data-id="b0000001"]')
+    assert sorted(page.rows()) == ["b0000001", "b0000002", "b0000003", "b0000004", "b0000005"]
+    page.click_row("b0000003")
+    page.page.fill("#search", "pillow")  # the selected row does not match: it goes
+    page.page.wait_for_selector('#tree .row[data-id="b0000003"]', state="detached")
+    assert page.rows() == ["b0000004", "b0000005"]

@@ -101,7 +101,7 @@
       case "compaction": return "compacted " + (entry.tokensBefore || 0) + " tokens: " + str(entry.summary);
       case "branch_summary": return str(entry.summary) || "(empty summary)";
       case "label": return entry.label ? str(entry.targetId) + " = " + str(entry.label) : str(entry.targetId) + " cleared";
-      case "session_info": return entry.name ? "name: " + str(entry.name) : "name cleared";
+      case "session_info": return entry.name ? str(entry.name) : "(cleared)";
       case "model_change": return str(entry.provider) + "/" + str(entry.modelId);
       case "thinking_level_change": return "thinking " + str(entry.thinkingLevel);
       case "custom": return str(entry.customType);
@@ -123,7 +123,7 @@
     var s = searchCache.get(id);
     if (s === undefined) {
       var entry = entries[index.get(id)], kind = kindOf(entry);
-      s = [id, kind, KIND_NAMES[kind] || kind, entryText(entry).slice(0, 4000), labels.get(id) || ""].join(" ").toLowerCase();
+      s = [kind, KIND_NAMES[kind] || kind, entryText(entry).slice(0, 4000), labels.get(id) || ""].join(" ").toLowerCase();
       searchCache.set(id, s);
     }
     return s;
@@ -135,13 +135,19 @@
   var rowIndex = new Map();   // id -> row number
   var activeSet = new Set(pathTo(leafId));
 
+  // A search matches the text; a word that looks like an entry id (4 to 8 hex digits) also
+  // matches the ids it begins. The leaf stays shown; the selection only without a search.
+  var ID_LIKE = /^[0-9a-f]{4,8}$/;
   function shown(id) {
-    if (id === leafId || id === state.selected) return true;
+    if (id === leafId || (id === state.selected && !state.terms.length)) return true;
     var bit = 1 << MODES.indexOf(state.mode);
     if (!(visibleBits[index.get(id)] & bit)) return false;
     if (!state.terms.length) return true;
     var text = searchText(id);
-    for (var t = 0; t < state.terms.length; t++) if (text.indexOf(state.terms[t]) < 0) return false;
+    for (var t = 0; t < state.terms.length; t++) {
+      var term = state.terms[t];
+      if (text.indexOf(term) < 0 && !(ID_LIKE.test(term) && id.indexOf(term) === 0)) return false;
+    }
     return true;
   }
 
@@ -219,7 +225,7 @@
       charWidth = probe.getBoundingClientRect().width / 10 || 7.2;
       probe.remove();
     }
-    return Math.max(2, Math.floor(treeEl.clientWidth / charWidth / 12));
+    return Math.max(2, Math.floor(treeEl.clientWidth / charWidth / 15));
   }
   function fitPrefix(prefix, columns) {
     var cells = Math.floor(prefix.length / 3);
@@ -453,6 +459,40 @@
     return details;
   }
 
+  // A tool call's arguments as pi shows them: an edit as a diff, a write as the file's text,
+  // anything else as JSON.
+  function toolArguments(name, args) {
+    var a = args && typeof args === "object" ? args : {};
+    var edits = Array.isArray(a.edits) ? a.edits : [a];
+    var isText = function (e) { return e && typeof e.oldText === "string" && typeof e.newText === "string"; };
+    if (name === "edit" && typeof a.path === "string" && edits.length && edits.every(isText)) {
+      var box = el("div", "file-change");
+      box.appendChild(el("code", "path", a.path));
+      edits.forEach(function (e) { box.appendChild(diff(e.oldText, e.newText)); });
+      return box;
+    }
+    if (name === "write" && typeof a.path === "string" && typeof a.content === "string") {
+      var written = el("div", "file-change");
+      written.appendChild(el("code", "path", a.path));
+      written.appendChild(el("pre", "file-text", a.content));
+      return written;
+    }
+    return el("pre", null, JSON.stringify(args === undefined ? {} : args, null, 2));
+  }
+  function diff(before, after) {
+    var old = before.split("\n"), now = after.split("\n"), head = 0, tail = 0;
+    while (head < old.length && head < now.length && old[head] === now[head]) head++;
+    while (tail < old.length - head && tail < now.length - head &&
+           old[old.length - 1 - tail] === now[now.length - 1 - tail]) tail++;
+    var pre = el("pre", "diff");
+    function line(cls, mark, text) { pre.appendChild(el("span", cls, mark + text + "\n")); }
+    old.slice(0, head).forEach(function (t) { line("same", "  ", t); });
+    old.slice(head, old.length - tail).forEach(function (t) { line("del", "- ", t); });
+    now.slice(head, now.length - tail).forEach(function (t) { line("add", "+ ", t); });
+    old.slice(old.length - tail).forEach(function (t) { line("same", "  ", t); });
+    return pre;
+  }
+
   function renderEntry(entry, results) {
     var m = entry.message, c;
     if (entry.type === "message" && m && typeof m === "object") {
@@ -470,7 +510,7 @@
           } else if (b.type === "toolCall") {
             var call = el("div", "tool-call");
             call.appendChild(el("span", "name", str(b.name)));
-            call.appendChild(el("pre", null, JSON.stringify(b.arguments === undefined ? {} : b.arguments, null, 2)));
+            call.appendChild(toolArguments(str(b.name), b.arguments));
             var resultEntry = results.get(str(b.id));
             if (resultEntry) {
               if (resultEntry.message.isError) call.classList.add("error");
