@@ -13,13 +13,21 @@ import errno
 import fcntl
 import os
 import re
+import stat
 import time
 from collections.abc import Sequence
 
-from .errors import ConcurrentModification, SessionLockedError, SessionTreeError, WriteFailed
+from .errors import (
+    ConcurrentModification,
+    InvalidLocation,
+    SessionLockedError,
+    SessionTreeError,
+    WriteFailed,
+)
 
 __all__ = [
-    "atomic_write", "fsync_dir", "lock", "make_private_dirs", "read_settled",
+    "atomic_write", "file_kind", "fsync_dir", "is_regular", "lock", "make_private_dirs",
+    "open_regular", "read_settled",
     "remove_stale_temps", "rewrite_following", "unlock", "write_new",
 ]
 
@@ -43,6 +51,45 @@ def _write_all(fd: int, data: bytes | Sequence[bytes | memoryview]) -> None:
         while view:
             written = os.write(fd, view)
             view = view[written:]
+
+
+_KINDS = ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device such as /dev/zero"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+          (stat.S_ISDIR, "a folder"))
+
+
+def file_kind(mode: int) -> str:
+    """What a file that is not a regular one is, for messages (``a FIFO``)."""
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: str | os.PathLike[str]) -> int:
+    """A read-only descriptor of ``path``, which must be (or link to) a regular file: opening
+    never waits on a FIFO, and a device (``/dev/zero``) is never read without end.
+
+    Raises:
+        InvalidLocation: it is something else (nothing was read).
+        OSError: it cannot be opened (``FileNotFoundError`` when it does not exist).
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise InvalidLocation(f"not a session: it is {file_kind(mode)}, not a regular file; "
+                                  "nothing was read from it", path=path)
+        os.set_blocking(fd, True)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd
+
+
+def is_regular(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is (or links to) a regular file."""
+    try:
+        return stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:
+        return False
 
 
 def make_private_dirs(directory: str) -> None:

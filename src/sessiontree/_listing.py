@@ -47,8 +47,14 @@ from .usage import UsageTotals
 if TYPE_CHECKING:
     from .stores.base import SessionListing
 
-__all__ = ["ListingLine", "ListingStats", "cwd_matches", "js_date_ms", "listing_line",
-           "listing_row", "message_text", "pi_order", "resolve_path", "row_of_lines"]
+__all__ = ["ListingLine", "ListingStats", "ListingWarning", "cwd_matches", "js_date_ms",
+           "listing_line", "listing_row", "message_text", "pi_order", "resolve_path",
+           "row_of_lines"]
+
+
+class ListingWarning(UserWarning):
+    """A ``*.jsonl`` name in a listed folder that is not a regular file (a FIFO, a device):
+    left out of the listing, never opened (it would hang or never end)."""
 
 
 class ListingMessage(msgspec.Struct):

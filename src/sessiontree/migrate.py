@@ -310,7 +310,7 @@ def migrate_file(path: str | os.PathLike[str], *, now: str | None = None,
     path = os.fspath(path)
     if not os.path.exists(path):
         raise SessionNotFound("no such session file", path=path)
-    fd = os.open(path, os.O_RDONLY)
+    fd = _fs.open_regular(path)
     try:
         _fs.lock(fd, path, lock_timeout)
         original = _fs.read_settled(fd)

@@ -56,7 +56,7 @@ def repair_file(path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> 
     """
     path = os.fspath(path)
     migrate_file(path, lock_timeout=lock_timeout, odd=False)
-    fd = os.open(path, os.O_RDONLY)
+    fd = _fs.open_regular(path)
     try:
         _fs.lock(fd, path, lock_timeout)
         return _repair_locked(path, fd)

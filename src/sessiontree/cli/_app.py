@@ -6,7 +6,8 @@ import functools
 import os
 import sys
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any, TypeVar
 
 import click
@@ -15,7 +16,8 @@ from .. import _helpers
 from ..errors import SessionTreeError
 from ._progress import loading
 
-__all__ = ["SESSION", "SESSION_MAYBE", "cli", "echo_json", "json_option", "open_session", "reports_errors"]
+__all__ = ["SESSION", "SESSION_MAYBE", "cli", "echo_json", "json_option", "open_session",
+           "reports_errors", "warnings_said"]
 
 F = TypeVar("F", bound=Callable[..., Any])
 CLI_PROCESSES = 4
@@ -95,17 +97,27 @@ SESSION_MAYBE = SessionLocation(exists=False)
 """A session argument whose file is checked when it is opened (SessionNotFound, exit 1)."""
 
 
+@contextmanager
+def warnings_said(*categories: type[Warning]) -> Iterator[None]:
+    """Print the warnings raised in the block to stderr, one ``warning: ...`` line for each
+    message (the given categories every time they are raised)."""
+    with warnings.catch_warnings(record=True) as caught:
+        for category in categories:
+            warnings.simplefilter("always", category)
+        try:
+            yield
+        finally:
+            for message in dict.fromkeys(str(warning.message) for warning in caught):
+                click.echo(f"warning: {message}", err=True)
+
+
 def open_session(path: str, **kwargs: Any) -> Any:
     """Open a session (a file or a database URL with ``#SESSION_ID``), printing load problems
     to stderr as one warning line."""
     from ..session import LoadWarning, Session
 
-    with warnings.catch_warnings(record=True) as caught, loading(path):
-        warnings.simplefilter("always", LoadWarning)
-        session = Session.open(path, **kwargs)
-    for warning in caught:
-        click.echo(f"warning: {warning.message}", err=True)
-    return session
+    with warnings_said(LoadWarning), loading(path):
+        return Session.open(path, **kwargs)
 
 
 def echo_json(data: bytes) -> None:

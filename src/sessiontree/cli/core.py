@@ -24,7 +24,15 @@ from ..views import (
     shown_leaf,
 )
 from ._address import ENTRY_HELP, by_label_option, entry_option_value, pick_entry
-from ._app import SESSION_MAYBE, cli, echo_json, json_option, open_session, reports_errors
+from ._app import (
+    SESSION_MAYBE,
+    cli,
+    echo_json,
+    json_option,
+    open_session,
+    reports_errors,
+    warnings_said,
+)
 from ._render import render_row
 
 __all__ = ["context", "demo", "label", "ls", "migrate", "repair", "tree", "verify"]
@@ -228,6 +236,7 @@ def ls(directory: str | None, cwd: str | None, every: bool, as_json: bool) -> No
     An empty or (for the default folder) missing folder prints "no sessions in DIR" and exits 0.
     A listing index in the folder makes the next listing fast.
     """
+    from .._listing import ListingWarning
     from ..describe import one_line
     from ..stores.jsonl import default_session_dir, default_sessions_root, list_sessions
     from ..stores.url import is_url, open_store
@@ -240,9 +249,10 @@ def ls(directory: str | None, cwd: str | None, every: bool, as_json: bool) -> No
         with open_store(folder, read_only=True) as store:
             listings = store.list_sessions(cwd=wanted)  # by the cwd index, newest first
     elif directory or os.path.isdir(folder):
-        listings = list_sessions(folder, cwd=wanted, all=every)
-        if not listings and not every:  # pi's sessions root: its projects
-            listings = list_sessions(folder, cwd=wanted, all=True)
+        with warnings_said(ListingWarning):  # a FIFO or a device named *.jsonl: left out
+            listings = list_sessions(folder, cwd=wanted, all=every)
+            if not listings and not every:  # pi's sessions root: its projects
+                listings = list_sessions(folder, cwd=wanted, all=True)
     else:
         listings = []
     if as_json:

@@ -12,7 +12,7 @@ import msgspec
 
 from .. import _json
 from ..stores.base import SessionListing
-from ._app import SESSION, cli, echo_json, json_option, reports_errors
+from ._app import SESSION, cli, echo_json, json_option, reports_errors, warnings_said
 
 __all__ = ["copy", "delete", "prune", "tail"]
 
@@ -97,12 +97,13 @@ def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
     the later of the newest message's time (what ls shows) and the time the newest entry was
     appended, so a session edited a minute ago (a cherry-picked old message, a label) stays.
     """
+    from .._listing import ListingWarning
     from ..stores.jsonl import JsonlStore, default_session_dir
     from ..stores.url import is_url, open_store
 
     target = store or str(default_session_dir(os.getcwd()))
     cutoff = int((time.time() - days * 86400) * 1000)
-    with open_store(target, read_only=dry_run) as opened:
+    with open_store(target, read_only=dry_run) as opened, warnings_said(ListingWarning):
         old = [item for item in opened.list_sessions() if item.modified_ms < cutoff
                and _appended_ms(opened, item) < cutoff]
         if not dry_run:

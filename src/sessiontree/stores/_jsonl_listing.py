@@ -20,12 +20,15 @@ from __future__ import annotations
 
 import os
 import re
+import stat
+import warnings
 
 import msgspec
 
 from .. import _fs, _helpers
-from .._listing import (ListingLine, ListingStats, cwd_matches, line_decoder, listing_line,
-                        pi_order, resolve_path, row_of_lines)
+from .._listing import (ListingLine, ListingStats, ListingWarning, cwd_matches, line_decoder,
+                        listing_line, pi_order, resolve_path, row_of_lines)
+from ..errors import InvalidLocation
 from .base import SessionListing
 
 __all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "project_folders",
@@ -50,14 +53,14 @@ def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None,
     session header or cannot be read, and (``as_pi``) when pi's listing drops it."""
     location = os.path.abspath(path)
     try:
-        fd = os.open(location, os.O_RDONLY)
+        fd = _fs.open_regular(location)  # a FIFO or /dev/zero is never read
         try:
             if st is None:
                 st = os.fstat(fd)
             data = _read_all(fd, st.st_size)
         finally:
             os.close(fd)
-    except OSError:
+    except (OSError, InvalidLocation):
         return None
     raw = _LINE_END.split(data) if b"\r" in data else data.split(b"\n")
     lines = _clean_lines(raw)
@@ -117,9 +120,9 @@ _index_encoder = msgspec.msgpack.Encoder()
 
 def _load_index(folder: str) -> dict[str, _Cached]:
     try:
-        with open(os.path.join(folder, INDEX_NAME), "rb") as stream:
+        with os.fdopen(_fs.open_regular(os.path.join(folder, INDEX_NAME)), "rb") as stream:
             index = _index_decoder.decode(stream.read())
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+    except (OSError, InvalidLocation, msgspec.DecodeError, msgspec.ValidationError):
         return {}  # none yet, or corrupt: rebuilt below
     return index.files if index.version == _INDEX_VERSION else {}
 
@@ -148,6 +151,9 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
         except OSError:
             changed = True
             continue
+        if not stat.S_ISREG(st.st_mode):
+            _note_skipped(os.path.join(location, name), st.st_mode)
+            continue
         hit = cached.get(name)
         if hit is not None and hit.size == st.st_size and hit.mtime_ns == st.st_mtime_ns and \
                 hit.inode == st.st_ino:
@@ -163,6 +169,12 @@ def list_folder(folder: str | os.PathLike[str], *, cwd: str | None = None,
     if index and (changed or len(fresh) != len(cached)):
         _save_index(location, fresh)
     return pi_order(rows)
+
+
+def _note_skipped(path: str, mode: int) -> None:
+    """Say that a ``*.jsonl`` name that is not a regular file was left out of a listing."""
+    warnings.warn(ListingWarning(f"{path}: not listed: it is {_fs.file_kind(mode)}, not a regular "
+                              "file"), stacklevel=4)
 
 
 def project_folders(root: str | os.PathLike[str]) -> list[str]:
@@ -238,6 +250,9 @@ def _list_share(folder: str, *names: str) -> None:
 
 
 def _save_index(folder: str, files: dict[str, _Cached]) -> None:
+    target = os.path.join(folder, INDEX_NAME)
+    if os.path.lexists(target) and not _fs.is_regular(target):
+        return  # something else (a FIFO) has the index's name: it is not ours to replace
     try:
         _fs.atomic_write(os.path.join(folder, INDEX_NAME),
                          _index_encoder.encode(_Index(_INDEX_VERSION, files)), mode=0o600,
@@ -258,7 +273,10 @@ def most_recent_session(folder: str | os.PathLike[str], cwd: str | None = None) 
             names = sorted(e.name for e in entries if e.name.endswith(".jsonl"))
         stamped = []
         for name in names:
-            ns = os.stat(os.path.join(location, name)).st_mtime_ns
+            st = os.stat(os.path.join(location, name))
+            if not stat.S_ISREG(st.st_mode):
+                continue  # a FIFO would hang the read, a device never end it
+            ns = st.st_mtime_ns
             stamped.append((ns // 10**9 * 1e3 + ns % 10**9 / 1e6, name))  # node's mtimeMs
     except OSError:
         return None  # pi: discovery unavailable
@@ -281,9 +299,9 @@ def _discovered_header(path: str) -> ListingLine | None:
     JavaScript holds true, if it is a session header with a string id, read within the first
     MiB (a longer first line is no header)."""
     try:
-        with open(path, "rb") as stream:
+        with os.fdopen(_fs.open_regular(path), "rb") as stream:
             head = stream.read(_HEADER_SCAN + 1)
-    except OSError:
+    except (OSError, InvalidLocation):
         return None
     lines = head.split(b"\n") if len(head) <= _HEADER_SCAN else \
         head[:_HEADER_SCAN].split(b"\n")[:-1]  # pi gives up on a line it could not finish

@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
 import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
@@ -149,7 +150,7 @@ class JsonlFile:
         """Scan the file, or read its envelope index and scan what was appended since; a file
         that does not exist yet is an empty log (created on append)."""
         try:
-            fd = os.open(self.path, os.O_RDONLY)
+            fd = _fs.open_regular(self.path)  # a FIFO or a device is refused, never read
         except FileNotFoundError:
             return LoadResult(None, 0, [], [])
         from .. import _envindex  # (loaded with the first file opened, not with the package)
@@ -417,13 +418,22 @@ def _open_append(path: str) -> int:
 
     Raises:
         WriteFailed: the file cannot be created (its folder is full, read-only, ...).
+        InvalidLocation: ``path`` is not a regular file (a FIFO, a device).
     """
     try:
-        return os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, _fs.FILE_MODE)
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY,
+                     _fs.FILE_MODE)
     except (FileNotFoundError, IsADirectoryError, PermissionError):
         raise
     except OSError as exc:
         raise WriteFailed.of(exc, path) from exc
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise InvalidLocation(f"not a session: it is {_fs.file_kind(mode)}, not a regular file; "
+                              "nothing was written", path=path)
+    os.set_blocking(fd, True)
+    return fd
 
 
 def _merged(first: LoadResult | None, second: LoadResult) -> LoadResult:
@@ -734,8 +744,6 @@ def delete_session_file(path: str | os.PathLike[str]) -> None:
         SessionNotFound: no such file.
         InvalidLocation: not a regular file, or not a session (nothing was deleted).
     """
-    import stat
-
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -756,7 +764,7 @@ def delete_session_file(path: str | os.PathLike[str]) -> None:
 def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
     """The header of a file without scanning the rest (to decide on migration first)."""
     scanner = Scanner(log.path)
-    with open(log.path, "rb") as stream:
+    with os.fdopen(_fs.open_regular(log.path), "rb") as stream:
         for line, offset, terminated in iter_lines(stream, chunk_size=1 << 16):
             scanner.feed(line, offset, terminated)
             if scanner.header is not None:
