@@ -21,7 +21,16 @@ from typing import Any
 
 import pytest
 
-from sessiontree import ContextEdit, Session, SystemMessage, UsageEntry, build_context
+from sessiontree import (
+    ContextEdit,
+    Session,
+    SystemMessage,
+    UsageEntry,
+    build_context,
+    build_projection,
+    current_system_message,
+)
+from sessiontree._json import dumps, loads
 from sessiontree.cli import cli
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import PI_1_5, PiUnavailable, ensure_pi, run_node_script
@@ -46,13 +55,28 @@ def tree_of(session: Session) -> list[list[Any]]:
     return [[node.id, depth, node.label] for root in session.tree() for node, depth in root.walk()]
 
 
-def assert_contexts(session: Session, answer: dict[str, Any], digests: bool, where: str) -> None:
-    """Our context from every entry is pi's, as JSON text (or its SHA-256)."""
+def assert_contexts(session: Session, answer: dict[str, Any], digests: bool, where: str,
+                    projections: int = 1) -> None:
+    """Our context from every entry is pi's, as JSON text (or its SHA-256); so are the
+    projection and the replayed system message from every ``projections``-th entry and every
+    leaf."""
     assert set(session.ids()) == set(answer["at"]), where
-    for entry_id in session.ids():
+    shown = sha256 if digests else (lambda data: data.decode("utf-8"))
+    leaves = set(session.leaves())
+    for number, entry_id in enumerate(session.ids()):
+        pis = answer["at"][entry_id]
         text = session.build_context(entry_id).to_json_bytes()
-        value = sha256(text) if digests else text.decode("utf-8")
-        assert value == answer["at"][entry_id]["context"], f"{where}: context at {entry_id}"
+        assert shown(text) == pis["context"], f"{where}: context at {entry_id}"
+        if number % projections and entry_id not in leaves:
+            continue
+        projection = session.build_projection(entry_id)
+        pairs = [[e.entry_id, e.messages] for e in projection.entries]
+        assert shown(dumps(pairs)) == pis["projection"], f"{where}: projection at {entry_id}"
+        assert dumps(projection.messages) == dumps(loads(text)["messages"])
+        system = session.system_message(entry_id)
+        replayed = current_system_message(projection.messages)
+        assert shown(dumps(replayed)) == pis["system"], f"{where}: system message at {entry_id}"
+        assert (system is None) == (replayed is None)
 
 
 # -- (a) golden cases ----------------------------------------------------------------------------
@@ -70,7 +94,8 @@ def test_case(name: str, tmp_path: Path) -> None:
     with Session.open(path, strict=True) as session:
         assert session.leaf_id == exp["leaf"]
         assert tree_of(session) == exp["tree"]
-        assert_contexts(session, exp, exp["values"] == "sha256", name)
+        assert_contexts(session, exp, exp["values"] == "sha256", name,
+                        projections=3 if name.startswith("generated-") else 1)
     # a second open of the same file (reading back the envelope index) builds the same
     with Session.open(path, strict=True) as again:
         last = again.ids()[-1]
@@ -87,7 +112,8 @@ def test_every_backend_builds_pis_contexts(backend: Backend) -> None:
         session = backend.load(GOLDEN / f"{name}.jsonl")
         try:
             assert tree_of(session) == exp["tree"]
-            assert_contexts(session, exp, exp["values"] == "sha256", f"{backend.kind} {name}")
+            assert_contexts(session, exp, exp["values"] == "sha256", f"{backend.kind} {name}",
+                            projections=7)
         finally:
             session.close()
 
@@ -100,7 +126,12 @@ def test_build_context_over_entries_without_a_session(name: str) -> None:
     entries = [json.loads(line) for line in lines]
     for entry in entries:
         got = build_context(entries, entry["id"]).to_json()
-        assert json.loads(got) == json.loads(exp["at"][entry["id"]]["context"]), entry["id"]
+        pis = exp["at"][entry["id"]]
+        assert json.loads(got) == json.loads(pis["context"]), entry["id"]
+        projection = build_projection(entries, entry["id"])
+        assert dumps([[e.entry_id, e.messages] for e in projection.entries]).decode() == \
+            pis["projection"]
+        assert dumps(projection.system_message()).decode() == pis["system"]
 
 
 def test_the_issue_example_redacts_and_omits(tmp_path: Path) -> None:
@@ -219,7 +250,7 @@ def test_generated_pi1_sessions_equal_pi_1_5_on_every_entry(tmp_path: Path) -> N
         with Session.open(path, strict=True) as session:
             assert session.leaf_id == answer["leaf"]
             assert tree_of(session) == answer["tree"], path.name
-            assert_contexts(session, answer, True, path.name)
+            assert_contexts(session, answer, True, path.name, projections=5)
             kinds |= {entry.type for entry in session.entries()}
     assert {"usage", "context_edit", "compaction", "branch_summary", "label"} <= kinds
 

@@ -46,6 +46,13 @@ if TYPE_CHECKING:
         UsageEntry,
     )
     from .addressing import resolve_entry
+    from .projection import ProjectedEntry, SessionProjection, build_projection
+    from .system_prompt import (
+        collapse_system_messages,
+        current_system_message,
+        current_tools,
+        system_message_text,
+    )
     from .errors import (
         AmbiguousEntry,
         BlockingCallInLoop,
@@ -145,6 +152,10 @@ _MODULES = {
         "CURRENT_VERSION AnyEntry BranchSummary Compaction ContextEdit ContextReplacement Custom "
         "CustomMessageEntry Entry FileDetails Label MessageEntry ModelChange SessionHeader "
         "SessionInfo ThinkingLevelChange UnknownEntry UsageEntry"),
+    "projection": (
+        "ProjectedEntry SessionProjection build_projection"),
+    "system_prompt": (
+        "collapse_system_messages current_system_message current_tools system_message_text"),
     "addressing": (
         "resolve_entry"),
     "errors": (
@@ -300,6 +311,7 @@ __all__ = [
     "ModelChange",
     "ModelRef",
     "Problem",
+    "ProjectedEntry",
     "Session",
     "SessionContext",
     "SessionHeader",
@@ -309,6 +321,7 @@ __all__ = [
     "SessionLockedError",
     "SessionLog",
     "SessionNotFound",
+    "SessionProjection",
     "SessionTreeError",
     "Store",
     "SystemMessage",
@@ -328,11 +341,16 @@ __all__ = [
     "UsageEntry",
     "UserMessage",
     "build_context",
+    "build_projection",
+    "collapse_system_messages",
     "convert_to_llm",
+    "current_system_message",
+    "current_tools",
     "default_session_dir",
     "list_sessions",
     "migrate_file",
     "path_to_root",
     "resolve_entry",
+    "system_message_text",
     "validate_message",
 ]

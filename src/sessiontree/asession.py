@@ -48,7 +48,7 @@ from ._tree import TreeNode
 from .context import SessionContext
 from .entries import AnyEntry, Compaction, Custom, FileDetails, SessionHeader
 from .errors import InvalidLocation
-from .messages import AgentMessage, ImageContent, TextContent, UnknownMessage
+from .messages import AgentMessage, ImageContent, SystemMessage, TextContent, UnknownMessage
 from .session import Session
 from .stores.base import SessionListing, Store
 from .stores.url import is_url, parse_location
@@ -58,6 +58,7 @@ if TYPE_CHECKING:
     from .events import EventBus
     from .navigation import NavigationResult
     from .optree.model import OpTree
+    from .projection import SessionProjection
     from .stores.postgres import AsyncPostgresStore
     from .summarize.base import CancelToken, Summarizer
 
@@ -324,6 +325,16 @@ class AsyncSession:
         if for_model:
             return await self.sync.abuild_context(leaf_id, offload=self._offload)
         return await self._run(self.sync.build_context, leaf_id)
+
+    async def build_projection(self, leaf_id: str | None | UnsetType = UNSET
+                               ) -> SessionProjection:
+        """:meth:`Session.build_projection`."""
+        return await self._run(self.sync.build_projection, leaf_id)
+
+    async def system_message(self, at: str | None | UnsetType = UNSET
+                             ) -> SystemMessage | UnknownMessage | None:
+        """:meth:`Session.system_message`."""
+        return await self._run(self.sync.system_message, at)
 
     async def listing(self, path: str | None = None) -> SessionListing:
         return await self._run(self.sync.listing, path)

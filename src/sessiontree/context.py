@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
-from typing import Any, Protocol, TypeVar
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 import msgspec
 from msgspec import UNSET, UnsetType
@@ -48,10 +48,13 @@ __all__ = [
     "EMPTY_CONTEXT",
     "NO_CONTENT_SUMMARY",
     "ContextMemo",
+    "Contribution",
     "ModelRef",
     "SessionContext",
     "build_context",
     "context_from_path",
+    "contributions_from_path",
+    "dict_path",
     "convert_to_llm",
     "apply_edit",
     "compaction_messages",
@@ -440,6 +443,44 @@ def kept_after_compaction(path: Sequence[T], compaction_at: int, first_kept: Any
     return [*kept, *path[compaction_at + 1:]]
 
 
+class _Plan(NamedTuple):
+    """What building a context from a path decided before emitting any message."""
+
+    thinking: Any
+    model: ModelRef | None
+    compaction: Any  # the leading compaction's path item, or None
+    leading: list[Any]  # what it emits before edits: checkpoint and summary
+    emitted: Sequence[Any]  # the other context entries, in order
+    edits: Edits
+
+
+def _plan(path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
+          load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None],
+          prefetch: Callable[[Sequence[Any]], None] | None = None) -> _Plan:
+    thinking_at, model_at, compaction_at = _last_positions(path)
+    thinking: Any = load(path[thinking_at]).get("thinkingLevel", UNSET) if thinking_at >= 0 \
+        else "off"
+    emitted: Sequence[Any] = path
+    leading: list[Any] = []
+    compaction = None
+    if compaction_at >= 0:
+        compaction = path[compaction_at]
+        compaction_data = load(compaction)
+        emitted = kept_after_compaction(path, compaction_at,
+                                        compaction_data.get("firstKeptEntryId"), _item_id,
+                                        _is_system)
+        leading = compaction_messages(compaction_data)
+    edits = context_edits(emitted, load)
+    if prefetch is not None:
+        prefetch([item for item in emitted if _emits(item)])
+    model: ModelRef | None = None
+    if model_at >= 0:
+        source = path[model_at]
+        model = _change_model(load(source)) if source.type == "model_change" else \
+            _assistant_model(source, load, load_message)
+    return _Plan(thinking, model, compaction, leading, emitted, edits)
+
+
 def context_from_path(
     path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
     load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None] | None = None,
@@ -459,33 +500,54 @@ def context_from_path(
     """
     if load_message is None:
         load_message = lambda item: load(item).get("message")  # noqa: E731
-    thinking_at, model_at, compaction_at = _last_positions(path)
-    thinking: Any = load(path[thinking_at]).get("thinkingLevel", UNSET) if thinking_at >= 0 \
-        else "off"
+    plan = _plan(path, load, load_message, prefetch)
+    edits = plan.edits
     messages: list[Any] = []
-    emitted: Sequence[Any] = path
-    leading: list[Any] = []
-    if compaction_at >= 0:
-        compaction = path[compaction_at]
-        compaction_data = load(compaction)
-        emitted = kept_after_compaction(path, compaction_at,
-                                        compaction_data.get("firstKeptEntryId"), _item_id,
-                                        _is_system)
-        leading = compaction_messages(compaction_data)
-    edits = context_edits(emitted, load)
-    if leading:
-        edit = edits.get(path[compaction_at].id)
-        messages.extend(leading if edit is None else apply_edit(leading, edit))
-    if prefetch is not None:
-        prefetch([item for item in emitted if _emits(item)])
-    model: ModelRef | None = None
-    if model_at >= 0:
-        source = path[model_at]
-        model = _change_model(load(source)) if source.type == "model_change" else \
-            _assistant_model(source, load, load_message)
-    for item in emitted:
+    if plan.compaction is not None:
+        edit = edits.get(plan.compaction.id)
+        messages.extend(plan.leading if edit is None else apply_edit(plan.leading, edit))
+    for item in plan.emitted:
         _emit(item, load, load_message, messages, edits)
-    return SessionContext(messages, thinking, model, edits=edits or None)
+    return SessionContext(messages, plan.thinking, plan.model, edits=edits or None)
+
+
+class Contribution(NamedTuple):
+    """One context entry and what it gives the model (pi's ``SessionProjectionEntry``)."""
+
+    item: Any
+    """The path item (the entry's envelope; its payload through the ``load`` given)."""
+    original: list[Any]
+    """The messages it stands for before any edit (JSON shape)."""
+    messages: list[Any]
+    """The messages it contributes: ``original`` after ``edit``."""
+    edit: dict[str, Any] | None
+    """The ``context_edit`` entry (on-disk dict) that applies to it, if any."""
+
+
+def contributions_from_path(
+    path: Sequence[Any], load: Callable[[Any], dict[str, Any]],
+    load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None] | None = None,
+) -> tuple[list[Contribution], Any, ModelRef | None]:
+    """pi's ``buildSessionProjection`` over a root-to-leaf ``path`` (arguments as
+    :func:`context_from_path`): every context entry with its messages, and the thinking level
+    and model. Concatenating the entries' ``messages`` gives :func:`context_from_path`'s."""
+    if load_message is None:
+        load_message = lambda item: load(item).get("message")  # noqa: E731
+    plan = _plan(path, load, load_message)
+    out: list[Contribution] = []
+
+    def add(item: Any, original: list[Any]) -> None:
+        edit = plan.edits.get(item.id)
+        out.append(Contribution(item, original, original if edit is None
+                                else apply_edit(original, edit), edit))
+
+    if plan.compaction is not None:
+        add(plan.compaction, plan.leading)
+    for item in plan.emitted:
+        found: list[Any] = []
+        _emit(item, load, load_message, found)
+        add(item, found)
+    return out, plan.thinking, plan.model
 
 
 EMPTY_CONTEXT = SessionContext([], "off", None, [])
@@ -566,15 +628,28 @@ def build_context(entries: Sequence[Mapping[str, Any] | msgspec.Struct],
         leaf_id: the leaf; ``None`` means "before the first entry" (empty context); omitted or
             unknown means the last entry.
     """
+    path = dict_path(entries, leaf_id)
+    if not path:
+        return SessionContext([], "off", None)
+    return context_from_path(path, _item_data)
+
+
+def _item_data(item: _DictItem) -> dict[str, Any]:
+    return item.data
+
+
+def dict_path(entries: Sequence[Mapping[str, Any] | msgspec.Struct],
+              leaf_id: str | None | UnsetType = UNSET) -> list[Any]:
+    """The root-to-leaf path of entries in file order, as pi finds it (``leaf_id`` as
+    :func:`build_context` takes it); its items' ``data`` is the on-disk dict."""
     items = [_DictItem(e if isinstance(e, dict) else msgspec.to_builtins(e)) for e in entries]
     if leaf_id is None or not items:
-        return SessionContext([], "off", None)
+        return []
     by_id = {item.id: item for item in items if item.id}
     leaf = by_id.get(leaf_id) if isinstance(leaf_id, str) else None
     if leaf is None:
         leaf = items[-1]
-    path = path_to_root(by_id, leaf.id) if leaf.id else [leaf]
-    return context_from_path(path, lambda item: item.data)
+    return path_to_root(by_id, leaf.id) if leaf.id else [leaf]
 
 
 _BRANCH_PREFIX = "The following is a summary of a branch that this conversation came back from:\n\n<summary>\n"

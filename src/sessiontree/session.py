@@ -54,8 +54,10 @@ from .messages import (
     AgentMessage,
     CustomMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     UnknownMessage,
+    message_from_builtins,
     validate_message,
 )
 from .stores._follow import idle_stop
@@ -70,6 +72,7 @@ if TYPE_CHECKING:
     from .compaction import CompactionPreparation, CompactionSettings
     from .navigation import NavigationResult
     from .optree.model import OpTree
+    from .projection import SessionProjection
     from .summarize.base import CancelToken, Summarizer
 
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
@@ -468,6 +471,45 @@ class Session(TreeLog):
             context = context_with_messages(context, messages)
         return context
 
+    def build_projection(self, leaf_id: str | None | UnsetType = UNSET) -> SessionProjection:
+        """What the model sees of each entry from ``leaf_id`` (default: the current leaf): pi
+        1.5.2's ``buildSessionProjection``, every context entry with the messages it
+        contributes after ``context_edit`` entries (:mod:`sessiontree.projection`).
+
+        Raises:
+            EntryNotFound: ``leaf_id`` is not in the session.
+        """
+        from .projection import SessionProjection, projection_from_path
+
+        target = self._leaf if leaf_id is UNSET else leaf_id
+        if target is None:
+            return SessionProjection([], "off", None)
+        return projection_from_path(self._path_records(target), self._data, self._message_json)
+
+    def system_message(self, at: str | None | UnsetType = UNSET
+                       ) -> SystemMessage | UnknownMessage | None:
+        """The system prompt and tools in effect at ``at`` (default: the current leaf),
+        replayed from the context's system messages as pi does (pi-ai's
+        ``getCurrentSystemMessage``, :mod:`sessiontree.system_prompt`); ``None`` when the
+        context has no system message and no tool.
+
+        Raises:
+            EntryNotFound: ``at`` is not in the session.
+        """
+        data = self._system_message_data(at)
+        return None if data is None else message_from_builtins(data)  # type: ignore[return-value]
+
+    def _system_message_data(self, at: str | None | UnsetType = UNSET) -> dict[str, Any] | None:
+        from .system_prompt import current_system_message
+
+        return current_system_message(self.build_context(at).to_builtins()["messages"])
+
+    def _path_records(self, target: str) -> Sequence[Any]:
+        """The root-to-``target`` path as the index gives it (rows, or a database's path)."""
+        self._record(target)  # EntryNotFound for an unknown id
+        index = self._index
+        return index.row_path(target) if isinstance(index, TreeIndex) else index.path(target)
+
     def _context(self, target: str) -> SessionContext:
         """The remembered context of ``target``, else one step from its parent's, else built."""
         memo = self._contexts
@@ -483,9 +525,8 @@ class Session(TreeLog):
         if base is not None:
             context = extend_context(base, record, self._data, self._message_json)
         if context is None:
-            path = index.row_path(target) if isinstance(index, TreeIndex) else index.path(target)
-            context = context_from_path(path, self._data, self._message_json,
-                                        self._prefetch_messages)
+            context = context_from_path(self._path_records(target), self._data,
+                                        self._message_json, self._prefetch_messages)
         memo.put(target, context)
         return context
 
