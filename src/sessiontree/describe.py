@@ -10,6 +10,7 @@ from .entries import (
     AnyEntry,
     BranchSummary,
     Compaction,
+    ContextEdit,
     Custom,
     CustomMessageEntry,
     Label,
@@ -18,11 +19,13 @@ from .entries import (
     SessionInfo,
     ThinkingLevelChange,
     UnknownEntry,
+    UsageEntry,
 )
 from .messages import (
     AssistantMessage,
     BashExecutionMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ToolCall,
     ToolResultMessage,
@@ -31,7 +34,7 @@ from .messages import (
 )
 
 __all__ = ["BOOKKEEPING_PREFIX", "KIND_NAMES", "entry_kind", "entry_summary", "is_bookkeeping",
-           "one_line"]
+           "one_line", "system_change"]
 
 BOOKKEEPING_PREFIX = "sessiontree.op"
 """``customType`` prefix of the operation tree's entries: bookkeeping, not conversation."""
@@ -50,7 +53,7 @@ def is_bookkeeping(entry: object) -> bool:
 KIND_NAMES = {
     "toolResult": "tool", "bashExecution": "bash", "branch_summary": "summary",
     "custom_message": "custom msg", "session_info": "name", "model_change": "model",
-    "thinking_level_change": "thinking", "compaction": "compaction",
+    "thinking_level_change": "thinking", "compaction": "compaction", "context_edit": "edit",
 }
 """Short display names for kinds whose own names are long."""
 
@@ -86,6 +89,26 @@ def _assistant_text(message: AssistantMessage) -> str:
     return text
 
 
+def system_change(message: SystemMessage) -> str:
+    """What a system message changes in the prompt and tools, in pi's replay terms: its text,
+    the sections it sets or removes, the tools it adds or removes."""
+    parts = []
+    text = message.content if isinstance(message.content, str) else " ".join(
+        b.text for b in message.content)
+    if text:
+        parts.append(f"prompt: {text}")
+    sections = message.sections if isinstance(message.sections, dict) else {}
+    if set_ := [name for name, value in sections.items() if value is not None]:
+        parts.append("sections " + ", ".join(set_))
+    if removed := [name for name, value in sections.items() if value is None]:
+        parts.append("- sections " + ", ".join(removed))
+    if isinstance(message.tools_added, list) and message.tools_added:
+        parts.append("+ tools " + ", ".join(tool.name for tool in message.tools_added))
+    if isinstance(message.tools_removed, list) and message.tools_removed:
+        parts.append("- tools " + ", ".join(tool.name for tool in message.tools_removed))
+    return "; ".join(parts) or "no change"
+
+
 def entry_summary(entry: AnyEntry, limit: int = 80) -> str:
     """One line saying what the entry is about (no kind prefix)."""
     text: str
@@ -101,6 +124,8 @@ def entry_summary(entry: AnyEntry, limit: int = 80) -> str:
                 text = "[error] " + text
         elif isinstance(message, BashExecutionMessage):
             text = f"$ {message.command}"
+        elif isinstance(message, SystemMessage):
+            text = system_change(message)
         elif isinstance(message, UserMessage) and not isinstance(message.content, str):
             images = sum(isinstance(b, ImageContent) for b in message.content)
             text = message_text(message, separator=" ") + (f" [{images} image(s)]" if images else "")
@@ -120,6 +145,16 @@ def entry_summary(entry: AnyEntry, limit: int = 80) -> str:
         text = f"thinking {entry.thinking_level}"
     elif isinstance(entry, Custom):
         text = entry.custom_type
+    elif isinstance(entry, ContextEdit):
+        text = (f"omit {entry.target_id}" if entry.replacement is None else
+                f"replace {entry.target_id}: " + (entry.replacement.content if isinstance(
+                    entry.replacement.content, str) else " ".join(
+                    b.text for b in entry.replacement.content if isinstance(b, TextContent))))
+    elif isinstance(entry, UsageEntry):
+        usage = entry.usage
+        tokens = usage.input + usage.output + usage.cache_read + usage.cache_write
+        text = f"{entry.kind}: {entry.provider}/{entry.model} {tokens:,} tokens " \
+               f"${usage.cost.total:.4f}"
     elif isinstance(entry, CustomMessageEntry):
         content = entry.content
         body = content if isinstance(content, str) else " ".join(

@@ -6,8 +6,9 @@ the three always agree on what a filter hides.
 Invariants:
 * A filter hides nodes, never subtrees: the visible descendants of a hidden node hang under its
   nearest visible ancestor (or become roots), as in pi's tree selector.
-* The operation tree's bookkeeping entries (``sessiontree.op*``) show only in mode ``all``
-  (or when asked for), and :func:`shown_leaf` never names one: a view marks the last
+* ``usage`` entries (pi 1.5.2: model use that is no message) show only in mode ``all`` (pi's
+  tree selector hides them in every mode). The operation tree's bookkeeping entries
+  (``sessiontree.op*``) show only in mode ``all`` (or when asked for), and :func:`shown_leaf` never names one: a view marks the last
   conversation entry on the path as the leaf.
 * Sibling order is the session's (children oldest first); at each branch point the child on the
   active path (the path to the leaf) comes first.
@@ -50,7 +51,8 @@ FilterMode = Literal["default", "no-tools", "user-only", "labeled-only", "all"]
 FILTER_MODES: tuple[FilterMode, ...] = ("default", "no-tools", "user-only", "labeled-only", "all")
 """In the order ctrl+o cycles through them (pi's tree selector)."""
 
-_SETTINGS = frozenset({"label", "custom", "model_change", "thinking_level_change", "session_info"})
+_SETTINGS = frozenset({"label", "custom", "model_change", "thinking_level_change", "session_info",
+                       "context_edit"})
 """Entry types the default mode hides: they change state, they are not conversation."""
 
 
@@ -84,6 +86,8 @@ def visible(node: TreeNode, mode: FilterMode, *, ops: bool | None = None) -> boo
         return False
     if mode == "all":
         return True
+    if node.type == "usage":
+        return False
     if mode == "labeled-only":
         return node.label is not None
     kind = node_kind(node)

@@ -892,7 +892,8 @@ class _Cancelled(Exception):
 def _full_text(entry: Any) -> str:
     """The readable text of an entry for the preview (cut at 20,000 characters)."""
     from ..entries import BranchSummary, Compaction, MessageEntry
-    from ..messages import AssistantMessage, ThinkingContent, ToolCall, message_text
+    from ..describe import system_change
+    from ..messages import AssistantMessage, SystemMessage, ThinkingContent, ToolCall, message_text
     from ..renderers import render_entry
 
     text: str
@@ -908,6 +909,8 @@ def _full_text(entry: Any) -> str:
             else:
                 parts.append(block.text)
         text = "\n\n".join(parts)
+    elif isinstance(entry, MessageEntry) and isinstance(entry.message, SystemMessage):
+        text = system_change(entry.message).replace("; ", "\n")
     elif isinstance(entry, MessageEntry):
         text = message_text(entry.message)
     elif (rendered := render_entry(entry)) is not None:  # an extension's renderer, as text

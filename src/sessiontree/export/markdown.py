@@ -112,6 +112,8 @@ def render_entry(entry: dict[str, Any], label: str | None = None,
             text, images = _blocks_text(message.get("content"))
             return "\n\n".join([head.format(f"Custom: {message.get('customType', '?')}"), text,
                                 *images])
+        if role == "system":
+            return _system(head, message)
         return head.format(f"Message ({role})") + "\n\n" + fence(_json.dumps(message).decode(),
                                                                  "json")
     if kind == "compaction":
@@ -134,9 +136,49 @@ def render_entry(entry: dict[str, Any], label: str | None = None,
     if kind == "session_info":
         name = entry.get("name")
         return f"*Session name: {name}* (`{eid}`)" if name else f"*Session name cleared* (`{eid}`)"
+    if kind == "context_edit":
+        replacement = entry.get("replacement")
+        if not isinstance(replacement, dict):
+            return f"*Context edit: `{entry.get('targetId', '?')}` left out of the model's context* (`{eid}`)"
+        text, images = _blocks_text(replacement.get("content"))
+        return "\n\n".join([f"*Context edit: the model sees `{entry.get('targetId', '?')}` as* (`{eid}`)",
+                             _quote(text), *images])
+    if kind == "usage":
+        found = entry.get("usage")
+        usage: dict[str, Any] = found if isinstance(found, dict) else {}
+        tokens = sum(v for k in ("input", "output", "cacheRead", "cacheWrite")
+                     if isinstance(v := usage.get(k), int))
+        costs = usage.get("cost")
+        cost = costs.get("total") if isinstance(costs, dict) else None
+        price = f", ${cost:.4f}" if isinstance(cost, (int, float)) else ""
+        return (f"*Usage ({entry.get('kind', '?')}): {entry.get('provider', '?')}/"
+                f"{entry.get('model', '?')}, {tokens:,} tokens{price}* (`{eid}`)")
     if kind in ("label", "custom"):
         return None
     return head.format(f"Entry ({kind})") + "\n\n" + fence(_json.dumps(entry).decode(), "json")
+
+
+def _system(head: str, message: dict[str, Any]) -> str:
+    """A system message: what it changes in the prompt and the tools (pi replays them in
+    order: text, sections set or removed by name, tools added and removed)."""
+    parts = [head.format("System prompt")]
+    text, _ = _blocks_text(message.get("content"))
+    if text:
+        parts.append(_quote(text))
+    sections = message.get("sections")
+    for name, value in (sections.items() if isinstance(sections, dict) else ()):
+        parts.append(f"**Section `{name}` removed**" if value is None else
+                     f"**Section `{name}`:**\n\n" + _quote(str(value)))
+    for key, verb in (("toolsAdded", "added"), ("toolsRemoved", "removed")):
+        tools = message.get(key)
+        if isinstance(tools, list) and tools:
+            names = [f"`{t.get('name', '?')}`" + (f": {t['description']}" if verb == "added" and
+                                                   t.get("description") else "")
+                     for t in tools if isinstance(t, dict)]
+            parts.append(f"**Tools {verb}:**\n\n" + "\n".join(f"- {n}" for n in names))
+    if len(parts) == 1:
+        parts.append("*(no change)*")
+    return "\n\n".join(parts)
 
 
 def _assistant(head: str, message: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:

@@ -59,7 +59,7 @@
   }
   var KIND_NAMES = { toolResult: "tool", bashExecution: "bash", branch_summary: "summary",
     custom_message: "custom msg", session_info: "name", model_change: "model",
-    thinking_level_change: "thinking", compaction: "compaction" };
+    thinking_level_change: "thinking", compaction: "compaction", context_edit: "edit" };
   function kindClass(kind) {
     if (kind === "user") return "k-user";
     if (kind === "assistant") return "k-assistant";
@@ -97,6 +97,7 @@
         }
         if (m.role === "toolResult") return (m.isError ? "[error] " : "") + str(m.toolName) + ": " + contentText(m.content);
         if (m.role === "bashExecution") return "$ " + str(m.command);
+        if (m.role === "system") return systemChange(m);
         return contentText(m.content);
       case "compaction": return "compacted " + (entry.tokensBefore || 0) + " tokens: " + str(entry.summary);
       case "branch_summary": return str(entry.summary) || "(empty summary)";
@@ -106,8 +107,31 @@
       case "thinking_level_change": return "thinking " + str(entry.thinkingLevel);
       case "custom": return str(entry.customType);
       case "custom_message": return str(entry.customType) + ": " + contentText(entry.content);
+      case "context_edit":
+        return entry.replacement && typeof entry.replacement === "object"
+          ? "replace " + str(entry.targetId) + ": " + contentText(entry.replacement.content)
+          : "omit " + str(entry.targetId);
+      case "usage":
+        var u = entry.usage && typeof entry.usage === "object" ? entry.usage : {};
+        var tokens = ["input", "output", "cacheRead", "cacheWrite"].reduce(function (n, k) { return n + (typeof u[k] === "number" ? u[k] : 0); }, 0);
+        return str(entry.kind) + ": " + str(entry.provider) + "/" + str(entry.model) + " " + tokens.toLocaleString() + " tokens";
       default: return "";
     }
+  }
+  // What a system message changes in the prompt and tools (pi replays them in order).
+  function systemChange(m) {
+    var parts = [], text = contentText(m.content);
+    if (text) parts.push("prompt: " + text);
+    var sections = m.sections && typeof m.sections === "object" ? m.sections : {};
+    var set = [], removed = [];
+    Object.keys(sections).forEach(function (name) { (sections[name] === null ? removed : set).push(name); });
+    if (set.length) parts.push("sections " + set.join(", "));
+    if (removed.length) parts.push("- sections " + removed.join(", "));
+    [["toolsAdded", "+ tools "], ["toolsRemoved", "- tools "]].forEach(function (pair) {
+      var tools = Array.isArray(m[pair[0]]) ? m[pair[0]] : [];
+      if (tools.length) parts.push(pair[1] + tools.map(function (t) { return str(t && t.name); }).join(", "));
+    });
+    return parts.join("; ") || "no change";
   }
   var summaryCache = new Map();
   function summary(id) {
@@ -537,6 +561,25 @@
         c.body.appendChild(el("p", "meta", "exit code " + String(m.exitCode)));
         return c.card;
       }
+      if (m.role === "system") {
+        c = card(entry, "system", "System prompt");
+        if (contentText(m.content)) c.body.appendChild(markdown(contentText(m.content)));
+        var sections = m.sections && typeof m.sections === "object" ? m.sections : {};
+        Object.keys(sections).forEach(function (name) {
+          if (sections[name] === null) c.body.appendChild(el("p", "meta", "Section " + name + " removed"));
+          else {
+            var d = el("details", "section");
+            d.appendChild(el("summary", null, "Section " + name));
+            d.appendChild(markdown(str(sections[name])));
+            c.body.appendChild(d);
+          }
+        });
+        [["toolsAdded", "Tools added: "], ["toolsRemoved", "Tools removed: "]].forEach(function (pair) {
+          var tools = Array.isArray(m[pair[0]]) ? m[pair[0]] : [];
+          if (tools.length) c.body.appendChild(el("p", "meta", pair[1] + tools.map(function (t) { return str(t && t.name); }).join(", ")));
+        });
+        return c.card;
+      }
       c = card(entry, "tool", "Message \u00b7 " + str(m.role));
       content(m.content, c.body, true);
       return c.card;
@@ -560,6 +603,7 @@
         else content(entry.content, c.body, true);
         return c.card;
       case "label": case "custom": case "model_change": case "thinking_level_change": case "session_info":
+      case "context_edit": case "usage":
         c = card(entry, "note", (KIND_NAMES[entry.type] || entry.type) + ": " + oneLine(entryText(entry), 200));
         return c.card;
       default:
@@ -573,8 +617,47 @@
   var firstRendered = 0;
   var pathResults = new Map();
 
+  // The context_edit that applies to each entry of the shown path, as pi projects a context: the
+  // latest edit of each target among the context's entries (after the latest compaction: the
+  // compaction, its kept range and what follows), the target among them too.
+  var pathEdits = new Map();
+  function contextEdits(path) {
+    var edits = new Map(), start = 0, compaction = -1;
+    for (var n = path.length - 1; n >= 0; n--) {
+      if (entries[index.get(path[n])].type === "compaction") { compaction = n; break; }
+    }
+    var inContext = new Set(path);
+    if (compaction >= 0) {
+      var kept = path.indexOf(str(entries[index.get(path[compaction])].firstKeptEntryId));
+      start = kept >= 0 && kept < compaction ? kept : compaction;
+      inContext = new Set(path.slice(start));
+    }
+    path.forEach(function (pid) {
+      var e = entries[index.get(pid)];
+      if (e.type === "context_edit" && inContext.has(pid) && inContext.has(str(e.targetId)))
+        edits.set(str(e.targetId), e);
+    });
+    return edits;
+  }
+  function markEdit(node, id) {
+    var edit = pathEdits.get(id);
+    if (!edit || !node || !node.classList || !node.classList.contains("card")) return;
+    var omitted = !(edit.replacement && typeof edit.replacement === "object");
+    node.classList.add(omitted ? "omitted" : "edited");
+    node.querySelector(".head").appendChild(el("span", "edit-mark", omitted
+      ? "omitted from the model's context (edit " + edit.id + ")"
+      : "edited for the model (edit " + edit.id + ")"));
+    if (!omitted) {
+      var seen = el("div", "model-sees");
+      seen.appendChild(el("p", "meta", "The model sees instead:"));
+      content(edit.replacement.content, seen, true);
+      node.appendChild(seen);
+    }
+  }
+
   function showPath(id) {
     shownPath = pathTo(id);
+    pathEdits = contextEdits(shownPath);
     pathResults = new Map();
     var calls = new Set();
     shownPath.forEach(function (pid) {
@@ -606,6 +689,7 @@
     var frag = document.createDocumentFragment();
     for (var n = from; n < to; n++) {
       var node = renderEntry(entries[index.get(shownPath[n])], pathResults);
+      markEdit(node, shownPath[n]);
       if (node) frag.appendChild(node);
     }
     if (before) {
