@@ -25,6 +25,13 @@ _decoder = msgspec.json.Decoder()
 JSONError = ValueError
 """Raised by :func:`loads` for text that is not strict JSON."""
 
+
+class NestedTooDeep(ValueError):
+    """Raised by :func:`loads` for JSON nested deeper than Python's recursion allows (about a
+    thousand arrays or objects inside each other): valid JSON (pi's ``JSON.parse`` reads it)
+    that this library cannot decode. Callers say so, naming the line, instead of calling it
+    corrupt."""
+
 # A float that msgspec writes differently from JavaScript has an exponent or ends in ".0". In
 # compact output a number follows ":", "," or "["; the check may hit inside a string (then the
 # exact tokenizing pass below runs for nothing) but never misses a number.
@@ -146,11 +153,15 @@ def loads(data: bytes | memoryview | str) -> Any:
 
     Raises:
         ValueError: the text is not JSON.
+        NestedTooDeep: the text is nested too deep to decode.
     """
     try:
         return _decoder.decode(data)
     except (msgspec.DecodeError, UnicodeDecodeError) as exc:
         first_error = str(exc)
+    except RecursionError:
+        raise NestedTooDeep("the JSON is nested too deep to decode (arrays or objects about a "
+                            "thousand levels inside each other)") from None
     # msgspec rejects lone surrogate escapes, invalid UTF-8 and numbers beyond a double, all of
     # which JSON.parse accepts; the standard library parser takes the rest of those lines.
     text = data if isinstance(data, str) else bytes(data).decode("utf-8", "replace")
@@ -160,3 +171,6 @@ def loads(data: bytes | memoryview | str) -> Any:
         return json.loads(text, parse_constant=_reject_constant)
     except json.JSONDecodeError:
         raise JSONError(first_error) from None
+    except RecursionError:
+        raise NestedTooDeep("the JSON is nested too deep to decode (arrays or objects about a "
+                            "thousand levels inside each other)") from None

@@ -89,11 +89,11 @@ def listing_line(line: bytes | memoryview) -> ListingLine | None:
     or it parses to ``null``, ``false``, ``0`` or ``""``)."""
     try:
         return line_decoder.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     try:
         value = _json.loads(line)  # lone surrogates, invalid UTF-8: what JSON.parse accepts
-    except ValueError:
+    except ValueError:  # (NestedTooDeep too: a listing skips what it cannot decode)
         return None
     if not value and (value is None or isinstance(value, (bool, int, float, str))):
         return None  # pi's `if (!entry) continue`

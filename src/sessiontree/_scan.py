@@ -28,7 +28,7 @@ from typing import IO, Any, Literal, Protocol
 import msgspec
 
 from . import _json
-from .errors import CorruptHeader
+from .errors import CorruptHeader, CorruptLine
 
 __all__ = [
     "FileRecord",
@@ -331,7 +331,8 @@ class Scanner:
             nl = find(b"\n", pos, hi)
             try:
                 keep(decode(view[pos:nl]))
-            except (msgspec.DecodeError, UnicodeDecodeError):  # blank, corrupt or unusual
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # blank, corrupt,
+                # nested too deep or unusual
                 self._keep_run(records, starts, pos, buf_base)
                 self.feed(view[pos:nl], buf_base + pos, True)
                 records, starts = [], []
@@ -388,8 +389,8 @@ class Scanner:
             end = nl - 1 if nl > pos and buf[nl - 1] == 0x0D else nl
             try:
                 record = decode(view[pos:end])
-            except (msgspec.DecodeError, UnicodeDecodeError):
-                # blank, corrupt or unusual: the careful path decides and reports
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+                # blank, corrupt, too deep or unusual: the careful path decides and reports
                 self._keep(batch)
                 batch = []
                 keep = batch.append
@@ -450,7 +451,7 @@ class Scanner:
     def _entry(self, line: memoryview, offset: int, terminated: bool) -> FileRecord | None:
         try:
             record = _record_decoder.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
             slow = self._entry_slow(line, terminated)
             if slow is None:
                 return None
@@ -467,6 +468,8 @@ class Scanner:
         """Lines the envelope decoder rejects: lone surrogates, odd field types, or not JSON."""
         try:
             value = _json.loads(line)
+        except _json.NestedTooDeep as exc:
+            raise self._too_deep(exc) from None
         except ValueError as exc:
             if terminated:
                 self._problem("corrupt", f"not valid JSON: {exc}")
@@ -505,6 +508,8 @@ class Scanner:
             self._first_nonblank = self.lineno
         try:
             value = _json.loads(line)
+        except _json.NestedTooDeep as exc:
+            raise self._too_deep(exc) from None
         except ValueError as exc:
             self._pre_header.append((self.lineno, f"not valid JSON: {exc}"))
             if not terminated:
@@ -531,6 +536,12 @@ class Scanner:
                 path=self.path, lineno=self._first_nonblank,
             )
 
+    def _too_deep(self, exc: ValueError) -> CorruptLine:
+        """A line pi reads (JSON.parse does not recurse) that this library cannot: the whole
+        file is refused rather than read without it."""
+        return CorruptLine(f"{exc}; pi reads it, sessiontree cannot, so nothing of this file "
+                           "was read", kind="corrupt", path=self.path, lineno=self.lineno)
+
     def _problem(self, kind: ProblemKind, reason: str, entry_id: str | None = None) -> None:
         self.problems.append(Problem(self.lineno, kind, reason, entry_id))
 
@@ -540,7 +551,7 @@ def envelope(line: bytes) -> Record | None:
     no string ``type`` and ``id``, or a duplicate header)."""
     try:
         record = _envelope_decoder.decode(line)
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         scanner = Scanner(None)
         scanner.header = {}
         slow = scanner._entry_slow(memoryview(line), True)

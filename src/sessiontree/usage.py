@@ -116,7 +116,7 @@ def usage_of_lines(lines: Iterable[bytes], totals: UsageTotals | None = None) ->
             continue
         try:
             entry = _decoder.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError):
+        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # (as a listing skips it)
             continue
         totals.add(counted_usage(entry))
     return totals

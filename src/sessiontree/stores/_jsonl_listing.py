@@ -94,7 +94,7 @@ def _clean_lines(lines: list[bytes]) -> list[ListingLine] | None:
         lines.pop()
     try:
         return list(map(line_decoder.decode, lines))
-    except (msgspec.DecodeError, UnicodeDecodeError):
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return None
 
 
