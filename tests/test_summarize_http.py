@@ -297,6 +297,29 @@ def test_cancel_stops_a_retry_wait(server: FakeLLM) -> None:
     assert len(server.requests) == 1
 
 
+def test_cancel_ends_work_that_swallowed_a_cancellation(server: FakeLLM) -> None:
+    """Python 3.11's wait_for can drop a cancellation that arrives as its inner call ends (the
+    retry then waited an hour, and the suite hung once): the cancellation is repeated."""
+    swallowed: list[bool] = []
+
+    async def stubborn() -> str:
+        try:
+            await asyncio.sleep(3600)
+        except asyncio.CancelledError:
+            swallowed.append(True)
+        await asyncio.sleep(3600)  # what a dropped cancellation leads into: a long retry wait
+        return "never"
+
+    async def run() -> None:
+        token = CancelToken()
+        asyncio.get_running_loop().call_later(0.1, token.cancel)
+        with pytest.raises(SummaryCancelled):
+            await asyncio.wait_for(openai(server).cancellable(stubborn(), token, "it"), 30)
+
+    asyncio.run(run())
+    assert swallowed == [True]
+
+
 def test_cancelled_before_start_sends_nothing(server: FakeLLM) -> None:
     token = CancelToken()
     token.cancel()

@@ -334,13 +334,14 @@ class HttpClient:
             if done:
                 return task.result()
             if cancel.cancelled:
-                task.cancel()
-                try:
-                    await task
-                except asyncio.CancelledError:
-                    pass
-                except Exception:  # noqa: BLE001 - the cancellation is what the caller sees
-                    pass
+                # Cancel again until the work ends: Python 3.11's wait_for drops a cancellation
+                # that arrives as its inner call finishes, and the work would go on (into a
+                # retry's wait of up to max_backoff).
+                while not task.done():
+                    task.cancel()
+                    await asyncio.wait({task}, timeout=_POLL_SECONDS)
+                if not task.cancelled():
+                    task.exception()  # retrieved: the cancellation is what the caller sees
                 raise self.cancelled(f"{what} was cancelled")
 
     def __repr__(self) -> str:
