@@ -78,6 +78,10 @@ def test_markdown_shows_system_prompts_usage_and_edits(tmp_path: Path) -> None:
     assert f"*Usage (cache_warm): p/m, 5,000 tokens, $0.0100* (`{ids['warm']}`)" in text
     assert f"*Context edit: the model sees `{ids['ask']}` as* (`{ids['redact']}`)" in text
     assert f"*Context edit: `{ids['answer']}` left out of the model's context* (`{ids['omit']}`)" in text
+    # the entries themselves, marked as the leaf's context sees them
+    assert f"*The model sees instead (context edit `{ids['redact']}`):*\n\n> my token is [redacted]" \
+        in text
+    assert f"*Left out of the model's context (context edit `{ids['omit']}`).*" in text
 
 
 def test_browse_hides_usage_and_describes_the_new_entries(tmp_path: Path) -> None:
@@ -85,18 +89,27 @@ def test_browse_hides_usage_and_describes_the_new_entries(tmp_path: Path) -> Non
     Textual's.)"""
     path, ids = pi15_session(tmp_path)
 
-    async def main() -> tuple[list[str], str]:
+    async def main() -> tuple[list[str], list[str], list[str]]:
         app = BrowseApp(str(path))
         async with app.run_test(size=(150, 40)) as pilot:
             await settle(app, pilot)
             rows = shown(app)
-            app.tree_view.select_id(ids["patch"])
-            await settle(app, pilot)
-            return rows, str(app.query_one("#preview-text").render())
+            lines = {row.node.id: app.tree_view._line(n).plain  # noqa: SLF001 - the drawn row
+                     for n, row in enumerate(app.tree_view.rows) if row.node is not None}
+            previews = []
+            for entry_id in (ids["patch"], ids["ask"], ids["answer"]):
+                app.tree_view.select_id(entry_id)
+                await settle(app, pilot)
+                previews.append(str(app.query_one("#preview-text").render()))
+            return rows, [lines[ids["ask"]], lines[ids["answer"]], lines[ids["next"]]], previews
 
-    rows, preview = asyncio.run(main())
+    rows, lines, previews = asyncio.run(main())
     assert ids["warm"] not in rows and ids["redact"] not in rows and ids["patch"] in rows
-    assert "- sections tools\n- tools read" in preview
+    assert "- sections tools\n- tools read" in previews[0]
+    assert "\u270e edited" in lines[0] and "\u2298 omitted" in lines[1] and "edited" not in lines[2]
+    assert f"edited for the model (context edit {ids['redact']}); it sees: my token is [redacted]" \
+        in previews[1]
+    assert f"omitted from the model's context (context edit {ids['omit']})" in previews[2]
 
 
 def test_the_html_page_marks_edits_and_shows_system_prompts(browser: Any, tmp_path: Path) -> None:

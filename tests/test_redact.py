@@ -114,7 +114,10 @@ def test_purge_replaces_the_stored_content_in_place(backend: Backend, tmp_path: 
     redact(session, ids["custom"], None)
     before = stored_lines(session)
     tree = [(n.id, d) for root in session.tree() for n, d in root.walk()]
+    context = session.build_context().to_builtins()
+    assert SECRET not in str(context["messages"])  # the edits apply
     pi_before = pi_contexts(pi15, as_file(session, tmp_path / "before.jsonl"))
+    assert pi_before == [context["messages"]]  # ours is pi's
     location = session.file or session.url
     assert location is not None
     session.close()
@@ -131,6 +134,7 @@ def test_purge_replaces_the_stored_content_in_place(backend: Backend, tmp_path: 
         assert loads(after[0])["message"]["content"] == "[redacted]"
         assert loads(after[1])["message"]["content"] == [{"type": "text", "text": "(hidden)"}]
         assert loads(after[4])["content"] == ""
+        assert purged.build_context().to_builtins() == context
         if purged.file is not None:
             (row,) = list_sessions(Path(purged.file).parent)
             assert row.first_message == "[redacted]"

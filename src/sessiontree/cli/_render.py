@@ -44,7 +44,7 @@ def _marked(prefix: str, row: Row) -> str:
 
 
 def render_row(row: Row, *, leaf_id: str | None, width: int = 72, columns: int | None = None,
-               fold_marks: bool = False) -> Text:
+               fold_marks: bool = False, edit: str | None = None) -> Text:
     """One line: prefix, marker, id, kind, summary, label (or a fold line).
 
     Args:
@@ -53,6 +53,7 @@ def render_row(row: Row, *, leaf_id: str | None, width: int = 72, columns: int |
         width: the room for the entry's summary.
         columns: fit the prefix into about this many columns (:func:`fit_prefix`).
         fold_marks: show which rows can be collapsed (the browser's fold keys).
+        edit: ``edited`` or ``omitted``: the model sees the entry so (a context edit).
     """
     prefix = fit_prefix(row.prefix, columns) if columns is not None else row.prefix
     if fold_marks:
@@ -74,6 +75,8 @@ def render_row(row: Row, *, leaf_id: str | None, width: int = 72, columns: int |
     text.append(row.node.id, style="bold" if row.active else "")
     text.append(f" {KIND_NAMES.get(kind, kind):<10} ", style=KIND_STYLE.get(kind, ""))
     text.append(entry_summary(entry, width), style="" if row.active else "dim")
+    if edit is not None:
+        text.append(f"  {'✎' if edit == 'edited' else '⊘'} {edit}", style="italic magenta")
     if row.node.label:
         text.append(f"  [{row.node.label}]", style="bold yellow")
     if row.below:

@@ -18,7 +18,7 @@ Invariants:
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from rich.segment import Segment
 from rich.style import Style
@@ -57,6 +57,7 @@ from ._render import KIND_STYLE, render_row
 if TYPE_CHECKING:
     from .._search import SearchHit
     from ..navigation import NavigationResult
+    from ..projection import ProjectedEntry
     from ..session import Session
     from ..summarize.base import Summarizer
 
@@ -127,15 +128,19 @@ class TreeView(ScrollView, can_focus=True):
         self.rows: list[Row] = []
         self.cursor = 0
         self.leaf_id: str | None = None
+        self.edits: dict[str, str] = {}
         self._lines: dict[int, Text] = {}
         self._deepest = 0
 
     # -- data
 
-    def set_rows(self, rows: list[Row], leaf_id: str | None, keep: str | None = None) -> None:
-        """Show new rows; the selection stays on ``keep`` when it is still shown."""
+    def set_rows(self, rows: list[Row], leaf_id: str | None, keep: str | None = None,
+                 edits: dict[str, str] | None = None) -> None:
+        """Show new rows; the selection stays on ``keep`` when it is still shown; ``edits``
+        marks the entries the model sees ``edited`` or ``omitted``."""
         self.rows = rows
         self.leaf_id = leaf_id
+        self.edits = edits or {}
         self._lines.clear()
         at = 0
         if keep is not None:
@@ -174,7 +179,8 @@ class TreeView(ScrollView, can_focus=True):
             columns = prefix_columns(self.size.width)
             room = max(20, self.size.width - len(fit_prefix(row.prefix, columns)) - 23)
             text = render_row(row, leaf_id=self.leaf_id, width=room, columns=columns,
-                              fold_marks=True)
+                              fold_marks=True, edit=self.edits.get(row.node.id) if row.node
+                              else None)
             if len(self._lines) > 2000:
                 self._lines.clear()
             self._lines[number] = text
@@ -506,6 +512,9 @@ class BrowseApp(App[None]):
         self._roots: list[TreeNode] = []
         self.usage: UsageTotals | None = None
         """The session's token and cost totals (pi's footer), shown in the status line."""
+        self.edits: dict[str, ProjectedEntry] = {}
+        """The entries the context from the leaf sees edited or omitted (pi 1.5.2's
+        ``context_edit``), by id, from the leaf's projection."""
         self._texts: dict[str, str] = {}
         self.editor_text: str | None = None
         self.loaded = False
@@ -555,18 +564,18 @@ class BrowseApp(App[None]):
         session = self._opener(self.path) if self._opener else Session.open(self.path)
         roots = session.tree()
         rows = self._rows(roots, session, self.mode, self.search_text, self.focus_entry)
-        usage = session_usage(session)
-        self.call_from_thread(self._loaded, session, roots, rows, usage)
+        facts = _facts(session)
+        self.call_from_thread(self._loaded, session, roots, rows, facts)
 
     def _loaded(self, session: Session, roots: list[TreeNode], rows: list[Row],
-                usage: UsageTotals) -> None:
+                facts: _Facts) -> None:
         self.session = session
         self._roots = roots
-        self.usage = usage
+        self.usage, self.edits = facts
         self.loaded = True
         leaf = self._leaf(session)
         focus, self.focus_entry = self.focus_entry, None
-        self.tree_view.set_rows(rows, leaf, keep=focus or leaf)
+        self.tree_view.set_rows(rows, leaf, keep=focus or leaf, edits=self._edit_marks())
         self._status(f"found {focus}" if focus else "")
 
     def _text(self, node: TreeNode) -> str:
@@ -590,6 +599,9 @@ class BrowseApp(App[None]):
             if not all(term in raw or term in extra for term in terms):
                 return node.id
         return self._text(node)
+
+    def _edit_marks(self) -> dict[str, str]:
+        return {entry_id: "omitted" if p.omitted else "edited" for entry_id, p in self.edits.items()}
 
     def _leaf(self, session: Session) -> str | None:
         """The leaf to mark: the session's, or in a mode that hides the operation tree's
@@ -632,17 +644,18 @@ class BrowseApp(App[None]):
         assert session is not None
         roots = session.tree() if reload_tree else self._roots
         rows = self._rows(roots, session, self.mode, self.search_text, keep)
-        usage = session_usage(session) if reload_tree else self.usage
+        facts = _facts(session) if reload_tree else _Facts(self.usage, self.edits)
         if get_current_worker().is_cancelled:
             return
-        self.call_from_thread(self._rebuilt, roots, rows, keep, usage)
+        self.call_from_thread(self._rebuilt, roots, rows, keep, facts)
 
     def _rebuilt(self, roots: list[TreeNode], rows: list[Row], keep: str | None,
-                 usage: UsageTotals | None) -> None:
+                 facts: _Facts) -> None:
         assert self.session is not None
         self._roots = roots
-        self.usage = usage
-        self.tree_view.set_rows(rows, self._leaf(self.session), keep=keep)
+        self.usage, self.edits = facts
+        self.tree_view.set_rows(rows, self._leaf(self.session), keep=keep,
+                                edits=self._edit_marks())
         self._status()
 
     def _status(self, note: str = "") -> None:
@@ -685,6 +698,19 @@ class BrowseApp(App[None]):
             text.append(f"label: {node.label}\n", style="bold yellow")
         if self.session is not None and node.id == self._leaf(self.session):
             text.append("the session's leaf\n", style="yellow")
+        projected = self.edits.get(node.id)
+        if projected is not None and projected.edit is not None:
+            edit_id = projected.edit.get("id")
+            if projected.omitted:
+                text.append(f"omitted from the model's context (context edit {edit_id})\n",
+                            style="bold magenta")
+            else:
+                from ..messages import message_text
+
+                seen = " ".join(message_text(m, separator=" ") for m in projected.typed_messages())
+                text.append(f"edited for the model (context edit {edit_id}); it sees: ",
+                            style="bold magenta")
+                text.append(one_line(seen, 300) + "\n")
         text.append("\n")
         text.append(_full_text(entry))
         if self.editor_text is not None:
@@ -887,6 +913,18 @@ class BrowseApp(App[None]):
 
 class _Cancelled(Exception):
     """A newer rebuild replaced this one."""
+
+
+class _Facts(NamedTuple):
+    """What a (re)load computes beside the rows: the totals and the leaf's edited entries."""
+
+    usage: UsageTotals | None
+    edits: dict[str, ProjectedEntry]
+
+
+def _facts(session: Session) -> _Facts:
+    edits = {p.entry_id: p for p in session.build_projection().entries if p.edit is not None}
+    return _Facts(session_usage(session), edits)
 
 
 def _full_text(entry: Any) -> str:

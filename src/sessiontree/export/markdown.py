@@ -24,6 +24,7 @@ from .. import _json
 from ._select import Selection, select, selected_tree, walk
 
 if TYPE_CHECKING:
+    from ..projection import ProjectedEntry
     from ..session import Session
 
 __all__ = ["export_markdown", "fence", "render_entry"]
@@ -204,7 +205,25 @@ def _assistant(head: str, message: dict[str, Any], results: dict[str, dict[str, 
     return "\n\n".join(parts)
 
 
-def _path_markdown(session: Session, ids: Iterable[str], labels: dict[str, str]) -> list[str]:
+def _edit_note(projected: ProjectedEntry) -> str:
+    """Under an entry the model sees edited or not at all (its ``context_edit`` from the
+    projection of the branch's leaf): what the model sees instead."""
+    edit = projected.edit or {}
+    edit_id = edit.get("id", "?")
+    if projected.omitted:
+        return f"*Left out of the model's context (context edit `{edit_id}`).*"
+    replacement = edit.get("replacement")
+    text, images = _blocks_text(replacement.get("content") if isinstance(replacement, dict)
+                                else None)
+    return "\n\n".join([f"*The model sees instead (context edit `{edit_id}`):*", _quote(text),
+                         *images])
+
+
+def _path_markdown(session: Session, ids: Iterable[str], labels: dict[str, str],
+                   leaf: str | None = None) -> list[str]:
+    """The entries, each marked when the context from ``leaf`` sees it edited or omitted."""
+    edited = {} if leaf is None else {
+        p.entry_id: p for p in session.build_projection(leaf).entries if p.edit is not None}
     entries = [_json.loads(session.raw_line(i)) for i in ids]
     results = {}
     for entry in entries:
@@ -222,6 +241,9 @@ def _path_markdown(session: Session, ids: Iterable[str], labels: dict[str, str])
     out = []
     for entry in entries:
         text = render_entry(entry, labels.get(str(entry.get("id"))), shown_results)
+        projected = edited.get(str(entry.get("id")))
+        if projected is not None:
+            text = (text or f"`{entry.get('id')}`") + "\n\n" + _edit_note(projected)
         if text:
             out.append(text)
     return out
@@ -270,14 +292,14 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
                 fork = path[start - 1]
                 lines += [f"*Branches off after `{fork}`{_fork_note(session, fork, labels)}; "
                           "the entries before it are above.*", ""]
-            lines.append("\n\n".join(_path_markdown(session, path[start:], labels)))
+            lines.append("\n\n".join(_path_markdown(session, path[start:], labels, leaf)))
             written.update(path)
             if advance is not None:
                 advance(1)
     elif selection.leaf_id is not None:
         path = [i for i in session.path_ids(selection.leaf_id) if i in shown]
         lines += ["", f"## Branch to `{selection.leaf_id}`", ""]
-        lines.append("\n\n".join(_path_markdown(session, path, labels)))
+        lines.append("\n\n".join(_path_markdown(session, path, labels, selection.leaf_id)))
         written.update(path)
         if advance is not None:
             advance(1)
