@@ -24,17 +24,19 @@ from sessiontree.errors import InvalidLocation, SessionLockedError, SessionNotFo
 from sessiontree.integrations.openai_agents import SessionTreeSession
 from sessiontree.stores.sqlite import SqliteStore
 
+from .backends import redis_store_url
 from .fake_llm import OPENAI_KEY, FakeLLM, Reply
 
 set_tracing_disabled(True)
 
-KINDS = ["memory", "root", "sqlite", "postgres"]
+KINDS = ["memory", "root", "sqlite", "postgres", "redis-cluster"]
 
 
 @pytest.fixture(params=KINDS)
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
     """The store argument of each backend: ``None`` (memory), a folder (a sessions root in
-    pi's layout), an SQLite URL, a PostgreSQL URL (a schema of this run)."""
+    pi's layout), an SQLite URL, a PostgreSQL URL (a schema of this run), a Redis Cluster URL
+    (a key prefix of its own)."""
     kind = request.param
     if kind == "memory":
         return None
@@ -42,6 +44,8 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
         return str(tmp_path / "sessions")
     if kind == "sqlite":
         return f"sqlite:///{tmp_path}/conversations.db"
+    if kind.startswith("redis"):
+        return redis_store_url(request, kind)
     url: str = request.getfixturevalue("fresh_postgres_url")
     return url
 
@@ -174,7 +178,7 @@ def test_dict_settings_through_a_real_runner(llm: FakeLLM, where: str | None) ->
 
 # -- several handles on one session: the stored session is the truth ----------------------------
 
-SHARED = ["root", "sqlite", "postgres"]
+SHARED = ["root", "sqlite", "postgres", "redis-cluster"]
 
 
 @pytest.fixture(params=SHARED)
@@ -185,6 +189,8 @@ def shared(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return str(tmp_path / "sessions")
     if kind == "sqlite":
         return f"sqlite:///{tmp_path}/conversations.db"
+    if kind.startswith("redis"):
+        return redis_store_url(request, kind)
     url: str = request.getfixturevalue("fresh_postgres_url")
     return url
 

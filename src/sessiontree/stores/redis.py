@@ -7,15 +7,20 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   name, first message, message and entry counts, latest activity, modified time);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
+* ``P:{ID}:lock``, while a writer appends: its token, with a lease;
 * ``P:sessions`` and ``P:cwd:<sha1 of the cwd>``, sorted sets: session ids by modified time,
   what a listing reads instead of the entries.
 
 Invariants:
-* An append is one Lua script on the session's slot: it checks that the session is the one the
-  caller saw (same header line), that every id is new and every parent stored (or earlier in the
-  batch), and only then pushes the lines and updates the counts, so an append lands whole
-  under the leaf its caller saw or not at all. Sending the same batch again (a retry after a
-  lost reply) finds its lines stored and writes nothing.
+* Writers of one session serialize on its lock key, as database writers do on a row lock: a
+  writer takes it (``SET NX PX``, a lease) and reads what others appended in one script, decides,
+  and appends in another, which checks that it still holds the lock and releases it. A writer
+  that dies holding it delays the others by the lease at most.
+* The append script checks that the session is the one the caller saw (same header line), that
+  every id is new and every parent stored (or earlier in the batch), and only then pushes the
+  lines and updates the counts, so an append lands whole under the leaf its caller saw or not at
+  all. Sending the same batch again (a retry after a lost reply) finds its lines stored and
+  writes nothing.
 * The listing indexes are updated after the session's script, as separate commands (on a
   cluster they live in other slots): a writer that dies in between leaves the session's row
   right but its place in the order stale until its next append; a listing reads each row from
@@ -28,6 +33,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -62,6 +68,7 @@ from ..errors import (
     InvalidEntry,
     InvalidLocation,
     ReadOnlyStore,
+    SessionLockedError,
     SessionNotFound,
     SessionTreeError,
     StoreUnavailable,
@@ -73,12 +80,13 @@ __all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
-# KEYS: meta, lines, ids. ARGV: mode (create | first | append | import), header line, cwd,
-# created, parent, created ms, message count, first message, activity, name set (0/1), name,
-# n, then n times: id, parent id ('' for none), line.
+# KEYS: meta, lines, ids, lock. ARGV: mode (create | first | append | import), header line,
+# cwd, created, parent, created ms, message count, first message, activity, name set (0/1),
+# name, the writer's lock token ('': no lock), n, then n times: id, parent id ('' for none), line.
 _APPEND = """
-local meta, lines, ids = KEYS[1], KEYS[2], KEYS[3]
-local mode, header = ARGV[1], ARGV[2]
+local meta, lines, ids, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local mode, header, token = ARGV[1], ARGV[2], ARGV[12]
+if token ~= '' and redis.call('GET', lock) ~= token then return {'lease'} end
 local stored = redis.call('HGET', meta, 'header')
 if mode == 'append' then
   if not stored then return {'gone'} end
@@ -86,12 +94,12 @@ if mode == 'append' then
 elseif stored and (mode ~= 'first' or stored ~= header) then
   return {'exists'}
 end
-local n = tonumber(ARGV[12])
+local n = tonumber(ARGV[13])
 local batch = {}
 local again = 0
 local first_again = nil
 for i = 0, n - 1 do
-  local id, parent, line = ARGV[13 + 3 * i], ARGV[14 + 3 * i], ARGV[15 + 3 * i]
+  local id, parent, line = ARGV[14 + 3 * i], ARGV[15 + 3 * i], ARGV[16 + 3 * i]
   local at = redis.call('HGET', ids, id)
   if batch[id] then return {'dup', id} end
   if at then
@@ -105,7 +113,8 @@ for i = 0, n - 1 do
   batch[id] = true
 end
 if again > 0 then
-  if again < n then return {'dup', ARGV[13]} end
+  if again < n then return {'dup', ARGV[14]} end
+  if token ~= '' then redis.call('DEL', lock) end
   return {'ok', first_again, tonumber(redis.call('HGET', meta, 'modified')), 1}
 end
 if not stored then
@@ -115,8 +124,8 @@ if not stored then
 end
 local first = redis.call('LLEN', lines) + 1
 for i = 0, n - 1 do
-  redis.call('RPUSH', lines, ARGV[15 + 3 * i])
-  redis.call('HSET', ids, ARGV[13 + 3 * i], first + i)
+  redis.call('RPUSH', lines, ARGV[16 + 3 * i])
+  redis.call('HSET', ids, ARGV[14 + 3 * i], first + i)
 end
 redis.call('HINCRBY', meta, 'entries', n)
 redis.call('HINCRBY', meta, 'messages', tonumber(ARGV[7]))
@@ -135,14 +144,28 @@ if activity ~= '' and tonumber(activity) > 0 then modified = math.floor(tonumber
 redis.call('HSET', meta, 'modified', modified)
 local changed = 0
 if modified ~= old or not stored then changed = 1 end
+if token ~= '' then redis.call('DEL', lock) end
 return {'ok', first, modified, changed}
 """
 
-# KEYS: meta, lines, ids. Returns the session's cwd, or false when there is no session.
+# KEYS: lock, meta, lines. ARGV: token, lease ms, lines known. Takes the writer's lock and
+# returns {1, header, the lines after the known ones}, or {0} while another writer holds it.
+_LOCK = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
+return {1, redis.call('HGET', KEYS[2], 'header'), redis.call('LRANGE', KEYS[3], ARGV[3], -1)}
+"""
+
+# KEYS: lock. ARGV: token. Releases the lock if this writer still holds it.
+_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS: meta, lines, ids, lock. Returns the session's cwd, or false when there is no session.
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
 return cwd
 """
 
@@ -228,7 +251,8 @@ class RedisStore:
     """
 
     def __init__(self, url: str, *, prefix: str | None = None, read_only: bool = False,
-                 durable: bool = False, replicas: int = 1, timeout: float = 5.0) -> None:
+                 durable: bool = False, replicas: int = 1, timeout: float = 5.0,
+                 lock_timeout: float = 10.0, lease: float = 5.0) -> None:
         """Connect and check that the server answers.
 
         Args:
@@ -239,6 +263,8 @@ class RedisStore:
             replicas: how many replicas a durable append waits for.
             timeout: seconds for a connection and a reply; a durable append's ``WAIT`` waits
                 half of it.
+            lock_timeout: seconds an append waits for another writer of the session.
+            lease: seconds a writer's lock lasts if it dies holding it.
 
         Raises:
             InvalidLocation: not a Redis address, or a bad prefix.
@@ -253,6 +279,8 @@ class RedisStore:
         self.durable = durable
         self.replicas = replicas
         self._timeout = timeout
+        self.lock_timeout = lock_timeout
+        self._lease_ms = max(1, int(lease * 1000))
         self.cluster = "+cluster://" in base
         options: dict[str, Any] = {"socket_timeout": timeout,
                                    "socket_connect_timeout": timeout}
@@ -284,13 +312,16 @@ class RedisStore:
                                    path=self.url) from None
         self._append_script = self._client.register_script(_APPEND)
         self._delete_script = self._client.register_script(_DELETE)
+        self._lock_script = self._client.register_script(_LOCK)
+        self._unlock_script = self._client.register_script(_UNLOCK)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str | None = None, read_only: bool = False,
-                 durable: bool = False, replicas: int = 1, timeout: float = 5.0) -> RedisStore:
+                 durable: bool = False, replicas: int = 1, timeout: float = 5.0,
+                 lock_timeout: float = 10.0, lease: float = 5.0) -> RedisStore:
         """The store at ``url``; use it as a context manager. See :meth:`__init__`."""
         return cls(url, prefix=prefix, read_only=read_only, durable=durable,
-                   replicas=replicas, timeout=timeout)
+                   replicas=replicas, timeout=timeout, lock_timeout=lock_timeout, lease=lease)
 
     @property
     def url(self) -> str:
@@ -303,10 +334,10 @@ class RedisStore:
 
     # -- keys and commands ------------------------------------------------------------------
 
-    def keys(self, session_id: str) -> tuple[str, str, str]:
-        """The session's meta, lines and ids keys (one slot: the id is their hash tag)."""
+    def keys(self, session_id: str) -> tuple[str, str, str, str]:
+        """The session's meta, lines, ids and lock keys (one slot: the id is their hash tag)."""
         tag = f"{self.prefix}:{{{session_id}}}"
-        return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids"
+        return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids", f"{tag}:lock"
 
     def _index_keys(self, cwd: str | None) -> list[str]:
         keys = [f"{self.prefix}:sessions"]
@@ -387,7 +418,7 @@ class RedisStore:
         return result  # type: ignore[no-any-return]
 
     def _appended(self, session_id: str, mode: str, header_line: bytes,
-                  lines: Sequence[bytes], records: Sequence[Record]) -> int:
+                  lines: Sequence[bytes], records: Sequence[Record], token: str = "") -> int:
         """Run an append (or a create, or an import) and update the listing's order.
 
         Returns:
@@ -410,12 +441,15 @@ class RedisStore:
             mode, header_line, _text(cwd), _text(created), _text(parent),
             "" if created_ms is None else created_ms, stats.messages, _text(stats.first),
             "" if stats.activity is None else repr(stats.activity), int(named),
-            _text(stats.name or ""), len(lines)]
+            _text(stats.name or ""), token, len(lines)]
         for record, line in zip(records, lines):
             args += [_text(record.id), _text(record.parent_id or ""), line]
         reply = self._run_append(session_id, args)
         status = reply[0].decode()
         where = self.session_url(session_id)
+        if status == "lease":
+            raise ConcurrentModification("this writer's lock on the session expired (its lease "
+                                         "ran out); nothing was written", path=where)
         if status == "gone":
             raise ConcurrentModification("the session was deleted meanwhile; nothing was "
                                          "written", path=where)
@@ -630,7 +664,8 @@ def _envelopes(lines: Sequence[bytes]) -> list[Record]:
 
 class RedisLog:
     """One stored session: its lines read with one ``LRANGE`` and kept, later lines fetched as
-    another writer appends them, appends made by the store's script."""
+    other writers append them; an append holds the session's lock from :meth:`begin_append` to
+    the script that writes (or :meth:`end_append`)."""
 
     def __init__(self, store: RedisStore, session_id: str, *, fetch: bool = True) -> None:
         self.store = store
@@ -638,8 +673,7 @@ class RedisLog:
         self.header_line: bytes | None = None
         self.entry_lines: list[bytes] = []
         self._size = 0  # bytes of the JSONL form so far (the records' offsets)
-        self._pending: list[Record] = []  # lines of other writers met while appending
-        self._pending_problems: list[Problem] = []
+        self._token: str | None = None  # the writer's lock, while held
         if fetch:
             self._fetch_head()
 
@@ -657,7 +691,7 @@ class RedisLog:
         return ([self.header_line] if self.header_line is not None else []) + self.entry_lines
 
     def _fetch_head(self) -> None:
-        meta, lines, _ = self.store.keys(self.session_id)
+        meta, lines, _, _ = self.store.keys(self.session_id)
         header, fresh = self.store._query(lambda pipe: (pipe.hget(meta, "header"),
                                                         pipe.lrange(lines, 0, -1)))
         self.header_line = header
@@ -684,9 +718,17 @@ class RedisLog:
     def read_many(self, records: Sequence[Record]) -> list[bytes]:
         return [self.entry_lines[r.line - 2] for r in records]
 
-    def _scan(self, lines: Sequence[bytes]) -> tuple[list[Record], list[Problem]]:
-        """Records of lines that follow the ones read so far (added to them)."""
-        assert self.header_line is not None
+    def _fresh(self, header: bytes | None, lines: Sequence[bytes]) -> LoadResult | None:
+        """What other writers stored: ``lines`` after the ones read so far (all of them when
+        the session was created by another writer meanwhile)."""
+        if self.header_line is None:
+            if header is None:
+                return None
+            self.header_line, self.entry_lines = header, list(lines)
+            loaded = self.load()
+            return loaded
+        if not lines:
+            return None
         scanner = Scanner(None)
         scanner.start_after_header(_json.loads(self.header_line), 1)
         scanner.lineno = len(self.entry_lines) + 1
@@ -694,27 +736,55 @@ class RedisLog:
             scanner.feed(memoryview(line), self._size, True)
             self._size += len(line) + 1
             self.entry_lines.append(line)
-        found: list[Record] = list(scanner.records)  # type: ignore[arg-type]  # a plain list
-        return found, list(scanner.problems)
+        records: list[Record] = list(scanner.records)  # type: ignore[arg-type]  # a plain list
+        return LoadResult(None, 1, records, list(scanner.problems))
+
+    def refresh(self) -> LoadResult | None:
+        """The lines other writers appended since this log last looked (no lock taken)."""
+        if self.header_line is None:
+            meta, lines, _, _ = self.store.keys(self.session_id)
+            header, fresh = self.store._query(lambda pipe: (pipe.hget(meta, "header"),
+                                                            pipe.lrange(lines, 0, -1)))
+            return self._fresh(header, fresh)
+        with self.store._errors():
+            fresh = self.store._client.lrange(self.store.keys(self.session_id)[1],
+                                              len(self.entry_lines), -1)
+        return self._fresh(self.header_line, fresh)
 
     def begin_append(self) -> LoadResult | None:
-        self.store._writable()
-        if self.header_line is None:
-            self._fetch_head()  # created by another writer meanwhile?
-            if self.header_line is None:
-                return None
-            loaded = self.load()
-            return loaded if loaded.records or loaded.problems or loaded.header else None
-        key = self.store.keys(self.session_id)[1]
-        with self.store._errors():
-            fresh = self.store._client.lrange(key, len(self.entry_lines), -1)
-        records, problems = self._scan(fresh)
-        records = self._pending + records
-        problems = self._pending_problems + problems
-        self._pending, self._pending_problems = [], []
-        if not records and not problems:
-            return None
-        return LoadResult(None, 1, records, problems)
+        """Take the session's lock (waiting up to the store's ``lock_timeout``) and read what
+        other writers appended.
+
+        Raises:
+            SessionLockedError: another writer held the lock all that time.
+        """
+        store = self.store
+        store._writable()
+        meta, lines, _, lock = store.keys(self.session_id)
+        token = os.urandom(12).hex()
+        deadline = time.monotonic() + store.lock_timeout
+        pause = 0.001
+        while True:
+            with store._errors(writing=True):
+                got = store._lock_script(keys=[lock, meta, lines],
+                                         args=[token, store._lease_ms, len(self.entry_lines)],
+                                         client=store._client)
+            if got[0] == 1:
+                break
+            if time.monotonic() >= deadline:
+                raise SessionLockedError(f"another writer held the session's lock for "
+                                         f"{store.lock_timeout:g}s", path=self.url)
+            time.sleep(pause)
+            pause = min(pause * 2, 0.05)
+        self._token = token
+        try:
+            if self.header_line is not None and got[1] != self.header_line:
+                raise ConcurrentModification(
+                    "the session was deleted or created again since it was read", path=self.url)
+            return self._fresh(got[1], got[2])
+        except BaseException:
+            self.end_append()
+            raise
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
         mode = "append"
@@ -726,23 +796,16 @@ class RedisLog:
         assert head is not None
         scratch = Scanner(None)
         records = [scratch.entry_record(line, 0) for line in lines]
-        first = self.store._appended(self.session_id, mode, head, lines, records)
+        first = self.store._appended(self.session_id, mode, head, lines, records,
+                                     self._token or "")
+        self._token = None  # the script released it
         if self.header_line is None:
             self.header_line = head
             self._size = len(head) + 1
-        if first - 1 > len(self.entry_lines):  # other writers' lines landed before ours
-            key = self.store.keys(self.session_id)[1]
-            with self.store._errors():
-                gap = self.store._client.lrange(key, len(self.entry_lines), first - 2)
-            found, problems = self._scan(gap)
-            self._pending += found
-            self._pending_problems += problems
-        if first - 1 < len(self.entry_lines):  # a retry: our lines were read meanwhile
-            for i, record in enumerate(records):
-                record.line = first + 1 + i
-            stored = {r.id for r in records}
-            self._pending = [r for r in self._pending if r.id not in stored]
-            return records
+        if first - 1 != len(self.entry_lines):
+            raise ConcurrentModification(f"the entries landed at line {first + 1}, not after the "
+                                         f"{len(self.entry_lines)} this writer read",
+                                         path=self.url)
         for record, line in zip(records, lines):
             record.line = len(self.entry_lines) + 2
             record.offset = self._size
@@ -751,11 +814,16 @@ class RedisLog:
         return records
 
     def end_append(self) -> None:
-        return None
+        """Release the lock if :meth:`write` did not."""
+        token, self._token = self._token, None
+        if token is not None:
+            with self.store._errors(writing=True):
+                self.store._unlock_script(keys=[self.store.keys(self.session_id)[3]],
+                                          args=[token], client=self.store._client)
 
     def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
         """Lines appended after the last one this log has read, as they land."""
         return self.store.follow(self.session_id, len(self.entry_lines), poll=poll, stop=stop)
 
     def close(self) -> None:
-        return None
+        self.end_append()
