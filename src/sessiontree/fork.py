@@ -28,7 +28,7 @@ from . import _json
 from ._fs import atomic_write, make_private_dirs
 from ._time import iso_now, new_entry_id, uuid7
 from .entries import SessionHeader
-from .errors import InvalidEntry, SessionTreeError
+from .errors import InvalidEntry, ReadOnlyStore, SessionTreeError
 from .events import BranchEvent, BranchPreparation, OperationCancelled
 
 if TYPE_CHECKING:
@@ -256,6 +256,23 @@ def _materialize(session: Session, header: SessionHeader, lines: Sequence[bytes]
     return make.open(_write(header, lines, target))
 
 
+def _refuse_read_only(session: Session, in_memory: bool, path: str | os.PathLike[str] | None,
+                      directory: str | os.PathLike[str] | None) -> None:
+    """A session opened read-only forks into its own folder no more than a read-only database
+    store takes the fork; a fork kept in memory, or written where the caller said, is fine.
+
+    Raises:
+        ReadOnlyStore: a read-only session file, forked with no ``path`` nor ``directory``.
+    """
+    if in_memory or path is not None or directory is not None or \
+            getattr(session._log, "store", None) is not None:
+        return  # (a store refuses by itself)
+    if getattr(session._log, "read_only", False):
+        raise ReadOnlyStore("the session was opened read-only, so its fork is not written "
+                            "beside it; nothing was written (give path or directory to write "
+                            "the fork elsewhere)", path=session.file)
+
+
 def _into_store(session: Session, header: SessionHeader, lines: Sequence[bytes],
                 in_memory: bool, path: str | os.PathLike[str] | None,
                 directory: str | os.PathLike[str] | None) -> Session | None:
@@ -322,6 +339,7 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
     _before(session, leaf_id, "path", memory)
     lines, _ = branch_lines(session, leaf_id)
     header = _header(session, cwd, with_parent=not memory)
+    _refuse_read_only(session, memory, path, directory)
     fork = _into_store(session, header, lines, memory, path, directory) or \
         _materialize(session, header, lines, in_memory=memory, path=path,
                      directory=_default_directory(session, directory, cwd))
@@ -381,6 +399,7 @@ def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,
     _before(session, None, "all", in_memory)
     lines = _cycle_free_lines(session)
     header = _header(session, cwd, with_parent=not in_memory)
+    _refuse_read_only(session, in_memory, path, directory)
     fork = _into_store(session, header, lines, in_memory, path, directory) or \
         _materialize(session, header, lines, in_memory=in_memory, path=path,
                      directory=_default_directory(session, directory, cwd))

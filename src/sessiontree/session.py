@@ -62,7 +62,13 @@ from .messages import (
 )
 from .stores._follow import idle_stop
 from .stores.base import FollowableLog, SessionLog, Store
-from .stores.jsonl import JsonlFile, default_session_dir, open_file, session_file_name
+from .stores.jsonl import (
+    JsonlFile,
+    default_session_dir,
+    header_for_name,
+    open_file,
+    session_file_name,
+)
 from .stores.memory import MemoryLog
 from .stores.url import is_url
 
@@ -181,7 +187,9 @@ class Session(TreeLog):
         log = open_file(path, durable=durable, lock_timeout=lock_timeout, migrate=migrate,
                         read_only=read_only, strict=strict, warn=warn, index=index,
                         processes=processes)
-        return cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes)
+        # an empty file keeps the id its name carries
+        return cls(log, strict=strict, warn=warn, cache_bytes=cache_bytes,
+                   header=header_for_name(path))
 
     @classmethod
     def _open_stored(cls, url: str, *, strict: bool, durable: bool, warn: bool,

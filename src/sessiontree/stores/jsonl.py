@@ -55,6 +55,7 @@ __all__ = [
     "default_session_dir",
     "default_sessions_root",
     "delete_session_file",
+    "header_for_name",
     "list_sessions",
     "open_file",
     "session_file_name",
@@ -94,6 +95,22 @@ def default_session_dir(cwd: str, root: str | os.PathLike[str] | None = None) ->
 def session_file_name(header: SessionHeader) -> str:
     """``<timestamp>_<sessionId>.jsonl``, the timestamp's ``:`` and ``.`` replaced by ``-``."""
     return f"{file_stamp(header.timestamp)}_{header.id}.jsonl"
+
+
+def header_for_name(path: str | os.PathLike[str]) -> SessionHeader | None:
+    """The header a session file without one (an empty file) gets at its first append: the
+    session id its name carries (``<timestamp>_<id>.jsonl``), so that it keeps matching its
+    name; ``None`` for a name that carries none (a random id is drawn then)."""
+    name = os.path.basename(os.fspath(path))
+    stamp, _, rest = name.partition("_")
+    session_id = rest.removesuffix(".jsonl")
+    if not stamp or not rest.endswith(".jsonl"):
+        return None
+    try:
+        check_session_id(session_id)
+    except InvalidLocation:
+        return None
+    return SessionHeader(id=session_id, timestamp=iso_now(), cwd=os.getcwd())
 
 
 class JsonlFile:
