@@ -81,9 +81,13 @@ def shown_leaf(path_ids: Sequence[str], entry: Callable[[str], object]) -> str |
 def visible(node: TreeNode, mode: FilterMode, *, ops: bool | None = None) -> bool:
     """Whether ``mode`` shows this node (before any search); ``ops``: whether the operation
     tree's bookkeeping shows (default: only in mode ``all``)."""
-    if node.type == "custom" and not (mode == "all" if ops is None else ops) \
-            and is_bookkeeping(node.entry):
-        return False
+    shown = _shows(node, mode)
+    if shown and node.type == "custom" and not (mode == "all" if ops is None else ops):
+        return not is_bookkeeping(node.entry)  # (decoded only when the mode would show it)
+    return shown
+
+
+def _shows(node: TreeNode, mode: FilterMode) -> bool:
     if mode == "all":
         return True
     if node.type == "usage":
