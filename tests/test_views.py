@@ -224,3 +224,39 @@ def test_rows_of_one_step_keep_their_guides_aligned() -> None:
     deep = ["│  " * n + "├─ " for n in range(8, 12)]
     assert [fit_prefix(p, 6) for p in deep] == [
         "⋯6 │  │  ├─ ", "⋯6 │  │  │  ├─ ", "⋯6 │  │  │  │  ├─ ", "⋯9 │  │  ├─ "]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 30), st.sampled_from(["user", "assistant", "op", "x"])),
+                min_size=1, max_size=30), st.sampled_from(FILTER_MODES), st.booleans())
+def test_bookkeeping_shows_only_when_asked_and_is_never_the_leaf_shown(
+        shape: list[tuple[int, str]], mode: str, ops: bool) -> None:
+    """Issue 20 point 1: operation-tree entries (sessiontree.op*) show in mode all or with
+    ops, nothing else changes, and the leaf shown is the last non-bookkeeping entry."""
+    from sessiontree.describe import is_bookkeeping
+    from sessiontree.views import shown_leaf
+
+    session = Session.in_memory(cwd="/x")
+    made: list[str] = []
+    for parent_pick, kind in shape:
+        if made:
+            session.branch(made[parent_pick % len(made)])
+        if kind in ("user", "assistant"):
+            made.append(session.append_message({"role": kind, "content": [
+                {"type": "text", "text": kind}]}))
+        else:
+            made.append(session.append_custom("sessiontree.op.batch" if kind == "op" else "x"))
+    roots = session.tree()
+    every = [n for r in roots for n, _ in r.walk()]
+    for asked in (None, ops):
+        shown = set(ids(filter_tree(roots, mode, ops=asked)))  # type: ignore[arg-type]
+        bookkeeping_shows = mode == "all" if asked is None else asked
+        for node in every:
+            expected = visible(node, mode, ops=True)  # the mode alone  # type: ignore[arg-type]
+            if is_bookkeeping(node.entry):
+                expected = expected and bookkeeping_shows
+            assert (node.id in shown) == expected
+    path = session.path_ids()
+    leaf = shown_leaf(path, session.entry)
+    plain = [i for i in path if not is_bookkeeping(session.entry(i))]
+    assert leaf == (plain[-1] if plain else None)
