@@ -63,6 +63,7 @@ class TreeLog:
                  cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         """Read an already-migrated log (a database's only as far as asked for)."""
         self._log = log
+        self._refresh = log.refresh if is_refreshable(log) else None
         self._cache = DecodedCache(cache_bytes)
         self._index: EntryIndex
         problems: list[Problem] = []
@@ -313,9 +314,10 @@ class TreeLog:
             The new entries' ids, in stored order (``[]``: nothing new, or a log that cannot
             tell, as a memory log).
         """
-        if not is_refreshable(self._log):
+        refresh = self._refresh
+        if refresh is None:
             return []
-        fresh = self._log.refresh()
+        fresh = refresh()
         if fresh is None:
             return []
         self._integrate(fresh)
