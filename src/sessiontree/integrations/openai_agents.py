@@ -26,6 +26,7 @@ import asyncio
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
@@ -41,6 +42,7 @@ from ..session import Session
 from ..stores.base import Store, check_session_id, has_logs
 from ..stores.jsonl import default_session_dir, glob_escape
 from ..stores.url import is_url, parse_location
+from . import _agents_turns as agents_turns
 
 try:
     from agents.memory.session_settings import (
@@ -54,10 +56,14 @@ except ImportError as error:  # pragma: no cover - exercised only without the ex
 
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
+    from agents.result import RunResult
 
 __all__ = ["SessionTreeSession"]
 
 T = TypeVar("T")
+
+MAIN = "main"
+"""The branch that holds what no named branch holds (the SDK's default branch)."""
 
 LOCK_WAIT = 10.0
 """Seconds a handle waits for a session file's writer lock while another handle or process
@@ -99,6 +105,9 @@ class SessionTreeSession:
             one).
         lock_timeout: a session file's writer lock: how long a write waits while another
             handle or process writes (then :class:`~sessiontree.errors.SessionLockedError`).
+        session_id, db_path, create_tables: the SDK's ``AdvancedSQLiteSession`` constructor's
+            words (``db_path`` an SQLite file or ``":memory:"``; the tables are always made as
+            needed), so that switching from it is a change of import.
 
     Raises:
         InvalidLocation: a bad session id or store address, or a store given with a
@@ -107,11 +116,21 @@ class SessionTreeSession:
         pydantic.ValidationError: ``session_settings`` holds a bad value.
     """
 
-    def __init__(self, session: Session | str,
+    def __init__(self, session: Session | str | None = None,
                  store: Store | str | os.PathLike[str] | None = None, *,
+                 session_id: str | None = None, db_path: str | os.PathLike[str] | None = None,
+                 create_tables: bool = True,
                  session_settings: SessionSettings | Mapping[str, Any] | None = None,
                  model: str = "", provider: str = "openai", cwd: str | None = None,
                  lock_timeout: float = LOCK_WAIT) -> None:
+        if session_id is not None or db_path is not None:  # AdvancedSQLiteSession's words
+            if session is not None or store is not None or session_id is None:
+                raise TypeError("give session_id (and db_path) or session (and store)")
+            session = session_id
+            if db_path is not None and os.fspath(db_path) != ":memory:":
+                store = f"sqlite:///{os.path.abspath(db_path)}"
+        if session is None:
+            raise TypeError("SessionTreeSession needs a session id or a Session")
         self._root: Path | None = None
         """A sessions root this session is new to: its file may yet be written by another
         handle (see :meth:`_adopt_stored_file`)."""
@@ -235,15 +254,19 @@ class SessionTreeSession:
         with self._lock:
             return list(self._sync().ids)
 
-    async def get_items(self, limit: int | None = None) -> list[TResponseInputItem]:
-        """The items on the current branch, oldest first; the latest ``limit`` of them when
-        given (else ``session_settings.limit``). Each call hands out new objects: changing
-        them changes nothing stored."""
+    async def get_items(self, limit: int | None = None,
+                        branch_id: str | None = None) -> list[TResponseInputItem]:
+        """The items on the current branch (or the named branch ``branch_id``), oldest first;
+        the latest ``limit`` of them when given (else ``session_settings.limit``). Each call
+        hands out new objects: changing them changes nothing stored."""
         count = resolve_session_limit(limit, self.session_settings)
 
         def read() -> list[bytes]:
             with self._lock:
-                blobs = self._sync().blobs
+                branch = self._sync()
+                if branch_id is not None:
+                    branch = _Branch.read(self.tree, self._tip(branch_id))
+                blobs = branch.blobs
                 return blobs[-count:] if count is not None and count > 0 else \
                     [] if count is not None else blobs[:]
 
@@ -285,7 +308,7 @@ class SessionTreeSession:
         await self._run(lambda: self._write(lambda branch: (True, None, [])))
 
     def _write(self, plan: Callable[[_Branch], tuple[bool, str | None, list[Any]] | None]
-               ) -> None:
+               ) -> list[str]:
         """One compare-and-append. Under the writer's lock, at the last stored entry, ``plan``
         gives ``(moves, parent, items)``: the items go under ``parent`` (the leaf, unless
         ``moves``: then a checkout marker under ``parent`` comes first, so that the move is
@@ -300,7 +323,7 @@ class SessionTreeSession:
             moves, parent, items = planned
             if moves:
                 branch = _Branch.empty() if parent is None else \
-                    branch.before_last(parent) or _Branch.read(self.tree, parent)
+                    branch.before_last(parent, self.tree) or _Branch.read(self.tree, parent)
             written: list[dict[str, Any]] = [_checkout_marker(parent)] if moves else []
             calls = branch.tool_calls(self.tree)
             for item in items:
@@ -325,6 +348,7 @@ class SessionTreeSession:
                     branch.extend(entry_id, entry)
                 branch.leaf = ids[-1]
                 self._branch = branch
+            return ids
 
     # -- the tree ------------------------------------------------------------------------------
 
@@ -353,6 +377,205 @@ class SessionTreeSession:
         merged = {"session_settings": self.session_settings, "model": self._info.model,
                   "provider": self._info.provider, **options}
         return SessionTreeSession(forked, **merged)
+
+    # -- named branches, turns and usage (what the SDK's AdvancedSQLiteSession adds) ----------
+
+    def _path_entries(self, leaf: str | None) -> list[dict[str, Any]]:
+        return [json.loads(self.tree.raw_line(i)) for i in self.tree.path_ids(leaf)] \
+            if leaf is not None else []
+
+    def _branches(self) -> tuple[dict[str, tuple[str | None, str | None]], str]:
+        """Every branch: name -> (its tip, when it started), and the current branch's name.
+
+        A named branch starts at a checkout marker labelled with its name (what
+        :meth:`create_branch_from_turn` writes) and holds what was stored below it, outside
+        the named branches below; its tip is the last of that in stored order (pi's rule for
+        a session's leaf). ``main`` holds the rest. The caller holds the lock."""
+        names = {target: label for target, (label, _) in self.tree.labels().items()}
+        owner: dict[str, str] = {}
+        found: dict[str, tuple[str | None, str | None]] = {MAIN: (None, None)}
+        for entry in self.tree.entries():
+            name = names.get(entry.id) if entry.type == "custom" and \
+                getattr(entry, "custom_type", None) == CHECKOUT_CUSTOM_TYPE else None
+            if name is None:
+                name = owner.get(entry.parent_id or "", MAIN)
+            owner[entry.id] = name
+            started = found.get(name, (None, entry.timestamp))[1] or entry.timestamp
+            found[name] = (entry.id, started)
+        leaf = self.tree.leaf_id
+        return found, owner.get(leaf, MAIN) if leaf is not None else MAIN
+
+    def _tip(self, branch_id: str) -> str | None:
+        """The tip of a branch. Raises ``ValueError`` for an unknown branch (as the SDK)."""
+        found = self._branches()[0]
+        if branch_id not in found:
+            raise ValueError(f"Branch '{branch_id}' does not exist")
+        return found[branch_id][0]
+
+    async def list_branches(self) -> list[dict[str, Any]]:
+        """Every branch (``branch_id``, ``message_count``, ``user_turns``, ``is_current``,
+        ``created_at``), as the SDK's ``AdvancedSQLiteSession`` lists them."""
+        def listed() -> list[dict[str, Any]]:
+            with self._lock:
+                self._sync()
+                found, current = self._branches()
+                rows = []
+                for name, (tip, started) in found.items():
+                    history = _Branch.read(self.tree, tip)
+                    rows.append({"branch_id": name, "message_count": len(history.ids),
+                                 "user_turns": len(agents_turns.turns(self._path_entries(tip))),
+                                 "is_current": name == current, "created_at": started})
+                return rows
+
+        return await self._run(listed)
+
+    async def switch_to_branch(self, branch_id: str) -> None:
+        """Continue the named branch: the leaf goes to its tip (persisted, as :meth:`checkout`).
+
+        Raises:
+            ValueError: no such branch.
+        """
+        def switch() -> None:
+            with self._lock:
+                self._sync()
+                tip = self._tip(branch_id)
+                try:
+                    self.tree.checkout(tip)
+                finally:
+                    self._release()
+
+        await self._run(switch)
+
+    async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The user turns of the current (or the named) branch: ``turn``, ``content`` (the
+        first 100 characters), ``full_content``, ``timestamp``, ``can_branch``, and
+        ``entry_id``, the entry of the user item."""
+        def listed() -> list[dict[str, Any]]:
+            with self._lock:
+                self._sync()
+                tip = self.tree.leaf_id if branch_id is None else self._tip(branch_id)
+                return agents_turns.turns(self._path_entries(tip))
+
+        return await self._run(listed)
+
+    async def find_turns_by_content(self, search_term: str,
+                                    branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The turns of :meth:`get_conversation_turns` whose user content holds
+        ``search_term`` (ignoring case)."""
+        wanted = search_term.casefold()
+        found = await self.get_conversation_turns(branch_id)
+        return [turn for turn in found if wanted in _text_of(turn["full_content"]).casefold()]
+
+    async def create_branch_from_turn(self, turn_number: int,
+                                      branch_name: str | None = None) -> str:
+        """Start a named branch just before a user turn of the current branch and continue
+        there (the turn can then be asked again, differently); nothing is copied or deleted:
+        the branch is a checkout marker labelled with its name.
+
+        Returns:
+            The branch's name (``branch_from_turn_<n>_<time>`` when not given).
+
+        Raises:
+            ValueError: no such turn, or the name is blank or already used.
+        """
+        if branch_name is not None and not branch_name.strip():
+            raise ValueError("Branch name cannot be empty")
+
+        def create() -> str:
+            with self._lock:
+                self._sync()
+                found = agents_turns.turns(self._path_entries(self.tree.leaf_id))
+                turn = next((t for t in found if t["turn"] == turn_number), None)
+                if turn is None:
+                    raise ValueError(f"Turn {turn_number} does not contain a user message "
+                                     "in the current branch")
+                name = branch_name or f"branch_from_turn_{turn_number}_{int(time.time())}"
+                if name in self._branches()[0]:
+                    raise ValueError(f"Branch '{name}' already exists")
+                parent = json.loads(self.tree.raw_line(turn["entry_id"])).get("parentId")
+                (marker,) = self._write(lambda branch: (True, parent, []))
+                try:
+                    self.tree.set_label(marker, name)
+                finally:
+                    self._release()
+                return name
+
+        return await self._run(create)
+
+    async def create_branch_from_content(self, search_term: str,
+                                         branch_name: str | None = None) -> str:
+        """:meth:`create_branch_from_turn` at the first user turn holding ``search_term``.
+
+        Raises:
+            ValueError: no turn holds it.
+        """
+        found = await self.find_turns_by_content(search_term)
+        if not found:
+            raise ValueError(f"No user turns found containing '{search_term}'")
+        return await self.create_branch_from_turn(found[0]["turn"], branch_name)
+
+    async def store_run_usage(self, result: RunResult) -> None:
+        """Keep a run's token usage in the session, after ``Runner.run``: a pi 1.5.2 ``usage``
+        entry after the run's items (the turn's), counted in the session's totals that
+        ``sessiontree ls`` and ``browse`` show, with the SDK's own figures (requests, token
+        details) for :meth:`get_turn_usage`."""
+        usage = result.context_wrapper.usage
+        if usage is None:
+            return
+        entry = agents_turns.run_usage_entry(usage, self._info.provider, self._info.model)
+
+        def store() -> None:
+            with self._lock:
+                self._sync()
+                try:
+                    self.tree.append_at_last(lambda leaf: (leaf, [entry]))
+                finally:
+                    self._release()
+
+        await self._run(store)
+
+    async def get_session_usage(self, branch_id: str | None = None) -> dict[str, int] | None:
+        """The runs' usage summed over the whole session (or one branch): ``requests``,
+        ``input_tokens``, ``output_tokens``, ``total_tokens``, ``total_turns``; ``None``
+        before any :meth:`store_run_usage`."""
+        def summed() -> dict[str, int] | None:
+            with self._lock:
+                self._sync()
+                if branch_id is None:
+                    every = (json.loads(self.tree.raw_line(i)) for i in self.tree.ids())
+                    return agents_turns.usage_totals(every, one_branch=False)
+                return agents_turns.usage_totals(self._path_entries(self._tip(branch_id)))
+
+        return await self._run(summed)
+
+    async def get_turn_usage(self, user_turn_number: int | None = None,
+                             branch_id: str | None = None
+                             ) -> list[dict[str, Any]] | dict[str, Any]:
+        """The runs' usage per turn of the current (or the named) branch, token details
+        included; one turn's as a dict (``{}`` when it has none) when ``user_turn_number`` is
+        given."""
+        def per_turn() -> list[dict[str, Any]] | dict[str, Any]:
+            with self._lock:
+                self._sync()
+                tip = self.tree.leaf_id if branch_id is None else self._tip(branch_id)
+                rows = agents_turns.turn_usage(self._path_entries(tip))
+            if user_turn_number is None:
+                return [rows[turn] for turn in sorted(rows)]
+            row = dict(rows.get(user_turn_number, {}))
+            row.pop("user_turn_number", None)
+            return row
+
+        return await self._run(per_turn)
+
+    async def get_tool_usage(self, branch_id: str | None = None) -> list[tuple[str, int, int]]:
+        """``(tool name, calls, turn)`` for the current (or the named) branch, by turn."""
+        def counted() -> list[tuple[str, int, int]]:
+            with self._lock:
+                self._sync()
+                tip = self.tree.leaf_id if branch_id is None else self._tip(branch_id)
+                return agents_turns.tool_usage(self._path_entries(tip))
+
+        return await self._run(counted)
 
     async def _run(self, work: Callable[[], T]) -> T:
         return await asyncio.to_thread(work)
@@ -401,11 +624,12 @@ class _Branch:
         if note and self.calls is not None:
             self.calls.note(entry)
 
-    def before_last(self, parent: str) -> _Branch | None:
-        """The history at ``parent``, the parent of the last item's entry: these items without
-        that entry's (``None`` after a compaction, where that is not a prefix); its tool calls
-        are noted again when needed."""
-        if self.compacted or not self.ids:
+    def before_last(self, parent: str, tree: Session) -> _Branch | None:
+        """The history at ``parent`` when it is the parent of the last item's entry: these
+        items without that entry's (``None`` otherwise, or after a compaction, where that is
+        not a prefix); its tool calls are noted again when needed."""
+        if self.compacted or not self.ids or \
+                json.loads(tree.raw_line(self.ids[-1])).get("parentId") != parent:
             return None
         first = self.ids.index(self.ids[-1])
         return _Branch(parent, self.ids[:first], self.blobs[:first], None, False)
@@ -416,6 +640,12 @@ class _Branch:
             for entry_id in tree.path_ids(self.leaf) if self.leaf is not None else ():
                 self.calls.note(json.loads(tree.raw_line(entry_id)))
         return self.calls
+
+
+def _text_of(content: Any) -> str:
+    """A user item's content as text to search: a string, or its parts as JSON (the SDK
+    searches the stored JSON)."""
+    return content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
 
 
 def _checkout_marker(target: str | None) -> dict[str, Any]:
