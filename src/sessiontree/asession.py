@@ -48,7 +48,16 @@ from ._tree import TreeNode
 from .context import SessionContext
 from .entries import AnyEntry, Compaction, Custom, FileDetails, SessionHeader
 from .errors import InvalidLocation
-from .messages import AgentMessage, ImageContent, SystemMessage, TextContent, UnknownMessage
+from .messages import (
+    AgentMessage,
+    ImageContent,
+    SystemMessage,
+    TextContent,
+    ToolDeclaration,
+    ToolReference,
+    UnknownMessage,
+    Usage,
+)
 from .session import Session
 from .stores.base import SessionListing, Store
 from .stores.url import is_url, parse_location
@@ -387,6 +396,24 @@ class AsyncSession:
         return await self._run(self.sync.append_custom_message, custom_type, content, display,
                                details)
 
+    async def append_system_message(
+            self, content: str | Sequence[TextContent] = "", *,
+            sections: Mapping[str, str | None] | None = None,
+            tools_added: Sequence[ToolDeclaration | Mapping[str, Any]] | None = None,
+            tools_removed: Sequence[str | ToolReference | Mapping[str, Any]] | None = None) -> str:
+        """:meth:`Session.append_system_message`."""
+        return await self._run(self.sync.append_system_message, content, sections=sections,
+                               tools_added=tools_added, tools_removed=tools_removed)
+
+    async def append_usage(self, kind: str, provider: str, model: str,
+                           usage: Usage | Mapping[str, Any], note: str | None = None) -> str:
+        """:meth:`Session.append_usage`."""
+        return await self._run(self.sync.append_usage, kind, provider, model, usage, note)
+
+    async def append_context_edit(self, target_id: str, replacement: Any) -> str:
+        """:meth:`Session.append_context_edit`."""
+        return await self._run(self.sync.append_context_edit, target_id, replacement)
+
     async def append_model_change(self, provider: str, model_id: str) -> str:
         return await self._run(self.sync.append_model_change, provider, model_id)
 
@@ -415,10 +442,10 @@ class AsyncSession:
         await self._run(self.sync.reset_leaf)
 
     async def branch_with_summary(self, branch_from_id: str | None, summary: str,
-                                  details: FileDetails | Any = UNSET, from_hook: bool = False
-                                  ) -> str:
+                                  details: FileDetails | Any = UNSET, from_hook: bool = False,
+                                  usage: Usage | UnsetType = UNSET) -> str:
         return await self._run(self.sync.branch_with_summary, branch_from_id, summary, details,
-                               from_hook)
+                               from_hook, usage)
 
     async def checkout(self, entry_id: str | None) -> str | None:
         return await self._run(self.sync.checkout, entry_id)

@@ -35,6 +35,7 @@ from msgspec import UNSET, UnsetType
 from . import _json
 from ._time import iso_to_ms
 from ._tree import path_to_root
+from .errors import InvalidEntry
 from .messages import (
     AgentMessage,
     BranchSummaryMessage,
@@ -55,6 +56,7 @@ __all__ = [
     "context_from_path",
     "contributions_from_path",
     "dict_path",
+    "edit_replacement",
     "convert_to_llm",
     "apply_edit",
     "compaction_messages",
@@ -325,6 +327,33 @@ def apply_edit(messages: list[Any], edit: Mapping[str, Any]) -> list[Any]:
             changed["content"] = content
         out.append(changed)
     return out
+
+
+def edit_replacement(role: str, replacement: Any) -> dict[str, Any] | None:
+    """The ``replacement`` a ``context_edit`` of an entry of ``role`` stores, as pi 1.5.2's
+    ``appendContextEdit`` writes it: ``None`` (omit), else ``{"content": ...}`` with a string
+    turned into one text block for assistant messages and tool results.
+
+    Args:
+        role: the target's role (``custom`` for a custom message entry).
+        replacement: ``None``, the new content (a string or a list of blocks), or a mapping
+            (or :class:`~sessiontree.entries.ContextReplacement`) holding it as ``content``.
+
+    Raises:
+        InvalidEntry: the replacement is not ``None`` and holds no string or list content.
+    """
+    if replacement is None:
+        return None
+    if isinstance(replacement, msgspec.Struct):
+        replacement = msgspec.to_builtins(replacement)
+    content = replacement.get("content") if isinstance(replacement, Mapping) else replacement
+    if isinstance(content, (list, tuple)):
+        content = [msgspec.to_builtins(b) if isinstance(b, msgspec.Struct) else b for b in content]
+    elif not isinstance(content, str):
+        raise InvalidEntry("a context edit's replacement is None or holds string or list content")
+    if isinstance(content, str) and role in ("assistant", "toolResult"):
+        content = [{"type": "text", "text": content}]
+    return {"content": content}
 
 
 def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _json
@@ -48,6 +49,7 @@ from .entries import (
     SessionHeader,
     SessionInfo,
     ThinkingLevelChange,
+    UsageEntry,
 )
 from .errors import DuplicateId, EntryNotFound, InvalidEntry, InvalidLocation
 from .messages import (
@@ -56,7 +58,10 @@ from .messages import (
     ImageContent,
     SystemMessage,
     TextContent,
+    ToolDeclaration,
+    ToolReference,
     UnknownMessage,
+    Usage,
     message_from_builtins,
     validate_message,
 )
@@ -83,7 +88,8 @@ if TYPE_CHECKING:
 
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
 
-_CHECKED_ROLES = frozenset({"user", "assistant", "toolResult", "bashExecution", "custom"})
+_CHECKED_ROLES = frozenset({"system", "user", "assistant", "toolResult", "bashExecution",
+                            "custom"})
 """Roles whose dict messages are checked against their struct before they are written."""
 
 
@@ -699,6 +705,73 @@ class Session(TreeLog):
             id=i, parent_id=p, timestamp=t, custom_type=custom_type, content=body,
             display=display, details=details))
 
+    def append_system_message(self, content: str | Sequence[TextContent] = "", *,
+                              sections: Mapping[str, str | None] | None = None,
+                              tools_added: Sequence[ToolDeclaration | Mapping[str, Any]]
+                              | None = None,
+                              tools_removed: Sequence[str | ToolReference | Mapping[str, Any]]
+                              | None = None) -> str:
+        """Append a system message (pi 1.x): the first one of a session holds the whole prompt
+        (``content``, named ``sections``) and the tools; later ones add instructions, patch
+        sections by name (``None`` removes one) and add or remove tools. It stays in the
+        context; :meth:`system_message` replays them.
+
+        Raises:
+            InvalidMessage: a field of the wrong shape (the error's ``field`` names it).
+        """
+        from .system_prompt import new_system_message
+
+        message = new_system_message(content, sections=sections, tools_added=tools_added,
+                                     tools_removed=tools_removed)
+        return self._append(lambda i, p, t: {"type": "message", "id": i, "parentId": p,
+                                             "timestamp": t, "message": message})
+
+    def append_usage(self, kind: str, provider: str, model: str, usage: Usage | Mapping[str, Any],
+                     note: str | None = None) -> str:
+        """Record model usage that is no assistant message (pi 1.x's ``usage`` entry: cache
+        warming, a title, a classifier): counted in the session's totals, never part of the
+        context. ``kind`` is any string; an empty ``note`` is left out, as pi leaves it out.
+
+        Raises:
+            InvalidEntry: ``usage`` does not have pi's usage shape.
+        """
+        try:
+            typed = usage if isinstance(usage, Usage) else msgspec.convert(dict(usage), Usage)
+        except msgspec.ValidationError as error:
+            raise InvalidEntry(f"usage: {error}") from None
+        return self._append(lambda i, p, t: UsageEntry(
+            id=i, parent_id=p, timestamp=t, kind=kind, provider=provider, model=model,
+            usage=typed, note=note or UNSET))
+
+    def append_context_edit(self, target_id: str, replacement: Any) -> str:
+        """Change what the model sees of an earlier entry, without rewriting it (pi 1.x's
+        ``context_edit``, checked as pi's ``appendContextEdit`` checks it): from here on,
+        on this branch, the target is left out of the context (``replacement=None``) or its
+        content is replaced (a string, a list of content blocks, or ``{"content": ...}``; a
+        string is stored as one text block for assistant messages and tool results).
+
+        Raises:
+            EntryNotFound: no such target.
+            InvalidEntry: the target is not on the current branch, gives no editable content
+                (only user, assistant, tool result and custom messages do), or the replacement
+                holds no string or list content.
+        """
+        from .context import edit_replacement
+
+        record = self._record(target_id)
+        if target_id not in self.path_ids():
+            raise InvalidEntry(f"entry {target_id} is not on the current branch",
+                               path=self.file, entry_id=target_id)
+        role = "custom" if record.type == "custom_message" else \
+            record.role if record.type == "message" else None
+        if role not in ("user", "assistant", "toolResult", "custom"):
+            raise InvalidEntry(f"entry {target_id} does not contribute editable model content",
+                               path=self.file, entry_id=target_id)
+        stored = edit_replacement(role, replacement)
+        return self._append(lambda i, p, t: {"type": "context_edit", "id": i, "parentId": p,
+                                             "timestamp": t, "targetId": target_id,
+                                             "replacement": stored})
+
     def set_label(self, target_id: str, label: str | None) -> str:
         """Label an entry (``None`` or ``""`` clears it); appends a ``label`` entry at the leaf.
 
@@ -730,9 +803,11 @@ class Session(TreeLog):
         self._leaf = None
 
     def branch_with_summary(self, branch_from_id: str | None, summary: str,
-                            details: FileDetails | Any = UNSET, from_hook: bool = False) -> str:
+                            details: FileDetails | Any = UNSET, from_hook: bool = False,
+                            usage: Usage | UnsetType = UNSET) -> str:
         """Move the leaf to ``branch_from_id`` and append a ``branch_summary`` there (pi's rule:
-        ``fromId`` is ``branch_from_id``, or ``"root"`` for ``None``).
+        ``fromId`` is ``branch_from_id``, or ``"root"`` for ``None``); ``usage`` is the
+        summarizer's, counted in the session's totals.
 
         Returns:
             The summary entry's id (the new leaf).
@@ -742,7 +817,7 @@ class Session(TreeLog):
         self._leaf = branch_from_id
         return self._append(lambda i, p, t: BranchSummary(
             id=i, parent_id=p, timestamp=t, from_id=branch_from_id or "root", summary=summary,
-            details=details, from_hook=from_hook))
+            details=details, usage=usage, from_hook=from_hook))
 
     def checkout(self, entry_id: str | None) -> str | None:
         """Move the leaf so that the move survives a reload, in pi too (format-spec.md 17 g).

@@ -19,10 +19,11 @@ from typing import Any
 import msgspec
 
 from . import _json
-from .messages import UnknownMessage
+from .errors import InvalidMessage
+from .messages import ToolDeclaration, ToolReference, UnknownMessage, now_ms
 
 __all__ = ["collapse_system_messages", "current_system_message", "current_tools",
-           "system_message_text"]
+           "new_system_message", "system_message_text"]
 
 
 def _plain(message: Any) -> Any:
@@ -159,3 +160,63 @@ def collapse_system_messages(messages: Sequence[Any]) -> list[Any]:
     head = current_system_message(messages)
     rest = [m for m in messages if not _is_system(_plain(m))]
     return [head, *rest] if head is not None else rest
+
+
+def _tool_declaration(tool: Any, where: str) -> dict[str, Any]:
+    data = msgspec.to_builtins(tool) if isinstance(tool, ToolDeclaration) else tool
+    if not isinstance(data, Mapping) or not isinstance(data.get("name"), str) or not data["name"]:
+        raise InvalidMessage(f"{where}: a tool needs a non-empty string 'name'", field=where)
+    if not isinstance(data.get("description", ""), str):
+        raise InvalidMessage(f"{where}: 'description' must be a string", field=where)
+    if not isinstance(data.get("parameters", {}), Mapping):
+        raise InvalidMessage(f"{where}: 'parameters' must be a JSON Schema object", field=where)
+    return {"name": data["name"], "description": data.get("description", ""),
+            "parameters": data.get("parameters", {}),
+            **{k: v for k, v in data.items() if k not in ("name", "description", "parameters")}}
+
+
+def _tool_reference(tool: Any, where: str) -> dict[str, Any]:
+    name = tool if isinstance(tool, str) else tool.name if isinstance(tool, (ToolReference,
+                                                                               ToolDeclaration)) \
+        else tool.get("name") if isinstance(tool, Mapping) else None
+    if not isinstance(name, str) or not name:
+        raise InvalidMessage(f"{where}: a removed tool is named by a non-empty string", field=where)
+    return {"name": name}
+
+
+def new_system_message(content: str | Sequence[Any] = "", *,
+                       sections: Mapping[str, str | None] | None = None,
+                       tools_added: Sequence[ToolDeclaration | Mapping[str, Any]] | None = None,
+                       tools_removed: Sequence[str | ToolReference | Mapping[str, Any]] | None = None,
+                       timestamp: int | None = None) -> dict[str, Any]:
+    """A system message to append (on-disk shape), checked: ``content`` a string or text
+    blocks, ``sections`` names to text (``None`` removes one), ``tools_added`` complete
+    declarations (name, description, JSON Schema parameters), ``tools_removed`` tool names.
+    Empty patches are left out, as pi leaves them out.
+
+    Raises:
+        InvalidMessage: a field of the wrong shape (the error's ``field`` names it).
+    """
+    if isinstance(content, str):
+        body: Any = content
+    else:
+        body = [msgspec.to_builtins(b) if isinstance(b, msgspec.Struct) else b for b in content]
+        if not all(isinstance(b, Mapping) and b.get("type") == "text" and
+                   isinstance(b.get("text"), str) for b in body):
+            raise InvalidMessage("system message content is a string or text blocks",
+                                 field="content")
+    message: dict[str, Any] = {"role": "system", "content": body}
+    if sections:
+        for name, value in sections.items():
+            if not isinstance(name, str) or not (value is None or isinstance(value, str)):
+                raise InvalidMessage(f"section {name!r}: a name maps to text or None",
+                                     field=f"sections.{name}")
+        message["sections"] = dict(sections)
+    if tools_added:
+        message["toolsAdded"] = [_tool_declaration(t, f"toolsAdded[{i}]")
+                                 for i, t in enumerate(tools_added)]
+    if tools_removed:
+        message["toolsRemoved"] = [_tool_reference(t, f"toolsRemoved[{i}]")
+                                   for i, t in enumerate(tools_removed)]
+    message["timestamp"] = now_ms() if timestamp is None else timestamp
+    return message

@@ -14,6 +14,15 @@
 // With `full` false each value is the SHA-256 (hex) of that JSON text's UTF-8 bytes instead, so
 // that large sessions can be compared entry by entry without printing every context.
 // `unchanged` says whether pi left the file's bytes alone.
+//
+//   node pi1_probe.mjs PI_NODE_MODULES apply  < [{dir, cwd, ops} | {file, ops}, ...]
+//       -> [{file, results: [{ok: entry} | {error: message}, ...]}, ...]
+//
+// pi writes through its own API (SessionManager.create(cwd, dir), or open(file) to go on):
+//   ["message", messageObject] ["edit", ref, replacement] ["branch", ref]
+//   ["usage", kind, provider, model, usage, note] ["compaction", summary, ref|null, tokens, usage?]
+// A ref is an index into the entries appended so far or an entry id string. Each result is
+// the entry written (without id, parentId and timestamp) or the error pi raised.
 import { createHash } from "node:crypto";
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -55,5 +64,31 @@ function read(file, full) {
   return { leaf, tree, at, unchanged: before.equals(readFileSync(file)) };
 }
 
-if (mode !== "read") throw new Error(`unknown mode ${mode}`);
-process.stdout.write(JSON.stringify(input.files.map((f) => read(f, input.full))));
+function apply(spec) {
+  const sm = spec.file ? SessionManager.open(spec.file) : SessionManager.create(spec.cwd, spec.dir);
+  const ids = [];
+  const ref = (r) => (typeof r === "number" ? ids[r] : r);
+  const results = [];
+  for (const [kind, ...a] of spec.ops) {
+    try {
+      let id;
+      if (kind === "message") id = sm.appendMessage(a[0]);
+      else if (kind === "edit") id = sm.appendContextEdit(ref(a[0]), a[1]);
+      else if (kind === "usage") id = sm.appendUsage(a[0], a[1], a[2], a[3], a[4] ?? undefined).id;
+      else if (kind === "compaction") id = sm.appendCompaction(a[0], a[1] === null ? undefined : ref(a[1]), a[2], undefined, undefined, a[3] ?? undefined);
+      else if (kind === "branch") { sm.branch(ref(a[0])); results.push({ ok: null }); continue; }
+      else throw new Error(`unknown op ${kind}`);
+      ids.push(id);
+      const { id: _i, parentId: _p, timestamp: _t, ...rest } = sm.getEntry(id);
+      results.push({ ok: JSON.parse(JSON.stringify(rest)) });
+    } catch (error) {
+      results.push({ error: String(error.message ?? error) });
+    }
+  }
+  return { file: sm.getSessionFile(), results };
+}
+
+const out = mode === "read" ? input.files.map((f) => read(f, input.full))
+  : mode === "apply" ? input.map(apply) : null;
+if (out === null) throw new Error(`unknown mode ${mode}`);
+process.stdout.write(JSON.stringify(out));
