@@ -436,14 +436,20 @@ def _merged(*trees: OpTree) -> OpTree:
     return merged
 
 
-def test_a_killed_per_turn_run_keeps_every_event_from_its_journal(tmp_path: Path) -> None:
+@pytest.mark.parametrize("kind", ["jsonl", "sqlite", "postgres"])
+def test_a_killed_per_turn_run_keeps_every_event_from_its_journal(
+        kind: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SESSIONTREE_CACHE_DIR", str(tmp_path / "cache"))
+    where = str(tmp_path) if kind == "jsonl" else f"sqlite:///{tmp_path / 's.db'}" \
+        if kind == "sqlite" else request.getfixturevalue("postgres_url")
     script = KILLED_RUN.replace("from sessiontree.optree import OpTreeBuilder, Usage",
                                 "from sessiontree.optree import OpTreeBuilder, SessionSink, Usage")
     script = script.replace('sink=session)', 'sink=SessionSink(session, per_turn=True))')
     script = script.replace("\nsub = root.begin_op", "\nroot.end_turn(turn)\n"
                             "turn = root.begin_turn()\nsub = root.begin_op")
     assert script.count("SessionSink") == 2 and "turn = root.begin_turn()\nsub" in script
-    done = subprocess.run([sys.executable, "-c", script, str(tmp_path)],
+    done = subprocess.run([sys.executable, "-c", script, where],
                           check=False, capture_output=True, text=True, cwd=REPO)
     assert done.returncode == -signal.SIGKILL, done.stderr
     with Session.open(done.stdout.strip()) as killed:

@@ -10,9 +10,9 @@ Invariants:
 * With ``per_turn`` (the agent and ``chat``), a run costs one ``sessiontree.op.batch`` entry
   per turn, so bookkeeping never drowns the conversation; the events not yet in an entry are
   appended as they happen to a journal beside the session file
-  (``<session>.blobs/pending-ops.journal``), which the fold reads after the entries, so a
-  killed run still leaves every event (a session in a database, which has no file beside it,
-  loses the events of the turn it was killed in).
+  (``<session>.blobs/pending-ops.journal``; for a session in a database, in the cache folder
+  under a hash of its URL), which the fold reads after the entries, so a killed run still
+  leaves every event (a database session's last turn only on the machine that ran it).
 * Folding the events in file order (independent of the leaf) rebuilds the tree; an event that
   cannot be applied is reported in ``OpTree.problems`` with its entry id, never dropped
   silently, and the fold goes on.
@@ -31,6 +31,7 @@ from typing import Any
 import msgspec
 
 from .. import _json
+from .._envindex import cache_dir
 from .._fs import atomic_write, make_private_dirs
 from .._treelog import TreeLog
 from ..errors import SessionTreeError
@@ -194,14 +195,27 @@ class _Journal:
         self.path, self.after = path, after
 
     @classmethod
-    def of(cls, session: Any) -> _Journal | None:
+    def where(cls, session: Any) -> Path | None:
+        """The journal of ``session``: beside its file, or for a database session in the cache
+        folder; ``None`` for a session in memory."""
         file = getattr(session, "file", None)
-        if file is None:
+        if file is not None:
+            return blob_dir(file) / cls.NAME
+        url = getattr(session, "url", None)
+        if not isinstance(url, str) or not url:
+            return None
+        digest = hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:40]
+        return Path(cache_dir()) / "ops-journal" / f"{digest}.journal"
+
+    @classmethod
+    def of(cls, session: Any) -> _Journal | None:
+        path = cls.where(session)
+        if path is None:
             return None
         last = None
         for _, _, entry_id in _session_events(session):
             last = entry_id
-        return cls(blob_dir(file) / cls.NAME, last)
+        return cls(path, last)
 
     def add(self, event: OpEvent) -> None:
         make_private_dirs(str(self.path.parent))
@@ -226,11 +240,11 @@ class _Journal:
     @classmethod
     def pending(cls, session: Any, last: str | None) -> list[tuple[str, Any, str | None]]:
         """The journaled events of ``session`` not in an entry yet (a killed run's)."""
-        file = getattr(session, "file", None)
-        if file is None:
+        path = cls.where(session)
+        if path is None:
             return []
         try:
-            data = (blob_dir(file) / cls.NAME).read_bytes()
+            data = path.read_bytes()
         except OSError:
             return []
         out: list[tuple[str, Any, str | None]] = []
