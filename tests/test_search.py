@@ -16,6 +16,8 @@ from typing import Any
 import msgspec
 import pytest
 from click.testing import CliRunner
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sessiontree import Session, UserMessage
 from sessiontree._search import InvalidQuery, parse_query
@@ -164,6 +166,18 @@ def test_what_a_hit_says(root: Path) -> None:
     assert keys == sorted(keys) and len({hit.score for hit in ranked}) > 1  # relevance, then time
     with pytest.raises(InvalidQuery):
         store.search('" " -- ')
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.integers(min_value=-(2**40), max_value=2**44))
+def test_entry_times_read_fast_as_the_library_reads_them(ms: int) -> None:
+    from sessiontree._search import _ms
+    from sessiontree._time import iso_to_ms
+
+    moment = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc) + _dt.timedelta(milliseconds=ms)
+    stamp = moment.strftime("%Y-%m-%dT%H:%M:%S.%f")[:23] + "Z"
+    assert _ms(stamp) == (iso_to_ms(stamp) or 0)
+    assert _ms(stamp.replace("T", " ")) == (iso_to_ms(stamp.replace("T", " ")) or 0)
 
 
 def test_queries_parse_into_words_and_phrases() -> None:

@@ -264,14 +264,18 @@ _SEARCH = {
         "delete_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
                          "sessiontree_search_keys WHERE session_id = :sid)",
         "delete_search_keys": "DELETE FROM sessiontree_search_keys WHERE session_id = :sid",
+        # the best keys first, then only their lines (joining every match's line first
+        # would read them all)
         "search": """
-            SELECT k.session_id, k.seq, e.line, s.cwd FROM sessiontree_search f
-            JOIN sessiontree_search_keys k ON k.id = f.rowid
-            JOIN sessiontree_entries e ON e.session_id = k.session_id AND e.seq = k.seq
-            JOIN sessiontree_sessions s ON s.session_id = k.session_id
-            WHERE sessiontree_search MATCH :match AND k.ms >= :since
-                AND (:role IS NULL OR k.role = :role) AND (:cwd IS NULL OR s.cwd = :cwd)
-            ORDER BY k.ms DESC, k.session_id, k.seq LIMIT :limit""",
+            SELECT b.session_id, b.seq, e.line, b.cwd FROM (
+                SELECT k.session_id, k.seq, k.ms, s.cwd FROM sessiontree_search f
+                JOIN sessiontree_search_keys k ON k.id = f.rowid
+                JOIN sessiontree_sessions s ON s.session_id = k.session_id
+                WHERE sessiontree_search MATCH :match AND k.ms >= :since
+                    AND (:role IS NULL OR k.role = :role) AND (:cwd IS NULL OR s.cwd = :cwd)
+                ORDER BY k.ms DESC, k.session_id, k.seq LIMIT :limit) b
+            JOIN sessiontree_entries e ON e.session_id = b.session_id AND e.seq = b.seq
+            ORDER BY b.ms DESC, b.session_id, b.seq""",
     },
     "postgres": {
         "insert_search": "INSERT INTO sessiontree_search (session_id, seq, role, ms, words) "
@@ -281,13 +285,15 @@ _SEARCH = {
         # on Citus every table is distributed by session_id and joined on it, so the query
         # runs on each shard as it is and only the best rows come back
         "search": """
-            SELECT f.session_id, f.seq, e.line, s.cwd FROM sessiontree_search f
-            JOIN sessiontree_entries e ON e.session_id = f.session_id AND e.seq = f.seq
-            JOIN sessiontree_sessions s ON s.session_id = f.session_id
-            WHERE f.words @> CAST(:words AS TEXT[]) AND f.ms >= :since
-                AND (CAST(:role AS TEXT) IS NULL OR f.role = :role)
-                AND (CAST(:cwd AS TEXT) IS NULL OR s.cwd = :cwd)
-            ORDER BY f.ms DESC, f.session_id, f.seq LIMIT :limit""",
+            SELECT b.session_id, b.seq, e.line, b.cwd FROM (
+                SELECT f.session_id, f.seq, f.ms, s.cwd FROM sessiontree_search f
+                JOIN sessiontree_sessions s ON s.session_id = f.session_id
+                WHERE f.words @> CAST(:words AS TEXT[]) AND f.ms >= :since
+                    AND (CAST(:role AS TEXT) IS NULL OR f.role = :role)
+                    AND (CAST(:cwd AS TEXT) IS NULL OR s.cwd = :cwd)
+                ORDER BY f.ms DESC, f.session_id, f.seq LIMIT :limit) b
+            JOIN sessiontree_entries e ON e.session_id = b.session_id AND e.seq = b.seq
+            ORDER BY b.ms DESC, b.session_id, b.seq""",
     },
 }
 """The search statements: an FTS5 table (and its keys) in SQLite, a GIN-indexed array of the
