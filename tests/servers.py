@@ -81,7 +81,13 @@ class RedisServer:
         if cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
                      "--cluster-node-timeout", "1000"]
-        self.process = subprocess.Popen([*args, *extra], stdout=subprocess.DEVNULL,
+        self._args = [*args, *extra]
+        self.start()
+
+    def start(self) -> None:
+        """Start the server (again, after :meth:`kill`: a cluster node rejoins from its
+        ``nodes.conf``, as a replica of whoever took its slots over)."""
+        self.process = subprocess.Popen(self._args, stdout=subprocess.DEVNULL,
                                         stderr=subprocess.PIPE, start_new_session=True)
         self._wait()
 
@@ -114,6 +120,8 @@ class RedisServer:
         if self.process.poll() is None:
             os.kill(self.process.pid, signal.SIGKILL)
         self.process.wait()
+        if self.process.stderr is not None:
+            self.process.stderr.close()
 
     def stop(self) -> None:
         if self.process.poll() is None:
