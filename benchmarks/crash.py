@@ -1,6 +1,8 @@
 """The full crash run: at least 200 SIGKILLs per backend while appending, and kills during every
 rewrite (schema migration, file migration, repair, copy) and while three copies race into one
-store; prints the kills and any failure.
+store; then the attacks on files (sessiontree.testing.attacks: pi appending without a lock while
+files are migrated and repaired, a full disk on a real tmpfs, a folder of hostile files), as
+many rounds each as rewrite kills; prints the kills, the rounds and any failure.
 
     .venv/bin/python benchmarks/crash.py [--backends jsonl,sqlite,postgres] [--kills 200]
                                          [--rewrite-kills 50] [--postgres DSN]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from sessiontree import Session, UserMessage
-from sessiontree.testing import crash
+from sessiontree.testing import attacks, crash
 
 from .backends import postgres_dsn
 
@@ -41,3 +41,14 @@ def test_the_append_check_sees_a_partial_batch_and_an_invented_entry(tmp_path: P
     session.append_message(UserMessage.of("nor this"))
     problem = crash._check_append(location, before, f"ok {first}\n")
     assert problem is not None and "nobody appended" in problem
+
+
+def test_attacks_on_files_hold(tmp_path: Path) -> None:
+    """A lockless writer racing rewrites, a full disk, hostile files in a folder: a round each
+    (an attack this machine cannot run, without node or the right to mount, is reported)."""
+    report = crash.run(["jsonl"], 0, rewrite_kills=1, scenarios=list(attacks.ATTACKS), seed=3,
+                       work=tmp_path)
+    assert report.failures == []
+    ran = {key.split("/")[1] for key in report.kills}
+    skipped = {reason.split(":")[0] for reason in report.unavailable}
+    assert ran | skipped == set(attacks.ATTACKS) and "hostile" in ran

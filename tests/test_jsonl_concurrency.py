@@ -209,7 +209,7 @@ def test_repair_and_migrate_carry_over_what_pi_appends_meanwhile(tmp_path: Path)
     """pi takes no lock: its lines appended while a rewrite reads and replaces the file end up
     in the new file (exactly once), never in neither the new file nor the backup."""
     from sessiontree import migrate_file, repair_file
-    from sessiontree.testing.crash import PiAppender, check_carried
+    from sessiontree.testing.attacks import PiAppender, check_carried
     from sessiontree.testing.generate import generate_session
 
     path = tmp_path / "s.jsonl"

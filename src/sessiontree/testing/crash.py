@@ -24,6 +24,9 @@ Scenarios (``scenario`` in :func:`run`):
   (:func:`race_copies`), one of them killed: the others finish with status 0, each having
   copied or skipped every session, and the store holds every session complete or not at all.
 
+The attacks of :mod:`sessiontree.testing.attacks` (a lockless writer racing rewrites, a full
+disk, hostile files in a folder) run here too, on JSONL, ``rewrite_kills`` rounds each.
+
 Nothing here is timed; the report counts kills and checks.
 """
 
@@ -44,10 +47,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["Copier", "CrashReport", "PiAppender", "check_carried", "main", "race_copies", "run"]
+from .attacks import ATTACKS, Unavailable, attack
+
+__all__ = ["Copier", "CrashReport", "main", "race_copies", "run"]
 
 BACKENDS = ("jsonl", "sqlite", "postgres")
 SCENARIOS = ("append", "migrate", "repair", "copy", "copies")
+"""The kill scenarios; :data:`~sessiontree.testing.attacks.ATTACKS` (JSONL only) run too when
+named."""
 
 
 @dataclass
@@ -56,6 +63,8 @@ class CrashReport:
 
     kills: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
+    unavailable: list[str] = field(default_factory=list)
+    """Attacks this machine cannot run (no node, no right to mount), with the reason."""
 
     def count(self, key: str) -> None:
         self.kills[key] = self.kills.get(key, 0) + 1
@@ -197,86 +206,6 @@ def race_copies(source: str, target: str, copies: int, kill_after: float | None 
             for stream in (child.stdin, child.stdout, child.stderr):
                 if stream is not None:
                     stream.close()
-
-
-_PI_APPENDER = r"""
-const fs = require("fs");
-const [path, stop, corruptEvery] = [process.argv[1], process.argv[2], Number(process.argv[3])];
-const pause = new Int32Array(new SharedArrayBuffer(4));
-let i = 0;
-while (!fs.existsSync(stop)) {
-  const line = corruptEvery > 0 && i % corruptEvery === corruptEvery - 1 ? `{not json ${i}`
-    : JSON.stringify({type: "message", id: `pi${i}`, parentId: null,
-                      timestamp: "2025-01-01T00:00:00.000Z",
-                      message: {role: "user", content: `line ${i}`, timestamp: 1}});
-  fs.appendFileSync(path, line + "\n");  // what pi does for every entry: no lock
-  i++;
-  if (i % 2 === 0) Atomics.wait(pause, 0, 0, 1);
-}
-process.stdout.write(String(i));
-"""
-
-
-class PiAppender:
-    """A node process appending lines to a session file the way pi does (``appendFileSync`` of
-    one line, no lock) until stopped: entries ``pi0``, ``pi1``, ... as roots, and every
-    ``corrupt_every``-th line one that does not parse (so that ``repair`` has work each time).
-    Needs ``node``."""
-
-    def __init__(self, path: str | os.PathLike[str], *, corrupt_every: int = 0) -> None:
-        self.path = os.fspath(path)
-        self.corrupt_every = corrupt_every
-        self._stop = f"{self.path}.stop-appending"
-        self._child = subprocess.Popen(
-            ["node", "-e", _PI_APPENDER, self.path, self._stop, str(corrupt_every)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-
-    def wait_for(self, lines: int, timeout: float = 30.0) -> None:
-        """Until the file holds at least ``lines`` more lines than it had at the start."""
-        start = Path(self.path).read_bytes().count(b"\n")
-        deadline = time.monotonic() + timeout
-        while Path(self.path).read_bytes().count(b"\n") - start < lines:
-            if time.monotonic() > deadline or self._child.poll() is not None:
-                raise RuntimeError("the appender did not append")
-            time.sleep(0.01)
-
-    def stop(self) -> int:
-        """Stop it; how many lines it appended."""
-        Path(self._stop).touch()
-        out, err = self._child.communicate(timeout=60)
-        os.unlink(self._stop)
-        if self._child.returncode != 0:
-            raise RuntimeError(f"the appender failed: {err[-1000:]}")
-        return int(out)
-
-
-def check_carried(path: str | os.PathLike[str], count: int, corrupt_every: int) -> str | None:
-    """After a :class:`PiAppender` of ``count`` lines raced rewrites of ``path``: every line
-    it appended is in the file (at most once) or in a backup (a rewrite that read it keeps its
-    original there), never in neither."""
-    target = Path(path)
-    present: dict[bytes, int] = {}
-    for line in target.read_bytes().split(b"\n"):
-        present[line] = present.get(line, 0) + 1
-    backups = set()
-    for backup in target.parent.glob(target.name + ".*.bak*"):
-        backups.update(backup.read_bytes().split(b"\n"))
-    lost, doubled = [], []
-    for i in range(count):
-        if corrupt_every and i % corrupt_every == corrupt_every - 1:
-            line = b"{not json %d" % i
-        else:
-            line = (b'{"type":"message","id":"pi%d","parentId":null,"timestamp":"2025-01-01T00:'
-                    b'00:00.000Z","message":{"role":"user","content":"line %d","timestamp":1}}'
-                    % (i, i))
-        if present.get(line, 0) > 1:
-            doubled.append(i)
-        elif line not in present and line not in backups:
-            lost.append(i)
-    if lost or doubled:
-        return (f"{target}: of {count} lines pi appended, {len(lost)} in neither the file nor a "
-                f"backup (first {lost[:5]}), {len(doubled)} doubled (first {doubled[:5]})")
-    return None
 
 
 def _kill_after(child: subprocess.Popen[str], delay: float) -> str:
@@ -559,6 +488,20 @@ _BROKEN = (b'{"type":"session","version":3,"id":"broken","timestamp":"2025-01-01
            + b'{"type":"mess')
 
 
+def _round_attack(name: str, rounds: int, rng: random.Random, work: Path,
+                  report: CrashReport) -> None:
+    for _ in range(rounds):
+        try:
+            problem = attack(name, rng, work / name)
+        except Unavailable as exc:
+            report.unavailable.append(f"{name}: {exc}")
+            return
+        report.count(f"jsonl/{name}")
+        if problem:
+            report.failures.append(problem)
+            return
+
+
 def run(backends: Sequence[str], kills: int, *, scenarios: Sequence[str] = SCENARIOS,
         rewrite_kills: int | None = None, seed: int = 1, postgres: str | None = None,
         work: str | os.PathLike[str] | None = None) -> CrashReport:
@@ -567,8 +510,9 @@ def run(backends: Sequence[str], kills: int, *, scenarios: Sequence[str] = SCENA
     Args:
         backends: any of ``jsonl``, ``sqlite``, ``postgres``.
         kills: kills of the ``append`` scenario per backend.
-        scenarios: which scenarios to run.
-        rewrite_kills: kills per rewrite scenario and backend (default: ``kills // 4``, at least 1).
+        scenarios: which scenarios to run (kill scenarios and attacks).
+        rewrite_kills: kills per rewrite scenario and backend, and rounds of each attack
+            (default: ``kills // 4``, at least 1).
         seed: the random seed (kill moments, sizes).
         postgres: a PostgreSQL DSN (each scenario uses its own schema, dropped afterwards).
         work: a scratch folder (default: a temporary one, removed afterwards).
@@ -590,6 +534,10 @@ def run(backends: Sequence[str], kills: int, *, scenarios: Sequence[str] = SCENA
             if "append" in scenarios:
                 _round_append(backend, kills, rng, folder, postgres, report)
             for scenario in scenarios:
+                if scenario in ATTACKS:
+                    if backend == "jsonl":  # attacks on files
+                        _round_attack(scenario, per_rewrite, rng, folder, report)
+                    continue
                 if scenario == "append":
                     continue
                 if scenario == "repair" and backend != "jsonl":
@@ -613,7 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--backends", default="jsonl,sqlite")
     parser.add_argument("--kills", type=int, default=200)
     parser.add_argument("--rewrite-kills", type=int, default=None)
-    parser.add_argument("--scenarios", default=",".join(SCENARIOS))
+    parser.add_argument("--scenarios", default=",".join(SCENARIOS + ATTACKS))
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--postgres", default=os.environ.get("SESSIONTREE_TEST_POSTGRES"))
     options = parser.parse_args(args)
@@ -622,10 +570,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                  scenarios=options.scenarios.split(","), rewrite_kills=options.rewrite_kills,
                  seed=options.seed, postgres=options.postgres)
     for key, count in sorted(report.kills.items()):
-        print(f"{key:<20} {count:>5} kills")
+        print(f"{key:<20} {count:>5} {'rounds' if key.split('/')[1] in ATTACKS else 'kills'}")
+    for reason in report.unavailable:
+        print(f"not run: {reason}")
     for failure in report.failures:
         print(f"FAILED: {failure}")
-    print(f"{sum(report.kills.values())} kills, {len(report.failures)} failures in "
+    print(f"{sum(report.kills.values())} kills and rounds, {len(report.failures)} failures in "
           f"{time.perf_counter() - started:.0f} s")
     return 1 if report.failures else 0
 
