@@ -196,3 +196,22 @@ def test_export_usage_errors(tmp_path: Path) -> None:
     code, _, err = run("export", str(path), "--branch", "nope", "-o", str(tmp_path / "y.jsonl"))
     assert code == 1 and "nope" in err
     assert not (tmp_path / "x.jsonl").exists() and not (tmp_path / "y.jsonl").exists()
+
+
+def test_leaf_names_the_last_conversation_entry_not_the_bookkeeping(tmp_path: Path) -> None:
+    """Issue 20 point 1: ``sessiontree label FILE leaf TEXT`` labels the reply, not the
+    operation tree's entry written after it."""
+    from click.testing import CliRunner
+
+    from sessiontree import AssistantMessage, Session, UserMessage
+    from sessiontree.cli import cli
+
+    session = Session.create(tmp_path, cwd="/w")
+    session.append_message(UserMessage.of("question"))
+    reply = session.append_message(AssistantMessage.of("answer"))
+    after = session.append_custom("sessiontree.op.batch", {"v": 1, "events": []})
+    session.close()
+    done = CliRunner().invoke(cli, ["label", str(session.file), "leaf", "good"])
+    assert done.exit_code == 0, done.output
+    with Session.open(session.file or "") as reopened:
+        assert list(reopened.labels()) == [reply] and reopened.path_ids()[-2] == after

@@ -3,7 +3,8 @@
 The forms, tried in this order:
 
 * a full entry id;
-* ``leaf``: the session's current leaf;
+* ``leaf``: the session's current leaf as a person sees it: the last conversation entry on its
+  path (never the operation tree's bookkeeping written after a reply, :mod:`sessiontree.views`);
 * ``@LABEL``: the entry whose current label is LABEL (exact match first, then ignoring case);
 * a prefix of an id, at least :data:`MIN_PREFIX` characters long, that only one entry has.
 
@@ -18,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from .describe import KIND_NAMES, entry_kind, entry_summary
 from .errors import AmbiguousEntry, EntryNotFound
+from .views import shown_leaf
 
 if TYPE_CHECKING:
     from .session import Session
@@ -91,7 +93,7 @@ def resolve_entry(session: Session, ref: str) -> str:
     if text == "leaf":
         if session.leaf_id is None:
             raise EntryNotFound("the session has no leaf (it has no entries)", path=session.file)
-        return session.leaf_id
+        return shown_leaf(session.path_ids(), session.entry) or session.leaf_id
     if text.startswith("@"):
         if len(text) == 1:
             raise EntryNotFound(f"'@' needs a label after it; expected {ENTRY_FORMS}",
