@@ -585,3 +585,22 @@ def test_a_search_hides_the_selected_row_when_it_does_not_match(tmp_path: Path) 
         assert shown(app) == ["b0000004", "b0000005"] and selected(app) in shown(app)
 
     drive(path, script)
+
+
+def test_the_operation_trees_entries_are_hidden_and_never_the_leaf(tmp_path: Path) -> None:
+    """Issue 20 point 1: in the default filter the browser opens on the reply, not on the
+    bookkeeping entry after it, which shows in the filter 'all' only."""
+    from .viewhelpers import entry
+
+    entries = [*BRANCHED, entry(13, "o0000001", "b0000005", "custom",
+                                customType="sessiontree.op.batch", data={"v": 1, "events": []})]
+    path = write_branched(tmp_path / "s.jsonl", entries)
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        assert selected(app) == "b0000005" and "o0000001" not in shown(app)
+        assert "leaf b0000005" in str(app.query_one("#status").render())
+        await pilot.press("ctrl+shift+o")  # type: ignore[attr-defined]
+        await settle(app, pilot)
+        assert app.mode == "all" and "o0000001" in shown(app)
+
+    drive(path, script)

@@ -532,3 +532,22 @@ def test_search_matches_text_and_ids_only_when_the_query_looks_like_one(
     page.page.fill("#search", "pillow")  # the selected row does not match: it goes
     page.page.wait_for_selector('#tree .row[data-id="b0000003"]', state="detached")
     assert page.rows() == ["b0000004", "b0000005"]
+
+
+def test_the_operation_trees_entries_are_hidden_and_never_the_leaf(browser: Any,
+                                                                   tmp_path: Path) -> None:
+    """Issue 20 point 1: bookkeeping shows only in the filter 'all'; the page opens on the
+    reply before it."""
+    entries = [json.loads(json.dumps(e)) for e in BRANCHED]
+    entries.append(entry(13, "o0000001", "b0000005", "custom", customType="sessiontree.op.batch",
+                         data={"v": 1, "events": []}))
+    page = Page(browser, export(write_branched(tmp_path / "s.jsonl", entries),
+                                tmp_path / "s.html"))
+    try:
+        assert "Path to b0000005" in page.info() and "o0000001" not in page.rows()
+        assert page.page.get_attribute("#messages .card.target", "data-id") == "b0000005"
+        page.page.select_option("#filter", "all")
+        page.page.wait_for_selector('#tree .row[data-id="o0000001"]')
+        assert page.errors == []
+    finally:
+        page.close()
