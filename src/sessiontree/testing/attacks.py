@@ -282,6 +282,7 @@ def _hostile(rng: random.Random, work: Path) -> str | None:
     if code != 1:
         return "delete removed a file that is not a session"
     changed = [p.name for p, data in keep.items() if not p.exists() or p.read_bytes() != data]
-    if changed or list(folder.glob("*.bak")):
-        return f"a hostile folder: {changed or 'a backup'} touched by reads and an export"
+    backups = [p.name for p in folder.glob("*.bak")]
+    if changed or backups:
+        return f"a hostile folder: {changed + backups} touched or made by reads and an export"
     return None
