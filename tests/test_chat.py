@@ -218,3 +218,13 @@ def test_a_chat_costs_one_bookkeeping_entry_per_turn_and_labels_the_reply(
     every = CliRunner().invoke(cli, ["tree", "--ops", str(file)]).output
     assert every.count("sessiontree.op.batch") == 4 and len(every.splitlines()) == 8 + 4 + 1
     assert_same(file, pi_read(pi_modules, [file])[0])  # pi: the same tree, leaf and context
+
+
+def test_the_model_is_named_as_it_was_asked_for() -> None:
+    """Issue 20 point 2: the banner and status line name openai-responses:gpt-5 so, not as
+    openai:gpt-5 (which is the Chat Completions API)."""
+    from sessiontree.providers import model_from_spec, model_spec
+
+    for spec in ("openai-responses:gpt-5", "openai:gpt-4.1", "anthropic:claude-sonnet-4-5"):
+        assert model_spec(model_from_spec(spec, api_key="k")) == spec
+    assert model_spec(model_from_spec("openai-chat:gpt-4.1", api_key="k")) == "openai:gpt-4.1"
