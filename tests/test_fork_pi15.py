@@ -125,3 +125,22 @@ def test_new_session_ids_are_pi_1_5s_uuidv7(tmp_path: Path, pi15: Pi) -> None:
         assert list(counts) == list(range(counts[0], counts[0] + len(ids)))  # one step per id
         assert counts[-1] < 1 << 41 and max(stamps) - min(stamps) < 60_000
     assert not os.path.exists(tmp_path / "ours") or not any((tmp_path / "ours").iterdir())
+
+
+def test_a_chosen_session_id_is_one_pi_1_5_accepts(tmp_path: Path, pi15: Pi) -> None:
+    from sessiontree import InvalidLocation
+
+    candidates = ["a", "chat-2", "a.b_c-D9", "abc-", "-abc", "../escape", "a/b", "a b", "x" * 128,
+                  "x" * 129, "caf\u00e9", "ends."]
+    accepted = run_node_script(PROBE, str(pi15.modules), "ids", *candidates)
+    for candidate, pi_accepts in zip(candidates, accepted):
+        if len(candidate) > 128:  # (pi has no length limit; ids here are at most 128)
+            assert pi_accepts
+            pi_accepts = False
+        try:
+            Session.create(tmp_path, "/w", session_id=candidate).close()
+            ours = True
+        except InvalidLocation:
+            ours = False
+        assert ours == pi_accepts, candidate
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, nothing outside

@@ -66,7 +66,7 @@ from .messages import (
     validate_message,
 )
 from .stores._follow import idle_stop
-from .stores.base import FollowableLog, SessionLog, Store
+from .stores.base import FollowableLog, SessionLog, Store, check_new_session_id
 from .stores.jsonl import (
     JsonlFile,
     default_session_dir,
@@ -240,7 +240,9 @@ class Session(TreeLog):
             root: the sessions root (default: ``$SESSIONTREE_DIR``, else
                 ``$PI_CODING_AGENT_DIR/sessions``, else ``~/.pi/agent/sessions``).
             cwd: the working directory recorded in the header (default: the current one).
-            session_id: the session id (default: a new UUIDv7).
+            session_id: the session id (default: a new UUIDv7); as pi 1.5.2 accepts one:
+                letters, digits, ``.``, ``_`` and ``-``, starting and ending with a letter or
+                digit.
             parent_session: recorded in the header when this session was forked from another.
             store: keep the session in this store instead of a file: a store object (left open
                 when the session closes) or a store URL such as ``sqlite:///sessions.db``
@@ -251,8 +253,9 @@ class Session(TreeLog):
             InvalidLocation: a bad session id or store URL.
         """
         cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
-        header = SessionHeader(id=session_id or uuid7(), timestamp=iso_now(), cwd=cwd,
-                               parent_session=parent_session if parent_session else UNSET)
+        header = SessionHeader(id=uuid7() if session_id is None else check_new_session_id(
+            session_id), timestamp=iso_now(), cwd=cwd,
+            parent_session=parent_session if parent_session else UNSET)
         if store is not None:
             return cls._create_stored(store, header, durable=durable)
         folder = default_session_dir(cwd, root) if directory is None else directory

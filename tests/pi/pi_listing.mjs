@@ -13,6 +13,7 @@
 //   node pi_listing.mjs PI_NODE_MODULES fork FILE LEAF  -> {header, file}: createBranchedSession(LEAF) of
 //                                                          SessionManager.open(FILE)
 //   node pi_listing.mjs PI_NODE_MODULES forkfrom FILE CWD DIR -> {header, file}: forkFrom(FILE, CWD, DIR)
+//   node pi_listing.mjs PI_NODE_MODULES ids ID...        -> [whether assertValidSessionId accepts each ID]
 //   node pi_listing.mjs PI_NODE_MODULES context FILE... -> [buildSessionContext().messages] of each FILE
 //   node pi_listing.mjs PI_NODE_MODULES usage FILE      -> getUsageCostBreakdown(open(FILE).getEntries())
 //                                                          (pi 1.5.2: its session totals by model)
@@ -25,7 +26,7 @@ const [modules, command, ...args] = process.argv.slice(2);
 const scope = existsSync(join(modules, "@earendil-works", "pi-coding-agent")) ? "@earendil-works" : "@mariozechner";
 const dist = join(modules, scope, "pi-coding-agent", "dist");
 // The session manager's own module: pi 1.5.2's index.js needs a newer node than 20 (fs.globSync).
-const { SessionManager, findMostRecentSession } = await import(pathToFileURL(join(dist, "core", "session-manager.js")).href);
+const { SessionManager, findMostRecentSession, assertValidSessionId } = await import(pathToFileURL(join(dist, "core", "session-manager.js")).href);
 
 const header = (file) => JSON.parse(readFileSync(file, "utf8").split("\n")[0]);
 
@@ -57,6 +58,10 @@ if (command === "list") {
 	const [file, cwd, dir] = args;
 	const forked = SessionManager.forkFrom(file, cwd, dir).getSessionFile();
 	process.stdout.write(JSON.stringify({ file: forked, header: header(forked) }));
+} else if (command === "ids") {
+	process.stdout.write(JSON.stringify(args.map((id) => {
+		try { assertValidSessionId(id); return true; } catch { return false; }
+	})));
 } else if (command === "context") {
 	process.stdout.write(JSON.stringify(args.map((file) => SessionManager.open(file).buildSessionContext().messages)));
 } else if (command === "usage") {

@@ -42,6 +42,7 @@ __all__ = [
     "SessionListing",
     "SessionLog",
     "Store",
+    "check_new_session_id",
     "check_session_id",
     "has_lines",
     "has_logs",
@@ -266,6 +267,24 @@ def has_lines(store: Store) -> TypeGuard[LineStore]:
 
 
 _SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+_NEW_SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+
+
+def check_new_session_id(session_id: object) -> str:
+    """A session id chosen for a new session, as pi 1.5.2's ``assertValidSessionId`` accepts
+    it: letters, digits, ``.``, ``_`` and ``-``, starting and ending with a letter or digit
+    (and, as every id here, at most 128).
+
+    Raises:
+        InvalidLocation: anything else (a ``/`` would name a file outside the folder).
+    """
+    if not isinstance(session_id, str) or not _NEW_SESSION_ID.fullmatch(session_id):
+        raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', "
+                              "'_' and '-', at most 128, starting and ending with a letter or "
+                              "digit)")
+    return session_id
 
 
 def check_session_id(session_id: object) -> str:
