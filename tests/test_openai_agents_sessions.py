@@ -369,3 +369,33 @@ def test_jsonl_writer_holding_the_lock_makes_a_handle_wait_then_raise(tmp_path: 
     assert run(handle.pop_item()) == {"role": "user", "content": "from the writer"}
     assert run(handle.get_items()) == items("first")
     handle.close()
+
+
+def test_items_handed_out_are_copies_and_any_limit_is_exact(where: str | None) -> None:
+    """The history is kept between calls (in pickled chunks of 512 items and JSON): every
+    limit gives exactly the stored items, changing what was handed out changes nothing, and a
+    pop across a chunk's edge or a reopen gives the same."""
+    session = SessionTreeSession("long", where)
+    stored = [{"role": "user", "content": f"q{n}"} if n % 3 else
+              {"type": "function_call", "call_id": f"c{n}", "name": "f", "arguments": "{}"}
+              for n in range(1030)]
+    for start in range(0, len(stored), 100):
+        run(session.add_items(stored[start:start + 100]))
+    for limit in (None, 0, 1, 5, 511, 512, 513, 518, 1024, 1025, 1029, 1030, 5000):
+        expected = stored if limit is None else stored[len(stored) - limit:] if limit else []
+        assert run(session.get_items(limit)) == expected, limit
+    handed = run(session.get_items())
+    handed[0]["content"] = "changed"
+    handed[600].clear()
+    assert run(session.get_items()) == stored
+    for _ in range(7):  # back over the second chunk's edge
+        run(session.pop_item())
+    assert run(session.get_items()) == stored[:1023]
+    assert run(session.get_items(600)) == stored[423:1023]
+    run(session.add_items(stored[1023:]))
+    assert run(session.get_items()) == stored
+    if where is not None:
+        session.close()
+        again = SessionTreeSession("long", where)
+        assert run(again.get_items(700)) == stored[-700:]
+        again.close()
