@@ -369,6 +369,7 @@ class JsonlFile:
             parts.append(b"\n")
             offset += len(line) + 1
         data = b"".join(parts)
+        start = os.fstat(self._write_fd).st_size  # (pi, taking no lock, may have added lines)
         try:
             written = os.write(self._write_fd, data)
             if written != len(data):  # a full disk: the next write() would say why
@@ -378,18 +379,18 @@ class JsonlFile:
                 os.fsync(self._write_fd)
         except OSError as exc:
             scanner.resume(before)
-            self._undo_write()
+            self._undo_write(start)
             raise WriteFailed.of(exc, self.path) from exc
         self._size += len(data)
         self._needs_newline = False
         return records
 
-    def _undo_write(self) -> None:
-        """Cut the file back to what it held before a failed write; a file that held nothing
-        before (this append's new file) is removed, so no empty session file is left."""
+    def _undo_write(self, start: int) -> None:
+        """Cut the file back to the ``start`` bytes it held before a failed write; a file that
+        held nothing (this append's new file) is removed, so no empty session file is left."""
         assert self._write_fd is not None
-        os.ftruncate(self._write_fd, self._size)
-        if self._size or not self._created:
+        os.ftruncate(self._write_fd, start)
+        if start or not self._created:
             return
         try:
             same = os.stat(self.path).st_ino == os.fstat(self._write_fd).st_ino
