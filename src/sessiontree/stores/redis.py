@@ -33,6 +33,7 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import re
 import time
@@ -702,13 +703,10 @@ class RedisLog:
             return LoadResult(None, 1, [], [])
         records = Columns()
         scanner = Scanner(None, records)
-        scanner.feed(memoryview(self.header_line), 0, True)
-        offset = len(self.header_line) + 1
-        for line in self.entry_lines:
-            scanner.feed(memoryview(line), offset, True)
-            offset += len(line) + 1
+        text = b"\n".join([self.header_line, *self.entry_lines]) + b"\n"  # its JSONL form
+        scanner.scan(io.BytesIO(text))  # the file scanner's batch decoding
         scanner.finish()
-        self._size = offset
+        self._size = len(text)
         scanner.records = []
         return LoadResult(scanner.header, scanner.header_line, records, scanner.problems)
 
