@@ -12,6 +12,7 @@ import pwd
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -70,12 +71,22 @@ class RedisServer:
     """One ``redis-server`` process on 127.0.0.1 (no persistence unless asked)."""
 
     def __init__(self, directory: Path, *, port: int | None = None, cluster: bool = False,
-                 extra: Sequence[str] = ()) -> None:
+                 extra: Sequence[str] = (), tls: bool = False) -> None:
+        """``tls``: TLS only (``rediss://``), with a CA and a server certificate for 127.0.0.1
+        made by ``openssl`` in the server's folder (``ca.crt`` is what clients trust)."""
         self.port = port or free_port(with_bus=cluster)
         self.directory = directory / str(self.port)
         self.directory.mkdir(parents=True, exist_ok=True)
         self.log = self.directory / "server.log"
-        args = [_binary("redis-server"), "--port", str(self.port), "--bind", "127.0.0.1",
+        self.ca: Path | None = None
+        listen = ["--port", str(self.port)]
+        if tls:
+            self.ca = _certificates(self.directory)
+            listen = ["--port", "0", "--tls-port", str(self.port),
+                      "--tls-cert-file", str(self.directory / "server.crt"),
+                      "--tls-key-file", str(self.directory / "server.key"),
+                      "--tls-ca-cert-file", str(self.ca), "--tls-auth-clients", "no"]
+        args = [_binary("redis-server"), *listen, "--bind", "127.0.0.1",
                 "--dir", str(self.directory), "--save", "", "--appendonly", "no",
                 "--logfile", str(self.log), "--daemonize", "no"]
         if cluster:
@@ -101,9 +112,14 @@ class RedisServer:
                 raise ServerFailed(f"redis-server on port {self.port} exited with "
                                    f"{self.process.returncode}: {err}{log[-2000:]}")
             try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as conn:
-                    conn.sendall(b"PING\r\n")
-                    if conn.recv(64).startswith((b"+PONG", b"-NOAUTH")):
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.5) as raw:
+                    if self.ca is None:
+                        answered = _pings(raw)
+                    else:
+                        context = ssl.create_default_context(cafile=str(self.ca))
+                        with context.wrap_socket(raw, server_hostname="127.0.0.1") as secure:
+                            answered = _pings(secure)
+                    if answered:
                         return
             except OSError:
                 pass
@@ -132,6 +148,30 @@ class RedisServer:
                 self.kill()
         if self.process.stderr is not None:
             self.process.stderr.close()
+
+
+def _pings(conn: socket.socket) -> bool:
+    """Whether the server at the other end answers PING (or asks for a password first)."""
+    conn.sendall(b"PING\r\n")
+    return conn.recv(64).startswith((b"+PONG", b"-NOAUTH"))
+
+
+def _certificates(folder: Path) -> Path:
+    """A CA and a server certificate for 127.0.0.1 signed by it (``openssl``); the CA's file."""
+    openssl = shutil.which("openssl")
+    if openssl is None:
+        raise ServerFailed("openssl is not installed: the TLS test server needs certificates")
+    (folder / "ext.cnf").write_text("subjectAltName=IP:127.0.0.1\n")
+    for args in (["req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out",
+                  "ca.crt", "-days", "2", "-subj", "/CN=sessiontree test CA"],
+                 ["req", "-newkey", "rsa:2048", "-nodes", "-keyout", "server.key", "-out",
+                  "server.csr", "-subj", "/CN=127.0.0.1"],
+                 ["x509", "-req", "-in", "server.csr", "-CA", "ca.crt", "-CAkey", "ca.key",
+                  "-CAcreateserial", "-out", "server.crt", "-days", "2", "-extfile", "ext.cnf"]):
+        done = subprocess.run([openssl, *args], cwd=folder, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise ServerFailed(f"openssl {args[0]} failed: {done.stderr}")
+    return folder / "ca.crt"
 
 
 class RedisCluster:

@@ -346,3 +346,23 @@ def test_append_at_last_is_a_compare_and_append_across_handles(store: RedisStore
     assert seen == [later] and second.entry(made).parent_id == later
     first.close()
     second.close()
+
+
+def test_rediss_speaks_tls_and_refuses_an_unknown_server(tmp_path: Path) -> None:
+    from .servers import RedisServer
+
+    server = RedisServer(tmp_path, tls=True)
+    try:
+        url = f"rediss://127.0.0.1:{server.port}/0?ssl_ca_certs={server.ca}&prefix=tls"
+        with RedisStore.from_url(url) as store:
+            session = Session.create(cwd="/w", store=store)
+            session.append_message(UserMessage.of("over TLS"))
+            session.close()
+        with open_store(url, read_only=True) as store:
+            assert [e.id for e in store.read(session.id)] == [session.leaf_id]
+        with pytest.raises(StoreUnavailable):  # a certificate no CA we trust signed
+            RedisStore.from_url(f"rediss://127.0.0.1:{server.port}/0", timeout=2)
+        with pytest.raises(StoreUnavailable):  # plain text to a TLS port
+            RedisStore.from_url(f"redis://127.0.0.1:{server.port}/0", timeout=1)
+    finally:
+        server.stop()
