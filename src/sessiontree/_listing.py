@@ -32,6 +32,7 @@ Invariant: :class:`ListingStats` takes lines in any number of calls and ends in 
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterable, Mapping
 from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Literal
@@ -42,7 +43,7 @@ from msgspec import UNSET, UnsetType
 from . import _json
 from ._time import iso_to_ms
 from ._tree import js_trim
-from .usage import UsageTotals
+from .usage import RawUsage, UsageTotals, raw_usage
 
 if TYPE_CHECKING:
     from .stores.base import SessionListing
@@ -63,7 +64,7 @@ class ListingMessage(msgspec.Struct):
     role: Any = UNSET
     content: msgspec.Raw = msgspec.Raw(b"")
     timestamp: Any = UNSET
-    usage: Any = None
+    usage: RawUsage | None = None
 
 
 class ListingLine(msgspec.Struct):
@@ -76,7 +77,7 @@ class ListingLine(msgspec.Struct):
     message: ListingMessage | None = None
     cwd: Any = UNSET
     parentSession: Any = UNSET  # noqa: N815 - the on-disk name
-    usage: Any = None
+    usage: RawUsage | None = None
 
 
 line_decoder = msgspec.json.Decoder(ListingLine)
@@ -105,11 +106,11 @@ def listing_line(line: bytes | memoryview) -> ListingLine | None:
         type=value.get("type", UNSET), id=entry_id if isinstance(entry_id, str) else UNSET,
         timestamp=value.get("timestamp", UNSET), name=value.get("name", UNSET),
         cwd=value.get("cwd", UNSET), parentSession=value.get("parentSession", UNSET),
-        usage=value.get("usage"),
+        usage=raw_usage(value.get("usage")),
         message=None if message is None else ListingMessage() if not isinstance(message, dict)
         else ListingMessage(
             role=message.get("role", UNSET), timestamp=message.get("timestamp", UNSET),
-            usage=message.get("usage"),
+            usage=raw_usage(message.get("usage")),
             content=msgspec.Raw(_json.dumps(message["content"])) if "content" in message
             else msgspec.Raw(b"")))
 
@@ -151,13 +152,19 @@ def _content_breaks_pi(content: msgspec.Raw) -> bool:
     """Whether pi's ``extractTextContent`` throws on this content: neither a string nor an
     array, or an array holding ``null`` (read without decoding in the common cases)."""
     view = memoryview(content)
-    first = view[:1].tobytes()
-    if first == b'"':
+    first = view[0] if len(view) else 0
+    if first == 0x22:  # "
         return False
-    if first != b"[":
+    if first != 0x5B:  # [
         return True
-    return b"null" in view.tobytes() and None in _json.loads(content)
+    return _NULL.search(view) is not None and _NULL_ELEMENT.search(view) is not None and \
+        None in _json.loads(content)
 
+
+_NULL = re.compile(rb"null")
+_NULL_ELEMENT = re.compile(rb"[\[,]\s*null\s*[,\]]")
+"""A ``null`` that may be an array element (a match inside a nested array only costs a
+decode)."""
 
 _DATE_LIMIT = 8.64e15
 """The largest epoch-ms time a JavaScript ``Date`` holds (either way from 1970)."""

@@ -20,10 +20,12 @@ from typing import TYPE_CHECKING, Any
 
 import msgspec
 
+from . import _json
+
 if TYPE_CHECKING:
     from ._treelog import TreeLog
 
-__all__ = ["UsageTotals", "counted_usage", "session_usage", "usage_of_lines"]
+__all__ = ["RawUsage", "UsageTotals", "counted_usage", "raw_usage", "session_usage", "usage_of_lines"]
 
 
 class UsageTotals(msgspec.Struct, kw_only=True):
@@ -51,20 +53,61 @@ class UsageTotals(msgspec.Struct, kw_only=True):
             parts.append(f"${self.cost:.3f}")
         return " ".join(parts)
 
-    def add(self, usage: Any) -> None:
-        """Add one usage object (pi's ``Usage``: ``input``, ``output``, ``cacheRead``,
-        ``cacheWrite``, ``cost.total``); anything else adds nothing."""
-        if not isinstance(usage, dict):
+    def add(self, usage: RawUsage | None) -> None:
+        """Add one usage (pi's ``Usage``: ``input``, ``output``, ``cacheRead``, ``cacheWrite``,
+        ``cost.total``); ``None`` adds nothing."""
+        if usage is None:
             return
-        self.input += _count(usage.get("input"))
-        self.output += _count(usage.get("output"))
-        self.cache_read += _count(usage.get("cacheRead"))
-        self.cache_write += _count(usage.get("cacheWrite"))
-        cost = usage.get("cost")
-        if isinstance(cost, dict):
-            total = cost.get("total")
-            if type(total) is int or type(total) is float:
+        value = usage.input
+        if type(value) is int:
+            self.input += value
+        elif type(value) is float:
+            self.input += _count(value)
+        value = usage.output
+        if type(value) is int:
+            self.output += value
+        elif type(value) is float:
+            self.output += _count(value)
+        value = usage.cache_read
+        if type(value) is int:
+            self.cache_read += value
+        elif type(value) is float:
+            self.cache_read += _count(value)
+        value = usage.cache_write
+        if type(value) is int:
+            self.cache_write += value
+        elif type(value) is float:
+            self.cache_write += _count(value)
+        cost = usage.cost
+        if cost is not None:
+            total = cost.total
+            if type(total) is float or type(total) is int:
                 self.cost += total
+
+
+class _Cost(msgspec.Struct):
+    total: Any = 0
+
+
+class RawUsage(msgspec.Struct, rename="camel"):
+    """What the totals read of a stored usage object (other fields skipped, never decoded)."""
+
+    input: Any = 0
+    output: Any = 0
+    cache_read: Any = 0
+    cache_write: Any = 0
+    cost: _Cost | None = None
+
+
+def raw_usage(value: Any) -> RawUsage | None:
+    """A usage object already decoded (a line that needed the careful reading) as
+    :class:`RawUsage`; ``None`` for anything that is not one."""
+    if not isinstance(value, dict):
+        return None
+    cost = value.get("cost")
+    return RawUsage(input=value.get("input", 0), output=value.get("output", 0),
+                    cache_read=value.get("cacheRead", 0), cache_write=value.get("cacheWrite", 0),
+                    cost=_Cost(cost.get("total", 0)) if isinstance(cost, dict) else None)
 
 
 def _tokens(count: int) -> str:
@@ -80,30 +123,33 @@ def _tokens(count: int) -> str:
     return f"{math.floor(count / 1_000_000 + 0.5)}M"
 
 
-def _count(value: Any) -> int:
-    return int(value) if (type(value) is int or type(value) is float) and value == value and \
-        abs(value) != float("inf") else 0
+def _count(value: float) -> int:
+    return int(value) if value == value and abs(value) != float("inf") else 0
+
+
+class _Message(msgspec.Struct):
+    role: Any = None
+    usage: RawUsage | None = None
 
 
 class _Line(msgspec.Struct):
     type: Any = None
-    message: Any = None
-    usage: Any = None
+    message: _Message | None = None
+    usage: RawUsage | None = None
 
 
 _decoder = msgspec.json.Decoder(_Line)
 
 
-def counted_usage(entry: _Line | dict[str, Any]) -> Any:
-    """The usage an entry adds to the session's totals (pi's rule), or ``None``."""
-    kind = entry.get("type") if isinstance(entry, dict) else entry.type
-    usage = entry.get("usage") if isinstance(entry, dict) else entry.usage
+def counted_usage(entry: dict[str, Any]) -> RawUsage | None:
+    """The usage an entry (as stored) adds to the session's totals (pi's rule), or ``None``."""
+    kind = entry.get("type")
     if kind == "usage" or kind == "compaction" or kind == "branch_summary":
-        return usage
-    if kind == "message":
-        message = entry.get("message") if isinstance(entry, dict) else entry.message
-        if isinstance(message, dict) and message.get("role") in ("assistant", "toolResult"):
-            return message.get("usage")
+        return raw_usage(entry.get("usage"))
+    message = entry.get("message")
+    if kind == "message" and isinstance(message, dict) and \
+            message.get("role") in ("assistant", "toolResult"):
+        return raw_usage(message.get("usage"))
     return None
 
 
@@ -116,9 +162,22 @@ def usage_of_lines(lines: Iterable[bytes], totals: UsageTotals | None = None) ->
             continue
         try:
             entry = _decoder.decode(line)
-        except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # (as a listing skips it)
+        except (msgspec.DecodeError, UnicodeDecodeError):  # odd shapes: read as they are
+            try:
+                value = _json.loads(line)
+            except (ValueError, RecursionError):  # (as a listing skips it)
+                continue
+            if isinstance(value, dict):
+                totals.add(counted_usage(value))
             continue
-        totals.add(counted_usage(entry))
+        except RecursionError:  # (as a listing skips it)
+            continue
+        kind, message = entry.type, entry.message
+        if kind == "usage" or kind == "compaction" or kind == "branch_summary":
+            totals.add(entry.usage)
+        elif kind == "message" and message is not None and \
+                (message.role == "assistant" or message.role == "toolResult"):
+            totals.add(message.usage)
     return totals
 
 
