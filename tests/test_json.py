@@ -11,7 +11,9 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiontree._json import _dump_py, dumps, js_number, loads
+import msgspec
+
+from sessiontree._json import _TOKEN, _dump_py, _fix_number, _maybe_float_diff, dumps, js_number, loads
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)
 STRINGS = st.text() | st.sampled_from(["\ud800", "a\udfffb", "\ud83d\ude00", "\u2028\u2029\x7f", "\x00\x08\x1f"])
@@ -51,6 +53,21 @@ def test_fast_and_slow_paths_agree_and_round_trip(value: Any) -> None:
     assert fast == _dump_py(value).encode("utf-8", "surrogatepass")
     again = loads(fast)
     assert dumps(again) == fast
+
+
+HEXISH = st.text("0123456789abcdef.e-:,[]", max_size=12)
+
+
+@settings(max_examples=300)
+@given(st.recursive(FLOATS | st.integers(-(2**53), 2**53) | HEXISH,
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(HEXISH, inner, max_size=4),
+                    max_leaves=12))
+def test_float_check_never_misses_a_number(value: Any) -> None:
+    """The quick check that sends a line to the exact number pass hits every line that pass
+    changes (numbers among strings of digits, "e", "." and separators)."""
+    out = msgspec.json.encode(value)
+    if out[:1] in (b"{", b"[") and _TOKEN.sub(_fix_number, out) != out:
+        assert _maybe_float_diff(out)
 
 
 def test_number_forms() -> None:
