@@ -46,7 +46,15 @@ function options(argv) {
 const MiB = 2 ** 20;
 const collect = () => globalThis.gc?.();
 const rssMiB = () => process.memoryUsage().rss / MiB;
-const peakMiB = () => process.resourceUsage().maxRSS / 1024; // KiB on Linux
+// This process's own peak (Linux's VmHWM): maxRSS (ru_maxrss) also counts the peak of the process
+// that started this one (the kernel carries it over exec), as the Python side's figures do not.
+const peakMiB = () => {
+	try {
+		const line = readFileSync("/proc/self/status", "utf8").split("\n").find((l) => l.startsWith("VmHWM:"));
+		if (line) return Number(line.split(/\s+/)[1]) / 1024;
+	} catch {}
+	return process.resourceUsage().maxRSS / 1024; // KiB on Linux
+};
 
 function timed(repeat, run) {
 	const runs = [];
