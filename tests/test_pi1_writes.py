@@ -184,3 +184,36 @@ def test_async_twins_write_the_same(tmp_path: Path) -> None:
     assert kinds == ["message", "message", "context_edit", "usage", "branch_summary"]
     assert loads(lines[-1])["usage"] == USAGE
     assert loads(lines[2])["replacement"] == {"content": "[redacted]"}
+
+
+def test_compaction_writes_pis_checkpoint_and_opens_identically_in_pi(tmp_path: Path) -> None:
+    """compact() on a session with system messages and edits: the compaction carries the
+    system message pi 1.5.2 replays at the leaf (stamped with the compaction's time) and the
+    summarizer's usage given; pi opens the result with our contexts everywhere."""
+    import shutil
+
+    from sessiontree._time import iso_to_ms
+    from sessiontree.testing.generate import generate_session
+
+    source = tmp_path / "g.jsonl"
+    generate_session(source, 400, seed=31, branch_every=0, compact_every=0, pi1=True)
+    work = tmp_path / "work.jsonl"
+    shutil.copyfile(source, work)
+    (before,) = pi1_read([source], full=True)
+    with Session.open(work) as session:
+        leaf = session.leaf_id
+        assert leaf is not None
+        entry = session.compact(keep_recent_tokens=2000)
+        raw = loads(session.raw_line(entry.id))
+        session.append_message(UserMessage.of("after the compaction"))
+        usage_id = session.append_compaction("again", session.leaf_id or "", 10, usage=USAGE)
+    expected = loads(before["at"][leaf]["system"])
+    assert expected is not None
+    assert raw["systemMessage"] == {**expected, "timestamp": iso_to_ms(raw["timestamp"])}
+    (after,) = pi1_read([work], full=True)
+    with Session.open(work, strict=True) as session:
+        assert tree_of(session) == after["tree"]
+        assert_contexts(session, after, False, "compacted", projections=25)
+        assert loads(session.raw_line(usage_id))["usage"] == USAGE
+        first = session.build_context().to_builtins()["messages"][0]
+        assert first["role"] == "system"

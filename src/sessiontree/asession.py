@@ -421,10 +421,10 @@ class AsyncSession:
         return await self._run(self.sync.append_thinking_level_change, thinking_level)
 
     async def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                                details: FileDetails | Any = UNSET, from_hook: bool = False
-                                ) -> str:
+                                details: FileDetails | Any = UNSET, from_hook: bool = False,
+                                usage: Usage | UnsetType = UNSET) -> str:
         return await self._run(self.sync.append_compaction, summary, first_kept_entry_id,
-                               tokens_before, details, from_hook)
+                               tokens_before, details, from_hook, usage)
 
     async def set_label(self, target_id: str, label: str | None) -> str:
         return await self._run(self.sync.set_label, target_id, label)

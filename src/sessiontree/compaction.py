@@ -25,7 +25,8 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _json
-from .context import convert_to_llm, entry_message
+from .context import convert_to_llm
+from .system_prompt import current_system_message
 from .entries import (
     AnyEntry,
     Compaction,
@@ -46,6 +47,7 @@ from .summarize.base import (
 
 if TYPE_CHECKING:
     from ._offload import Offload
+    from .projection import ProjectedEntry, SessionProjection
     from .session import Session
 
 __all__ = [
@@ -167,18 +169,27 @@ def _str_length(value: Any) -> int:
 
 
 def estimate_tokens(message: MessageLike) -> int:
-    """pi's ``estimateTokens``: characters / 4, rounded up.
+    """pi 1.5.2's ``estimateTokens``: characters / 4, rounded up.
 
-    Counted characters: user → text (images not counted); assistant → text, thinking, and for
-    each tool call its name plus its JSON arguments; custom and toolResult → text plus 4800 per
-    image; bashExecution → command and output; branch and compaction summaries → the summary.
-    Other roles count 0.
+    Counted characters: system → content, every non-empty section and the JSON of
+    ``toolsAdded``; user, custom and toolResult → text plus 4800 per image (pi 0.73.1 did not
+    count a user message's images); assistant → text, thinking, and for each tool call its
+    name plus its JSON arguments; bashExecution → command and output; branch and compaction
+    summaries → the summary. Other roles count 0.
     """
     m = as_json_object(message)
     role = m.get("role")
     chars = 0
-    if role == "user":
-        chars = _text_chars(m.get("content"), images=False)
+    if role == "system":
+        chars = _text_chars(m.get("content"), images=True)
+        sections = m.get("sections")
+        if isinstance(sections, Mapping):
+            chars += sum(js_length(v) for v in sections.values() if isinstance(v, str) and v)
+        tools = m.get("toolsAdded")
+        if tools is not None and tools is not False:
+            chars += _json_length(tools)
+    elif role == "user":
+        chars = _text_chars(m.get("content"), images=True)
     elif role == "assistant":
         content = m.get("content")
         for block in content if isinstance(content, list) else ():
@@ -225,11 +236,12 @@ def calculate_context_tokens(usage: Any) -> int:
 
 
 def _usage(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
-    """The usage of an assistant message that counts (not aborted, not errored), else None."""
+    """The usage of an assistant message that counts (not aborted, not errored, not all
+    zero: pi 1.5.2's ``getAssistantUsage``), else None."""
     if message.get("role") != "assistant" or message.get("stopReason") in ("aborted", "error"):
         return None
     usage = message.get("usage")
-    return usage if isinstance(usage, Mapping) else None
+    return usage if isinstance(usage, Mapping) and calculate_context_tokens(usage) > 0 else None
 
 
 class ContextTokens(msgspec.Struct, frozen=True):
@@ -496,9 +508,10 @@ def serialize_conversation(messages: Iterable[MessageLike]) -> str:
     """Messages as the plain transcript a summarizing model reads (pi's
     ``serializeConversation`` after ``convertToLlm``).
 
-    One paragraph per part, separated by blank lines: ``[User]: …``, ``[Assistant thinking]:
-    …``, ``[Assistant]: …``, ``[Assistant tool calls]: name(key=<json>, …); …`` and
-    ``[Tool result]: …`` (cut after 2000 characters).
+    One paragraph per part, separated by blank lines: ``[User]: …``, ``[Assistant]: …``,
+    ``[Assistant tool calls]: name(key=<json>, …); …`` and ``[Tool result]: …`` (cut after 2000
+    characters). As pi 1.5.2 writes it: an assistant's thinking is left out (pi 0.73.1 sent it
+    as ``[Assistant thinking]: …``).
     """
     typed = [_typed(m) for m in messages]
     parts: list[str] = []
@@ -514,14 +527,11 @@ def serialize_conversation(messages: Iterable[MessageLike]) -> str:
                 parts.append(f"[User]: {text}")
         elif role == "assistant":
             texts: list[str] = []
-            thinking: list[str] = []
             calls: list[str] = []
             for block in blocks:
                 kind = block.get("type")
                 if kind == "text":
                     texts.append(str(block.get("text", "")))
-                elif kind == "thinking":
-                    thinking.append(str(block.get("thinking", "")))
                 elif kind == "toolCall":
                     arguments = block.get("arguments")
                     shown = ", ".join(
@@ -529,8 +539,6 @@ def serialize_conversation(messages: Iterable[MessageLike]) -> str:
                         for key, value in (_js_items(arguments) if isinstance(arguments, Mapping)
                                            else ()))
                     calls.append(f"{block.get('name')}({shown})")
-            if thinking:
-                parts.append("[Assistant thinking]: " + "\n".join(thinking))
             if texts:
                 parts.append("[Assistant]: " + "\n".join(texts))
             if calls:
@@ -551,16 +559,17 @@ class CompactionPreparation(msgspec.Struct, frozen=True):
     Attributes:
         first_kept_entry_id: the first entry the context keeps after the compaction.
         first_kept_entry_index: its index in the path.
-        messages_to_summarize: the history to summarize, oldest first: the messages of the path
-            from the boundary up to the cut (up to the turn start for a split turn).
+        messages_to_summarize: the history to summarize, oldest first: what the context
+            entries from the boundary up to the cut (up to the turn start for a split turn)
+            give the model after edits, system messages left out.
         turn_prefix_messages: for a split turn, the messages from the turn start to the cut.
         is_split_turn: whether the cut falls inside a turn.
         turn_start_index: the index of that turn's start, or -1.
         tokens_before: the context's estimated tokens before compacting.
-        previous_summary: the previous compaction's summary, if there is one on the path.
+        previous_summary: the summary of the compaction leading the context, if any.
         previous_compaction_index: its index in the path, or -1.
-        boundary_start: where this compaction's range starts: the previous compaction's first
-            kept entry (or the entry after it when that id is not on the path), else 0.
+        boundary_start: the path index of the first context entry after that compaction (its
+            kept part first), else 0.
         file_details: files only read, and files modified, by the summarized part (with the
             previous compaction's lists when it was not written by a hook).
         settings: the settings used.
@@ -585,56 +594,113 @@ class CompactionPreparation(msgspec.Struct, frozen=True):
         return not self.messages_to_summarize and not self.turn_prefix_messages
 
 
-def _context_messages(path: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The messages of ``buildSessionContext`` over a root-to-leaf path (format-spec.md 10)."""
-    last = next((i for i in range(len(path) - 1, -1, -1) if path[i].get("type") == "compaction"), -1)
-
-    def emit(entries: Iterable[Mapping[str, Any]], out: list[Mapping[str, Any]]) -> None:
-        for entry in entries:
-            kind = entry.get("type")
-            if kind == "compaction":
-                continue
-            if kind == "branch_summary" and not _truthy(entry.get("summary")):
-                continue
-            message = entry_message(entry)
-            if message is not None:
-                out.append(message)
-
-    out: list[Mapping[str, Any]] = []
-    if last < 0:
-        emit(path, out)
-        return out
-    compaction = path[last]
-    summary = entry_message(compaction)
-    assert summary is not None
-    out.append(summary)
-    kept = compaction.get("firstKeptEntryId")
-    start = next((i for i in range(last) if path[i].get("id") == kept), last)
-    emit(path[start:last], out)
-    emit(path[last + 1:], out)
-    return out
+def estimate_projected_context_tokens(projection: SessionProjection,
+                                     path: Sequence[Mapping[str, Any]]) -> ContextTokens:
+    """pi 1.5.2's ``estimateProjectedContextTokens``: :func:`estimate_context_tokens` of the
+    projected context, unless a context edit or a compaction on the path came after the
+    reply whose usage it uses (that usage measured another context); then the replayed system
+    message plus every other message, estimated."""
+    messages = projection.messages
+    estimate = estimate_context_tokens(messages)
+    if estimate.last_usage_index is not None:
+        source_id, seen = None, 0
+        for entry in projection.entries:
+            seen += len(entry.messages)
+            if estimate.last_usage_index < seen:
+                source_id = entry.entry_id
+                break
+        usage_at = next((i for i, e in enumerate(path) if e.get("id") == source_id), -1) \
+            if source_id is not None else -1
+        invalidated_at = next((i for i in range(len(path) - 1, -1, -1)
+                               if path[i].get("type") in ("context_edit", "compaction")), -1)
+        if usage_at > invalidated_at:
+            return estimate
+    system = current_system_message(messages)
+    tokens = estimate_tokens(system) if system is not None else 0
+    tokens += sum(estimate_tokens(m) for m in messages
+                  if not (isinstance(m, Mapping) and m.get("role") == "system"))
+    return ContextTokens(tokens, 0, tokens, None)
 
 
-def _truthy(value: Any) -> bool:
-    return True if isinstance(value, (dict, list)) else bool(value)
+_TURN_ROLES = frozenset({"user", "bashExecution", "custom", "branchSummary", "compactionSummary"})
 
 
-def _messages_between(path: Sequence[Mapping[str, Any]], start: int, end: int
-                      ) -> list[Mapping[str, Any]]:
-    out: list[Mapping[str, Any]] = []
-    for entry in path[start:end]:
-        if entry.get("type") == "compaction":
+def _role_of(message: Any) -> Any:
+    return message.get("role") if isinstance(message, Mapping) else None
+
+
+def _starts_turn(entry: ProjectedEntry) -> bool:
+    return entry.type != "compaction" and any(_role_of(m) in _TURN_ROLES for m in entry.messages)
+
+
+def _projected_turn_start(entries: Sequence[ProjectedEntry], index: int, start: int) -> int:
+    return next((i for i in range(index, start - 1, -1) if _starts_turn(entries[i])), -1)
+
+
+def find_projected_cut_point(entries: Sequence[ProjectedEntry], start: int, end: int,
+                             keep_recent_tokens: int) -> CutPoint:
+    """Where to cut the context entries ``entries[start:end]`` of a projection so that about
+    ``keep_recent_tokens`` stay (pi 1.5.2's ``findProjectedCutPoint``): as
+    :func:`find_cut_point`, counted on what each entry contributes after edits (every
+    contributing entry counts, system messages, summaries and custom messages included).
+
+    One rule more: when the budget is reached and everything after the cut is an omitted
+    assistant attempt with its omitting edits (a recovered failure), the cut moves past it.
+    """
+    points = [i for i in range(start, end) if entries[i].type != "compaction"
+              and any(_role_of(m) in _CUT_ROLES for m in entries[i].messages)]
+    if not points:
+        return CutPoint(start, -1, False)
+    accumulated, exceeded, cut = 0, False, points[0]
+    for index in range(end - 1, start - 1, -1):
+        tokens = sum(estimate_tokens(m) for m in entries[index].messages)
+        if tokens == 0:
             continue
-        message = entry_message(entry)
-        if message is not None:
-            out.append(message)
-    return out
+        accumulated += tokens
+        if accumulated >= keep_recent_tokens:
+            exceeded = True
+            cut = next((p for p in points if p >= index), points[-1])
+            break
+    suffix = entries[cut + 1:end]
+
+    def visible(entry: ProjectedEntry) -> bool:
+        return entry.type != "context_edit" and (entry.type == "compaction" or bool(entry.original))
+
+    def omitted(entry: ProjectedEntry) -> bool:
+        return visible(entry) and not entry.messages
+
+    omitted_ids = {e.entry_id for e in suffix if omitted(e)}
+    replaced_elsewhere = any(e.type == "context_edit" and e.source.get("replacement") is not None
+                             and e.source.get("targetId") not in omitted_ids for e in suffix)
+    if exceeded and not replaced_elsewhere \
+            and any(e.type == "message" and _role_of(e.source.get("message")) == "assistant"
+                    and omitted(e) for e in suffix) \
+            and all(e.type != "compaction" and (not visible(e) or omitted(e)) for e in suffix):
+        cut += 1
+    while cut > start:
+        previous = entries[cut - 1]
+        if previous.type == "compaction" or previous.messages:
+            break
+        cut -= 1
+    starts = cut < len(entries) and _starts_turn(entries[cut])
+    turn_start = -1 if starts else _projected_turn_start(entries, min(cut, len(entries) - 1),
+                                                         start)
+    return CutPoint(cut, turn_start, not starts and turn_start != -1)
+
+
+def _summarized(entries: Sequence[ProjectedEntry]) -> list[Any]:
+    """What these context entries give the summarizer: their messages after edits, without
+    system messages (the compaction carries their replay) and without compactions."""
+    return [m for e in entries if e.type != "compaction" for m in e.messages
+            if _role_of(m) != "system"]
 
 
 def prepare_compaction(path: Sequence[EntryLike],
                        settings: CompactionSettings = DEFAULT_COMPACTION_SETTINGS, *,
                        keep_recent_tokens: int | None = None) -> CompactionPreparation | None:
-    """pi's ``prepareCompaction`` over a root-to-leaf path.
+    """pi 1.5.2's ``prepareCompaction`` over a root-to-leaf path: the cut is chosen on the
+    projected context (:mod:`sessiontree.projection`), after context edits, from the entry
+    after the latest compaction's kept part on; what is summarized is what the model saw.
 
     Args:
         path: the path's entries, root first (on-disk dicts or typed entries), as
@@ -643,46 +709,59 @@ def prepare_compaction(path: Sequence[EntryLike],
         keep_recent_tokens: overrides ``settings.keep_recent_tokens``.
 
     Returns:
-        The preparation, or ``None`` when the path is empty, already ends in a compaction, or
-        the entry to keep from has no id (pi's "needs migration").
+        The preparation, or ``None`` when the path is empty, already ends in a compaction,
+        nothing would be summarized, or the entry to keep from has no id (pi's "needs
+        migration").
     """
+    from .projection import build_projection
+
     if keep_recent_tokens is not None:
         settings = msgspec.structs.replace(settings, keep_recent_tokens=keep_recent_tokens)
     items = _as_dicts(path)
     if not items or items[-1].get("type") == "compaction":
         return None
-    previous_index = next((i for i in range(len(items) - 1, -1, -1)
-                           if items[i].get("type") == "compaction"), -1)
+    projection = build_projection(items)
+    entries = projection.entries
+    previous = next((i for i, e in enumerate(entries)
+                     if e.type == "compaction" and e.messages), -1)
     previous_summary: str | None = None
     boundary = 0
-    if previous_index >= 0:
-        previous = items[previous_index]
-        summary = previous.get("summary")
+    if previous >= 0:
+        summary = entries[previous].source.get("summary")
         previous_summary = summary if isinstance(summary, str) else None
-        kept_id = previous.get("firstKeptEntryId")
-        kept = next((i for i, e in enumerate(items) if e.get("id") == kept_id), -1)
-        boundary = kept if kept >= 0 else previous_index + 1
-    tokens_before = estimate_context_tokens(_context_messages(items)).tokens
-    cut = find_cut_point(items, boundary, len(items), settings.keep_recent_tokens)
-    first_kept_id = items[cut.first_kept_entry_index].get("id")
+        boundary = previous + 1
+    tokens_before = estimate_projected_context_tokens(projection, items).tokens
+    cut = find_projected_cut_point(entries, boundary, len(entries), settings.keep_recent_tokens)
+    if cut.first_kept_entry_index >= len(entries):
+        return None
+    first_kept_id = entries[cut.first_kept_entry_index].entry_id
     if not isinstance(first_kept_id, str) or not first_kept_id:
         return None
     history_end = cut.turn_start_index if cut.is_split_turn else cut.first_kept_entry_index
-    to_summarize = _messages_between(items, boundary, history_end)
-    prefix = _messages_between(items, cut.turn_start_index, cut.first_kept_entry_index) \
+    to_summarize = _summarized(entries[boundary:history_end])
+    prefix = _summarized(entries[cut.turn_start_index:cut.first_kept_entry_index]) \
         if cut.is_split_turn else []
+    if not to_summarize and not prefix:
+        return None
     files = FileOperations()
-    if previous_index >= 0 and not items[previous_index].get("fromHook"):
-        files.add_details(items[previous_index].get("details"))
+    if previous >= 0 and not entries[previous].source.get("fromHook"):
+        files.add_details(entries[previous].source.get("details"))
     for message in (*to_summarize, *prefix):
         files.add_message(message)
+    where = {entry.get("id"): i for i, entry in enumerate(items)}
+
+    def path_index(index: int) -> int:
+        return where.get(entries[index].entry_id, -1) if 0 <= index < len(entries) else -1
+
     return CompactionPreparation(
-        first_kept_entry_id=first_kept_id, first_kept_entry_index=cut.first_kept_entry_index,
+        first_kept_entry_id=first_kept_id,
+        first_kept_entry_index=path_index(cut.first_kept_entry_index),
         messages_to_summarize=[_typed(m) for m in to_summarize],
         turn_prefix_messages=[_typed(m) for m in prefix],
-        is_split_turn=cut.is_split_turn, turn_start_index=cut.turn_start_index,
+        is_split_turn=cut.is_split_turn, turn_start_index=path_index(cut.turn_start_index),
         tokens_before=tokens_before, previous_summary=previous_summary,
-        previous_compaction_index=previous_index, boundary_start=boundary,
+        previous_compaction_index=path_index(previous),
+        boundary_start=path_index(boundary) if boundary < len(entries) else len(items),
         file_details=files.lists(), settings=settings,
     )
 
@@ -851,34 +930,26 @@ async def agenerate_compaction(preparation: CompactionPreparation,
 
 
 def context_tokens(session: Session, leaf_id: str | None | UnsetType = UNSET) -> int:
-    """The estimated tokens of a leaf's context (default: the current leaf), as pi's automatic
-    trigger measures them: the last counting assistant usage plus estimates of what follows.
-
-    A usage reported before the path's latest compaction measured the old, longer context; it
-    is not used (pi skips it too), and the estimates of all messages count instead.
+    """The estimated tokens of a leaf's context (default: the current leaf), as pi 1.5.2's
+    automatic trigger measures them (:func:`estimate_projected_context_tokens`): the last
+    counting assistant usage plus estimates of what follows, unless a context edit or a
+    compaction came after that reply (its usage measured another context); then every
+    message is estimated.
     """
     target = session.leaf_id if leaf_id is UNSET else leaf_id
     if target is None:
         return 0
-    messages = session.build_context(target).to_builtins()["messages"]
-    estimate = estimate_context_tokens(messages)
-    if estimate.last_usage_index is None or not messages or \
-            messages[0].get("role") != "compactionSummary":
-        return estimate.tokens
-    compacted_at = messages[0].get("timestamp")
-    stamp = messages[estimate.last_usage_index].get("timestamp")
-    if isinstance(compacted_at, (int, float)) and isinstance(stamp, (int, float)) \
-            and stamp <= compacted_at:
-        return sum(estimate_tokens(m) for m in messages)
-    return estimate.tokens
+    return estimate_projected_context_tokens(session.build_projection(target),
+                                             _path_dicts(session, target)).tokens
 
 
 # -- the one function that writes ---------------------------------------------------------------
 
 
-def _path_dicts(session: Session) -> list[dict[str, Any]]:
+def _path_dicts(session: Session, leaf_id: str | None | UnsetType = UNSET
+                ) -> list[dict[str, Any]]:
     out = []
-    for entry_id in session.path_ids():
+    for entry_id in session.path_ids(leaf_id):
         data = _json.loads(session.raw_line(entry_id))
         if isinstance(data, dict):
             out.append(data)
@@ -894,7 +965,7 @@ def _compactable(session: Session, path: list[dict[str, Any]],
     preparation = prepare_compaction(path, settings)
     if preparation is None or preparation.is_empty:
         kept = f"keep_recent_tokens={settings.keep_recent_tokens} keeps the whole path" \
-            if preparation is not None else "the path is empty"
+            if path else "the path is empty"
         raise NothingToCompact(f"nothing to compact: {kept}", path=session.file,
                                entry_id=session.leaf_id)
     return preparation

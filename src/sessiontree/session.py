@@ -674,19 +674,34 @@ class Session(TreeLog):
             id=i, parent_id=p, timestamp=t, provider=provider, model_id=model_id))
 
     def append_compaction(self, summary: str, first_kept_entry_id: str, tokens_before: int,
-                          details: FileDetails | Any = UNSET, from_hook: bool = False) -> str:
+                          details: FileDetails | Any = UNSET, from_hook: bool = False,
+                          usage: Usage | UnsetType = UNSET) -> str:
         """Append a compaction: the context from here on starts with ``summary``, then the path
-        from ``first_kept_entry_id`` on.
+        from ``first_kept_entry_id`` on. As pi 1.5.2 does, it carries the system prompt and
+        tools replayed at the current leaf (``systemMessage``, stamped with the compaction's
+        time; none when the context has no system message and no tool), which then lead the
+        compacted context; ``usage`` is the summarizer's, counted in the session's totals.
 
         Raises:
             EntryNotFound: ``first_kept_entry_id`` is not on the current path.
         """
+        from ._time import iso_to_ms
+
         if first_kept_entry_id not in self.path_ids():
             raise EntryNotFound(f"first kept entry {first_kept_entry_id!r} is not on the current "
                                 "path", path=self.file, entry_id=first_kept_entry_id)
-        return self._append(lambda i, p, t: Compaction(
-            id=i, parent_id=p, timestamp=t, summary=summary, first_kept_entry_id=first_kept_entry_id,
-            tokens_before=tokens_before, details=details, from_hook=from_hook))
+        checkpoint = self._system_message_data()
+
+        def make(i: str, p: str | None, t: str) -> dict[str, Any]:
+            entry = msgspec.to_builtins(Compaction(
+                id=i, parent_id=p, timestamp=t, summary=summary,
+                first_kept_entry_id=first_kept_entry_id, tokens_before=tokens_before,
+                details=details, usage=usage, from_hook=from_hook))
+            if checkpoint is not None:
+                entry["systemMessage"] = {**checkpoint, "timestamp": iso_to_ms(t)}
+            return entry  # type: ignore[no-any-return]
+
+        return self._append(make)
 
     def append_custom(self, custom_type: str, data: Any = UNSET) -> str:
         """Append extension state: stored in the tree, never sent to the model."""

@@ -1,17 +1,20 @@
 #!/usr/bin/env node
-// Runs pi's own prepareCompaction (dist/core/compaction/compaction.js) for sessiontree's tests.
+// Runs pi's own prepareCompaction (dist/core/compaction/compaction.js) for sessiontree's tests,
+// from the pi install PI_NODE_MODULES holds (pi 1.5.2's @earendil-works package when it is
+// there, else pi 0.73.1's @mariozechner one).
 //   node compaction_probe.mjs PI_NODE_MODULES < [{file, leaves: [id, ...], keepRecentTokens}, ...]
 // For every leaf: the path is SessionManager.getBranch(leaf), the settings pi's defaults with the
 // given keepRecentTokens. Prints, per file, {leafId: result | null} where result holds
 // prepareCompaction's fields, the file lists, the transcript pi would send to a model, and
 // estimateTokens of every message entry on the path.
 import { createHash } from "node:crypto";
-import { readFileSync } from "node:fs";
+import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
 
 const [modules] = process.argv.slice(2);
-const core = join(modules, "@mariozechner", "pi-coding-agent", "dist", "core");
+const scope = existsSync(join(modules, "@earendil-works")) ? "@earendil-works" : "@mariozechner";
+const core = join(modules, scope, "pi-coding-agent", "dist", "core");
 const load = async (...parts) => import(pathToFileURL(join(core, ...parts)).href);
 const { SessionManager } = await load("session-manager.js");
 const { prepareCompaction, estimateTokens, DEFAULT_COMPACTION_SETTINGS } = await load("compaction", "compaction.js");
@@ -29,7 +32,8 @@ for (const spec of input) {
     const path = sm.getBranch(leaf);
     const prep = prepareCompaction(path, settings);
     const estimates = {};
-    for (const e of path) if (e.type === "message") estimates[e.id] = estimateTokens(e.message);
+    // (a message stored with null content is estimated after the context fills it in)
+    for (const e of path) if (e.type === "message" && e.message.content != null) estimates[e.id] = estimateTokens(e.message);
     if (!prep) { results[leaf] = { prep: null, estimates }; continue; }
     const files = computeFileLists(prep.fileOps);
     const history = serializeConversation(convertToLlm(prep.messagesToSummarize));
