@@ -399,3 +399,30 @@ def test_items_handed_out_are_copies_and_any_limit_is_exact(where: str | None) -
         again = SessionTreeSession("long", where)
         assert run(again.get_items(700)) == stored[-700:]
         again.close()
+
+
+def test_handles_creating_one_new_id_at_once_make_one_session(shared: str) -> None:
+    """Per-request handles on an id nobody stored yet, all adding at once: one session holds
+    every item (PostgreSQL has no row to lock yet: the losers append again after it)."""
+    handles = [SessionTreeSession("brand-new", shared) for _ in range(4)]
+    start = threading.Barrier(len(handles))
+    failures: list[BaseException] = []
+
+    def add(n: int) -> None:
+        start.wait()
+        try:
+            run(handles[n].add_items(items(f"h{n}")))
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    threads = [threading.Thread(target=add, args=(n,)) for n in range(len(handles))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert failures == []
+    for handle in handles:
+        assert sorted(i["content"] for i in run(handle.get_items())) == ["h0", "h1", "h2", "h3"]
+        handle.close()
+    if "://" not in shared:  # a sessions root: one file
+        assert len(list(Path(shared).rglob("*_brand-new.jsonl"))) == 1

@@ -37,7 +37,7 @@ from weakref import WeakKeyDictionary
 from .. import _json
 from ..context import kept_after_compaction
 from ..entries import CHECKOUT_CUSTOM_TYPE
-from ..errors import InvalidLocation, MissingExtra, SessionNotFound
+from ..errors import ConcurrentModification, InvalidLocation, MissingExtra, SessionNotFound
 from ..importers.responses import AssistantInfo, ToolCalls, entry_items, item_entry
 from ..session import Session
 from ..stores.base import Store, check_session_id, has_logs
@@ -339,7 +339,13 @@ class SessionTreeSession:
         with self._lock:
             self._sync()
             try:
-                ids = self.tree.append_at_last(entries)
+                try:
+                    ids = self.tree.append_at_last(entries)
+                except ConcurrentModification:
+                    # a new session another handle stored first: append again, after its
+                    # entries (a session deleted or replaced meanwhile raises again)
+                    done.clear()
+                    ids = self.tree.append_at_last(entries)
             except BaseException:
                 self._branch = None  # what was planned may not be stored: read it again
                 raise

@@ -34,6 +34,7 @@ from .._treelog import TreeLog
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
+    DuplicateId,
     ReadOnlyStore,
     SessionNotFound,
 )
@@ -613,11 +614,20 @@ class SqlLog:
     def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
         assert self._conn is not None, "write() outside begin_append()"
         d = self.store.dialect
-        with self.store._errors():
-            state, rows = self.store._drive(write_flow(self._state, self.session_id, lines,
-                                                       header_line, d,
-                                                       notify=d.driver == "postgres"),
-                                            self._conn, last=True)
+        try:
+            with self.store._errors():
+                state, rows = self.store._drive(write_flow(self._state, self.session_id, lines,
+                                                           header_line, d,
+                                                           notify=d.driver == "postgres"),
+                                                self._conn, last=True)
+        except DuplicateId:
+            if self._state is not None:
+                raise
+            # a new session another writer stored first (its row did not exist to be locked):
+            # this transaction cannot go on; appending again reads that session in
+            raise ConcurrentModification(f"session {self.session_id} was created by another "
+                                         "writer meanwhile; nothing was written",
+                                         path=self.url) from None
         self._commit()
         self._created = state.created
         self._last_seq = state.last_seq
