@@ -21,10 +21,11 @@ Invariants:
   lines and updates the counts, so an append lands whole under the leaf its caller saw or not at
   all. Sending the same batch again (a retry after a lost reply) finds its lines stored and
   writes nothing.
-* The listing indexes are updated after the session's script, as separate commands (on a
-  cluster they live in other slots): a writer that dies in between leaves the session's row
-  right but its place in the order stale until its next append; a listing reads each row from
-  the session's hash, so names and counts are never stale, and skips ids without one.
+* On one server the append script updates the listing's sorted sets too. On a cluster they live
+  in other slots and are updated after the script, as separate commands: a writer that dies in
+  between leaves the session's row right but its place in the order stale until its next
+  append; a listing reads each row from the session's hash, so names and counts are never
+  stale, and skips ids without one.
 * ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
   holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
 * Passwords never appear in :attr:`RedisStore.url`, errors or logs.
@@ -81,7 +82,8 @@ __all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
-# KEYS: meta, lines, ids, lock. ARGV: mode (create | first | append | import), header line,
+# KEYS: meta, lines, ids, lock, then the listing's sorted sets on one server (on a cluster they
+# are in other slots: updated after the script). ARGV: mode (create | first | append | import), header line,
 # cwd, created, parent, created ms, message count, first message, activity, name set (0/1),
 # name, the writer's lock token ('': no lock), n, then n times: id, parent id ('' for none), line.
 _APPEND = """
@@ -94,6 +96,10 @@ if mode == 'append' then
   if stored ~= header then return {'recreated'} end
 elseif stored and (mode ~= 'first' or stored ~= header) then
   return {'exists'}
+end
+local function listed(modified)
+  local sid = string.match(meta, '{([^}]*)}')
+  for i = 5, #KEYS do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
 end
 local n = tonumber(ARGV[13])
 local batch = {}
@@ -116,7 +122,9 @@ end
 if again > 0 then
   if again < n then return {'dup', ARGV[14]} end
   if token ~= '' then redis.call('DEL', lock) end
-  return {'ok', first_again, tonumber(redis.call('HGET', meta, 'modified')), 1}
+  local modified = tonumber(redis.call('HGET', meta, 'modified'))
+  listed(modified)
+  return {'ok', first_again, modified, 1}
 end
 if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
@@ -146,6 +154,7 @@ redis.call('HSET', meta, 'modified', modified)
 local changed = 0
 if modified ~= old or not stored then changed = 1 end
 if token ~= '' then redis.call('DEL', lock) end
+listed(modified)
 return {'ok', first, modified, changed}
 """
 
@@ -362,12 +371,13 @@ class RedisStore:
             raise ReadOnlyStore("the store was opened read-only; nothing was written",
                                 path=self.url)
 
-    def _run_append(self, session_id: str, args: list[Any]) -> list[Any]:
-        """The append script on the session's slot (``WAIT`` after it when durable)."""
+    def _run_append(self, session_id: str, args: list[Any], cwd: str) -> list[Any]:
+        """The append script on the session's slot (``WAIT`` after it when durable); on one
+        server it updates the listing's sorted sets too."""
         keys = list(self.keys(session_id))
         with self._errors(writing=True):
             if not self.cluster:
-                return self._pipelined(self._client, keys, args)
+                return self._pipelined(self._client, keys + self._index_keys(cwd), args)
             node = self._client.get_node_from_key(keys[0])
             asking = False
             for attempt in range(10):
@@ -432,7 +442,7 @@ class RedisStore:
         cwd, created, parent = (_field(header, "cwd"), _field(header, "timestamp"),
                                 _field(header, "parentSession"))
         created_ms = iso_to_ms(created) if created else None
-        if mode != "append":
+        if mode != "append" and self.cluster:
             self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
         stats = ListingStats()
         parsed = [line for line in map(listing_line, lines) if line is not None]
@@ -445,7 +455,7 @@ class RedisStore:
             _text(stats.name or ""), token, len(lines)]
         for record, line in zip(records, lines):
             args += [_text(record.id), _text(record.parent_id or ""), line]
-        reply = self._run_append(session_id, args)
+        reply = self._run_append(session_id, args, cwd)
         status = reply[0].decode()
         where = self.session_url(session_id)
         if status == "lease":
@@ -468,7 +478,7 @@ class RedisStore:
             raise ConcurrentModification(f"parent {parent_id} of {entry} is not in the session;"
                                          " nothing was written", path=where, entry_id=entry)
         first, modified, changed = int(reply[1]), int(reply[2]), bool(reply[3])
-        if changed:
+        if changed and self.cluster:  # on one server the script did it
             self._index(cwd, session_id, modified)
         return first
 
