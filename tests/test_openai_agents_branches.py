@@ -19,6 +19,8 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
+from sessiontree.export.html import export_html
+from sessiontree.export.markdown import export_markdown
 from sessiontree.integrations.openai_agents import SessionTreeSession
 from sessiontree.usage import session_usage
 
@@ -145,6 +147,11 @@ def test_branches_turns_and_usage_through_real_runs(llm: FakeLLM, where: str | N
     tree = session.tree
     totals = session_usage(tree)
     assert (totals.input, totals.output, totals.cache_read) == (1060, 50, 140)
+    # the exports show the runs' usage entries, and the branch labels
+    document = export_markdown(tree, all_branches=True)
+    assert document.count("*Usage (openai-agents.run): openai/gpt-4.1,") == 4
+    page = export_html(tree)
+    assert page.count(b"openai-agents.run") >= 4 and b"lyon" in page
     if where is not None:
         session.close()
         again = SessionTreeSession("user_1", where)
