@@ -179,9 +179,22 @@ class SessionContext:
                          for m in self._data)
         return head + b'"messages":[' + body + b"]" + tail
 
-    def to_llm(self) -> list[AgentMessage]:
-        """The messages as a model receives them (:func:`convert_to_llm`)."""
-        return convert_to_llm(self.messages)
+    def to_llm(self, *, collapse: bool = False) -> list[AgentMessage]:
+        """The messages as a model receives them (:func:`convert_to_llm`): system messages
+        stay where they are, as pi's ``convertToLlm`` leaves them. With ``collapse``, for a
+        model API without mid-conversation system messages, the system prompt and tools
+        replayed from all of them lead and the others are dropped (pi-ai's
+        ``collapseSystemMessages``; the request builders of :mod:`sessiontree.providers` do
+        this themselves)."""
+        messages = convert_to_llm(self.messages)
+        if not collapse:
+            return messages
+        from .system_prompt import collapse_system_messages
+
+        collapsed = collapse_system_messages(messages)
+        if collapsed and isinstance(collapsed[0], dict):
+            collapsed[0] = message_from_builtins(collapsed[0])
+        return collapsed
 
     def __repr__(self) -> str:
         return (f"SessionContext({len(self._data)} messages, thinking_level={self.thinking_level!r}, "

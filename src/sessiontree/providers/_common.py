@@ -42,6 +42,7 @@ from ..messages import (
 
 __all__ = [
     "LlmMessage", "RequestSource", "ToolSpec", "as_tool_spec", "json_arguments", "prepare_messages",
+    "replayed_prompt",
     "request_target", "sanitize", "sanitize_id",
 ]
 
@@ -64,6 +65,30 @@ def request_target(source: RequestSource, model: str | None, provider: str | Non
     if provider is None and ref is not None and isinstance(ref.provider, str):
         provider = ref.provider
     return source.messages, model, provider
+
+
+def replayed_prompt(messages: Sequence[AgentMessage | UnknownMessage], system: str | None,
+                    tools: Sequence[ToolSpec | Any]
+                    ) -> tuple[Sequence[AgentMessage | UnknownMessage], str | None, list[Any]]:
+    """The messages, system prompt and tools of a request to a model API that takes no system
+    message mid-conversation, as pi-ai 1.x builds them: the given ``system`` and ``tools``
+    become a leading system message (``normalizeContext``), every system message is replayed
+    into one that leads and the others are dropped (``collapseSystemMessages``); the prompt is
+    its content then its sections (``getSystemMessageText``), the tools its ``toolsAdded``.
+    Without system messages in ``messages`` everything is returned as given."""
+    from ..system_prompt import collapse_system_messages, system_message_text
+
+    if not any(getattr(m, "role", None) == "system" for m in messages):
+        return messages, system, list(tools)
+    declared = [msgspec.to_builtins(as_tool_spec(t)) for t in tools]
+    initial: list[Any] = []
+    if system or declared:
+        initial = [{"role": "system", "content": system or "",
+                    **({"toolsAdded": declared} if declared else {}), "timestamp": 0}]
+    collapsed = collapse_system_messages([*initial, *messages])
+    head = collapsed[0]
+    text = system_message_text(head)
+    return collapsed[1:], text or None, list(head.get("toolsAdded", []))
 
 
 class ToolSpec(msgspec.Struct, frozen=True):

@@ -39,6 +39,7 @@ from ._common import (
     ToolSpec,
     as_tool_spec,
     prepare_messages,
+    replayed_prompt,
     request_target,
     sanitize,
     sanitize_id,
@@ -171,6 +172,7 @@ def anthropic_request(source: RequestSource, *,
         max_tokens: the output budget (default :data:`DEFAULT_MAX_TOKENS`; the API requires it).
     """
     messages, model, provider = request_target(source, model, provider)
+    messages, system, tools = replayed_prompt(messages, system, tools)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model

@@ -40,6 +40,7 @@ from ._common import (
     as_tool_spec,
     json_arguments,
     prepare_messages,
+    replayed_prompt,
     request_target,
     sanitize,
     sanitize_id,
@@ -160,6 +161,7 @@ def chat_request(source: RequestSource, *, model: str | None = None,
         system_role: see :func:`chat_messages`.
     """
     messages, model, provider = request_target(source, model, provider)
+    messages, system, tools = replayed_prompt(messages, system, tools)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model

@@ -43,6 +43,7 @@ from ._common import (
     as_tool_spec,
     json_arguments,
     prepare_messages,
+    replayed_prompt,
     request_target,
     sanitize,
     sanitize_id,
@@ -228,6 +229,7 @@ def responses_request(source: RequestSource, *,
         system_role: see :func:`responses_input`.
     """
     messages, model, provider = request_target(source, model, provider)
+    messages, system, tools = replayed_prompt(messages, system, tools)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model
