@@ -369,17 +369,21 @@ class JsonlFile:
             parts.append(b"\n")
             offset += len(line) + 1
         data = b"".join(parts)
-        start = os.fstat(self._write_fd).st_size  # (pi, taking no lock, may have added lines)
+        written = 0
         try:
             written = os.write(self._write_fd, data)
             if written != len(data):  # a full disk: the next write() would say why
-                os.write(self._write_fd, data[written:])
-                raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+                first = written
+                written += os.write(self._write_fd, data[written:])
+                raise OSError(errno.ENOSPC, f"short write ({first} of {len(data)} bytes)")
             if self.durable:
                 os.fsync(self._write_fd)
         except OSError as exc:
             scanner.resume(before)
-            self._undo_write(start)
+            # the size just before this write: what the file holds now, less what this write
+            # added (pi, taking no lock, may have added lines before it; they stay). Asked
+            # only on failure: an append costs one fstat (begin_append's) and one write.
+            self._undo_write(os.fstat(self._write_fd).st_size - written)
             raise WriteFailed.of(exc, self.path) from exc
         self._size += len(data)
         self._needs_newline = False
