@@ -735,3 +735,32 @@ def test_async_follow_survives_losing_the_listening_connection(postgres_url: str
             return got
 
     assert asyncio.run(run()) == ["before", "after"]
+
+
+def test_two_async_handles_see_each_others_appends(tmp_path: Path) -> None:
+    """refresh, append_at_last and release through AsyncSession, on one SQLite session."""
+    from sessiontree import AsyncSession, SqliteStore, UserMessage
+
+    async def scenario() -> None:
+        store = SqliteStore.open(tmp_path / "handles.db")
+        first = await AsyncSession.create(cwd="/w", store=store, session_id="shared")
+        await first.append_message(UserMessage.of("one"))
+        second = await AsyncSession.open("shared", store=store)
+        await first.append_message(UserMessage.of("two"))
+        fresh = await second.refresh()
+        assert len(fresh) == 1 and second.leaf_id == fresh[0]
+        seen: list[str | None] = []
+
+        def plan(leaf: str | None) -> tuple[str | None, list[dict[str, Any]]]:
+            seen.append(leaf)
+            return leaf, [{"type": "custom", "customType": "note"}]
+
+        written = await second.append_at_last(plan)
+        await second.release()
+        assert seen == [fresh[0]] and len(written) == 1
+        assert await first.refresh() == written
+        await first.aclose()
+        await second.aclose()
+        store.close()
+
+    asyncio.run(scenario())

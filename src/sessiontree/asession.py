@@ -153,12 +153,14 @@ class AsyncSession:
                      cwd: str | None = None, *, session_id: str | None = None,
                      parent_session: str | None = None,
                      root: str | os.PathLike[str] | None = None, durable: bool = False,
-                     store: AsyncStore | Store | str | None = None) -> AsyncSession:
+                     store: AsyncStore | Store | str | None = None,
+                     lock_timeout: float = 0.0) -> AsyncSession:
         """:meth:`Session.create`: a new file, or a new session of ``store`` (a store object,
         an ``AsyncPostgresStore`` or ``AsyncSqliteStore`` among them, left open; or a store URL,
         closed with the session). Nothing is stored until the first append."""
         options: dict[str, Any] = {"session_id": session_id, "parent_session": parent_session,
-                                   "root": root, "durable": durable}
+                                   "root": root, "durable": durable,
+                                   "lock_timeout": lock_timeout}
         owned = None
         if isinstance(store, str) and parse_location(store).kind == "postgres":
             owned = store = await _open_postgres(parse_location(store).store, read_only=False)
@@ -434,6 +436,17 @@ class AsyncSession:
 
     async def extend(self, entries: Iterable[Mapping[str, Any] | AnyEntry]) -> list[str]:
         return await self._run(self.sync.extend, list(entries))
+
+    async def append_at_last(self, plan: Callable[[str | None], tuple[str | None, Sequence[
+            Mapping[str, Any]]]]) -> list[str]:
+        """:meth:`Session.append_at_last` (``plan`` runs in the worker thread, under the lock)."""
+        return await self._run(self.sync.append_at_last, plan)
+
+    async def refresh(self) -> list[str]:
+        return await self._run(self.sync.refresh)
+
+    async def release(self) -> None:
+        await self._run(self.sync.release)
 
     async def branch(self, entry_id: str) -> None:
         await self._run(self.sync.branch, entry_id)
