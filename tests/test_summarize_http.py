@@ -456,3 +456,21 @@ def test_async_compaction_uses_the_adapters_async_path(server: FakeLLM, tmp_path
     budgets = sorted(seen.body["max_tokens"] for seen in server.requests)
     assert budgets == [int(0.5 * 16384), int(0.8 * 16384)]
     session.close()
+
+
+@pytest.mark.parametrize("make", ADAPTERS)
+def test_a_compaction_stores_the_summarizers_usage(server: FakeLLM, make: Any) -> None:
+    """pi 1.5.2 stores the summary call's usage on the compaction (counted in the session's
+    totals); the HTTP summarizers report it, priced from the offline table."""
+    from sessiontree import Session, SummaryText
+
+    text = summarize(make(server))
+    assert isinstance(text, SummaryText) and text.usage is not None
+    assert (text.usage.input, text.usage.output) == (812, 64)
+    session = Session.in_memory()
+    for index in range(6):
+        session.append_message(UserMessage.of(f"question {index} " + "words " * 200))
+        session.append_message(AssistantMessage.of(f"answer {index} " + "more " * 200))
+    compaction = session.compact(make(server), keep_recent_tokens=300)
+    assert compaction.usage is not None and compaction.usage.output >= 64  # type: ignore[union-attr]
+    assert compaction.usage.input == 812 * (1 + compaction.summary.count("Turn Context"))  # type: ignore[union-attr]

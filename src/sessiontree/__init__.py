@@ -119,7 +119,14 @@ if TYPE_CHECKING:
     from .stores.base import SessionListing, SessionLog, Store
     from .stores.jsonl import JsonlFile, JsonlStore, default_session_dir, list_sessions
     from .stores.memory import MemoryLog, MemoryStore
-    from .summarize.base import CancelToken, Summarizer, SummaryCancelled, SummaryFailed, SummaryRequest
+    from .summarize.base import (
+        CancelToken,
+        Summarizer,
+        SummaryCancelled,
+        SummaryFailed,
+        SummaryRequest,
+        SummaryText,
+    )
     from .compaction import (
         DEFAULT_COMPACTION_SETTINGS,
         AlreadyCompacted,
@@ -183,7 +190,7 @@ _MODULES = {
     "stores.memory": (
         "MemoryLog MemoryStore"),
     "summarize.base": (
-        "CancelToken Summarizer SummaryCancelled SummaryFailed SummaryRequest"),
+        "CancelToken Summarizer SummaryCancelled SummaryFailed SummaryRequest SummaryText"),
     "agent": (
         "AgentSession AsyncAgentSession ExtensionAPI ExtensionMessage Tool ToolResult"),
     "renderers": (
@@ -271,6 +278,7 @@ __all__ = [
     "SummaryCancelled",
     "SummaryFailed",
     "SummaryRequest",
+    "SummaryText",
     "TreeEvent",
     "TreePreparation",
     "repair_file",

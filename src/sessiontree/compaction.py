@@ -35,7 +35,7 @@ from .entries import (
     entry_from_builtins,
 )
 from .errors import SessionTreeError
-from .messages import AgentMessage, UnknownMessage, message_from_builtins
+from .messages import AgentMessage, Cost, UnknownMessage, Usage, message_from_builtins
 from .summarize.base import (
     CancelToken,
     Summarizer,
@@ -778,12 +778,16 @@ class CompactionResult(msgspec.Struct, frozen=True):
         first_kept_entry_id: where the kept part starts.
         tokens_before: the context's estimated tokens before compacting.
         details: ``{readFiles, modifiedFiles}`` (a :class:`FileDetails`), or a hook's own.
+        usage: what the summaries cost, when the summarizer reported it (a
+            :class:`~sessiontree.summarize.base.SummaryText`): both summaries' of a split turn
+            added up, as pi's ``combineUsage`` does.
     """
 
     summary: str
     first_kept_entry_id: str
     tokens_before: int
     details: Any = msgspec.UNSET
+    usage: Usage | UnsetType = msgspec.UNSET
 
 
 def _checked(summarizer: Any, text: Any, cancel: CancelToken | None) -> str:
@@ -865,12 +869,27 @@ def _requests(preparation: CompactionPreparation, instructions: str | None) -> _
     return _Requests(None, preparation.previous_summary or NO_PRIOR_HISTORY, prefix)
 
 
+def _combined_usage(*texts: str | None) -> Usage | UnsetType:
+    """The usage the summarizer reported for these summaries, added up (pi's
+    ``combineUsage``); unset when it reported none."""
+    found = [u for u in (getattr(t, "usage", None) for t in texts) if isinstance(u, Usage)]
+    if not found:
+        return msgspec.UNSET
+    if len(found) == 1:
+        return found[0]
+    fields = ("input", "output", "cache_read", "cache_write", "total_tokens")
+    costs = ("input", "output", "cache_read", "cache_write", "total")
+    return Usage(**{f: sum(getattr(u, f) for u in found) for f in fields},
+                 cost=Cost(**{c: sum(getattr(u.cost, c) for u in found) for c in costs}))
+
+
 def _result(preparation: CompactionPreparation, history: str, prefix: str | None) -> CompactionResult:
     summary = history if prefix is None else history + TURN_CONTEXT_SEPARATOR + prefix
     summary += format_file_operations(preparation.file_details)
     return CompactionResult(summary=summary, first_kept_entry_id=preparation.first_kept_entry_id,
                             tokens_before=preparation.tokens_before,
-                            details=preparation.file_details)
+                            details=preparation.file_details,
+                            usage=_combined_usage(history, prefix))
 
 
 def generate_compaction(preparation: CompactionPreparation, summarizer: Summarizer | None = None,
@@ -1059,7 +1078,8 @@ def _append(session: Session, state: _Compacting, result: CompactionResult,
     if session.leaf_id != state.leaf:  # a hook moved the leaf: compact where we prepared
         session.branch(state.leaf) if state.leaf is not None else session.reset_leaf()
     entry_id = session.append_compaction(result.summary, result.first_kept_entry_id,
-                                         result.tokens_before, result.details, from_hook=from_hook)
+                                         result.tokens_before, result.details, from_hook=from_hook,
+                                         usage=result.usage)
     entry = session.entry(entry_id)
     assert isinstance(entry, Compaction)
     return entry, CompactEvent(compaction=entry, from_hook=from_hook, session=session)

@@ -23,6 +23,7 @@ from .base import (
     SummaryCancelled,
     SummaryFailed,
     SummaryRequest,
+    SummaryText,
     branch_summary_text,
     format_file_operations,
 )
@@ -44,6 +45,7 @@ __all__ = [
     "SummaryCancelled",
     "SummaryFailed",
     "SummaryRequest",
+    "SummaryText",
     "branch_summary_text",
     "format_file_operations",
     "summarizer_from_spec",

@@ -17,6 +17,7 @@ from typing import Any, ClassVar
 
 from ..providers._http import HttpClient
 from .base import (
+    SummaryText,
     CancelToken,
     SummarizerNotConfigured,
     SummaryCancelled,
@@ -160,6 +161,11 @@ class HttpSummarizer(HttpClient):
         """
         raise NotImplementedError
 
+    def extract_usage(self, data: Any) -> dict[str, int]:
+        """The answer's token counts as pi counts them (``input`` without cached tokens,
+        ``output``, ``cache_read``, ``cache_write``); empty when the answer has none."""
+        return {}
+
     def summarize(self, request: SummaryRequest, cancel: CancelToken | None = None) -> str:
         """Ask the model for the summary; blocks until it arrives.
 
@@ -186,7 +192,12 @@ class HttpSummarizer(HttpClient):
         return await self.cancellable(self._summary(body), cancel, f"the {self.provider} summary")
 
     async def _summary(self, body: dict[str, Any]) -> str:
-        text = self.extract_text(await self.post_json(self.path, body))
+        from ..providers.base import priced_usage
+
+        data = await self.post_json(self.path, body)
+        text = self.extract_text(data)
         if not text.strip():
             raise SummaryFailed(f"{self.provider} model {self.model} returned an empty summary")
-        return text.strip()
+        tokens = self.extract_usage(data)
+        return SummaryText(text.strip(), priced_usage(self.provider, self.model, **tokens)
+                           if tokens else None)

@@ -44,6 +44,15 @@ class AnthropicSummarizer(HttpSummarizer, AnthropicEndpoint):
             body["temperature"] = self.temperature
         return body
 
+    def extract_usage(self, data: Any) -> dict[str, int]:
+        usage = data.get("usage") if isinstance(data, Mapping) else None
+        if not isinstance(usage, Mapping):
+            return {}
+        return {ours: usage[theirs] for ours, theirs in (
+            ("input", "input_tokens"), ("output", "output_tokens"),
+            ("cache_read", "cache_read_input_tokens"),
+            ("cache_write", "cache_creation_input_tokens")) if isinstance(usage.get(theirs), int)}
+
     def extract_text(self, data: Any) -> str:
         content = data.get("content") if isinstance(data, Mapping) else None
         if not isinstance(content, list):

@@ -17,7 +17,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import msgspec
 
 from ..errors import SessionTreeError
-from ..messages import AgentMessage, UnknownMessage
+from ..messages import AgentMessage, UnknownMessage, Usage
 
 __all__ = [
     "BRANCH_SUMMARY_PREAMBLE",
@@ -27,6 +27,7 @@ __all__ = [
     "SummaryCancelled",
     "SummaryFailed",
     "SummaryRequest",
+    "SummaryText",
     "Summarizer",
     "branch_summary_text",
     "format_file_operations",
@@ -90,6 +91,19 @@ class SummaryRequest(msgspec.Struct, frozen=True):
     max_tokens: int = 2048
     read_files: list[str] = []
     modified_files: list[str] = []
+
+
+class SummaryText(str):
+    """A summary a summarizer wrote, with the usage of the model call that wrote it (the HTTP
+    summarizers return one): a compaction stores it as its ``usage``, counted in the
+    session's totals. A plain ``str`` summary has none."""
+
+    usage: Usage | None
+
+    def __new__(cls, text: str, usage: Usage | None = None) -> SummaryText:
+        made = super().__new__(cls, text)
+        made.usage = usage
+        return made
 
 
 @runtime_checkable

@@ -55,6 +55,17 @@ class OpenAISummarizer(HttpSummarizer, OpenAIEndpoint):
             body["temperature"] = self.temperature
         return body
 
+    def extract_usage(self, data: Any) -> dict[str, int]:
+        usage = data.get("usage") if isinstance(data, Mapping) else None
+        if not isinstance(usage, Mapping):
+            return {}
+        details = usage.get("prompt_tokens_details")
+        cached = details.get("cached_tokens") if isinstance(details, Mapping) else None
+        cached = cached if isinstance(cached, int) else 0
+        prompt, output = usage.get("prompt_tokens"), usage.get("completion_tokens")
+        return {"input": max(0, (prompt if isinstance(prompt, int) else 0) - cached),
+                "output": output if isinstance(output, int) else 0, "cache_read": cached}
+
     def extract_text(self, data: Any) -> str:
         choices = data.get("choices") if isinstance(data, Mapping) else None
         if not isinstance(choices, list) or not choices or not isinstance(choices[0], Mapping):
