@@ -267,3 +267,33 @@ def test_sessions_of_pi_0_73_read_the_same_in_pi_1_5(tmp_path: Path) -> None:
         with Session.open(path, strict=True) as session:
             assert tree_of(session) == answer["tree"]
             assert_contexts(session, answer, True, path.name)
+
+
+def test_contents_are_filled_in_whatever_the_key_order(tmp_path: Path) -> None:
+    """Stored bytes are checked for a top-level content without decoding only when that is
+    certain; a nested "content" key, another key order or a later null still give pi's []."""
+    messages = [
+        {"role": "user", "meta": {"content": "nested"}, "timestamp": 1},        # missing
+        {"content": None, "role": "user", "timestamp": 2},                       # null, first
+        {"role": "toolResult", "toolCallId": "c", "toolName": "t", "isError": False,
+         "timestamp": 3},                                                         # missing
+        {"role": "assistant", "content": [{"type": "text", "text": '"content":null'}],
+         "timestamp": 4},                                                         # kept as is
+        {"role": "system", "sections": {"content": "x"}, "timestamp": 5},         # missing
+    ]
+    lines = [{"type": "session", "version": 3, "id": "s", "timestamp": "2026-01-01T00:00:00.000Z",
+              "cwd": "/"}]
+    parent = None
+    for number, message in enumerate(messages):
+        lines.append({"type": "message", "id": f"m{number}", "parentId": parent,
+                      "timestamp": "2026-01-01T00:00:00.000Z", "message": message})
+        parent = f"m{number}"
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(b"".join(dumps(line) + b"\n" for line in lines))
+    (pis,) = pi1_read([path], full=True)
+    with Session.open(path) as session:
+        got = session.build_context().to_builtins()["messages"]
+        assert_contexts(session, pis, False, "key orders")
+    assert [m.get("content") for m in got] == [[], [], [], messages[3]["content"], ""]
+    assert list(got[0]) == ["role", "meta", "timestamp", "content"]  # appended, as pi spreads
+    assert list(got[1]) == ["content", "role", "timestamp"]          # kept in place

@@ -284,23 +284,32 @@ def compaction_messages(entry: Mapping[str, Any]) -> list[Any]:
 
 _EMPTY_CONTENT = {"system": "", "user": [], "assistant": [], "toolResult": []}
 """What a null or missing ``content`` of these roles becomes in the context (pi 1.5.2)."""
-_PREFIXES = {role: b'{"role":"' + role.encode() + b'","content":' for role in _EMPTY_CONTENT}
+_CONTENT_KEY = b'"content":'
+
+
+def _visibly_has_content(raw: bytes) -> bool:
+    """Whether stored message bytes certainly hold a non-null top-level ``content``: the first
+    ``"content":`` comes before any nested object or array (so it is a top-level key: inside a
+    string its quotes would be escaped), is not ``null``, and no ``"content":null`` follows.
+    ``False`` only means "decode to know"."""
+    at = raw.find(_CONTENT_KEY)
+    if at <= 0 or raw.find(b"{", 1, at) >= 0 or raw.find(b"[", 1, at) >= 0:
+        return False
+    start = at + len(_CONTENT_KEY)
+    return raw[start:start + 1] != b"n" and raw.find(b'"content":null', start) < 0
 
 
 def _stored_message(message: dict[str, Any] | msgspec.Raw, role: str | None
                     ) -> dict[str, Any] | msgspec.Raw:
     """A message entry's message as the context holds it: unchanged, unless its role is one
     whose null or missing ``content`` pi 1.5.2 fills in. Stored bytes that visibly have a
-    non-null top-level ``content`` (pi's key order, no ``"content":null`` anywhere) are kept
-    without decoding."""
+    non-null top-level ``content`` are kept without decoding."""
     empty = _EMPTY_CONTENT.get(role) if isinstance(role, str) else None
     if empty is None:
         return message
     if isinstance(message, msgspec.Raw):
         raw = bytes(message)
-        prefix = _PREFIXES[role]  # type: ignore[index]
-        if raw.startswith(prefix) and raw[len(prefix):len(prefix) + 1] != b"n" \
-                and b'"content":null' not in raw:
+        if _visibly_has_content(raw):
             return message
         data = _json.loads(raw)
         if not isinstance(data, dict) or data.get("content") is not None:
