@@ -84,9 +84,11 @@ def default_sessions_root() -> Path:
 
 
 def default_session_dir(cwd: str, root: str | os.PathLike[str] | None = None) -> Path:
-    """pi's per-working-directory folder: ``<root>/--<cwd with / \\ : as ->--/``."""
+    """pi's per-working-directory folder: ``<root>/--<cwd with / \\ : as ->--/``; a NUL (which
+    no file name may hold, and where pi fails) is a ``-`` too, so a session whose cwd holds one
+    can still be written back from a database."""
     trimmed = cwd[1:] if cwd[:1] in ("/", "\\") else cwd
-    folder = "--" + re.sub(r"[/\\:]", "-", trimmed) + "--"
+    folder = "--" + re.sub(r"[/\\:\x00]", "-", trimmed) + "--"
     from pathlib import Path
 
     return Path(root) / folder if root is not None else default_sessions_root() / folder
