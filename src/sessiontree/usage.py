@@ -58,26 +58,10 @@ class UsageTotals(msgspec.Struct, kw_only=True):
         ``cost.total``); ``None`` adds nothing."""
         if usage is None:
             return
-        value = usage.input
-        if type(value) is int:
-            self.input += value
-        elif type(value) is float:
-            self.input += _count(value)
-        value = usage.output
-        if type(value) is int:
-            self.output += value
-        elif type(value) is float:
-            self.output += _count(value)
-        value = usage.cache_read
-        if type(value) is int:
-            self.cache_read += value
-        elif type(value) is float:
-            self.cache_read += _count(value)
-        value = usage.cache_write
-        if type(value) is int:
-            self.cache_write += value
-        elif type(value) is float:
-            self.cache_write += _count(value)
+        self.input += _count(usage.input)
+        self.output += _count(usage.output)
+        self.cache_read += _count(usage.cache_read)
+        self.cache_write += _count(usage.cache_write)
         cost = usage.cost
         if cost is not None:
             total = cost.total
@@ -123,8 +107,14 @@ def _tokens(count: int) -> str:
     return f"{math.floor(count / 1_000_000 + 0.5)}M"
 
 
-def _count(value: float) -> int:
-    return int(value) if value == value and abs(value) != float("inf") else 0
+def _count(value: Any) -> int:
+    """A stored token count as pi adds it: an int as is, a finite float truncated, anything
+    else (a string, NaN, an infinity, a missing count) nothing."""
+    if type(value) is int:
+        return value
+    if type(value) is float and value == value and abs(value) != float("inf"):
+        return int(value)
+    return 0
 
 
 class _Message(msgspec.Struct):
