@@ -67,10 +67,11 @@ def test_every_key_of_a_session_is_in_its_slot(store: RedisStore) -> None:
     session = Session.create(cwd="/w", store=store)
     session.append_message(UserMessage.of("one"))
     session.set_name("n")
-    slots = {key_slot(key.encode()) for key in store.keys(session.id)}
+    keys = [*store.keys(session.id), store.words_key(session.id)]
+    slots = {key_slot(key.encode()) for key in keys}
     assert len(slots) == 1
     prefix_keys = [k.decode() for k in _all_keys(store)]
-    assert sorted(k for k in prefix_keys if session.id in k) == sorted(store.keys(session.id)[:3])
+    assert sorted(k for k in prefix_keys if session.id in k) == sorted(keys[:3] + keys[4:])
     session.close()
 
 

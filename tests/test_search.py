@@ -27,9 +27,12 @@ from sessiontree.stores._jsonl_search import index_path
 from sessiontree.stores.jsonl import JsonlStore, default_session_dir
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.postgres import PostgresStore
+from sessiontree.stores.redis import RedisStore
 from sessiontree.stores.sqlite import SqliteStore
 from sessiontree.testing.generate import generate_folder
 from sessiontree.transfer import copy_sessions
+
+from .backends import redis_store_url
 
 PROJECT = "/home/dev/projects/tracker"
 
@@ -114,24 +117,28 @@ def _comparable(hits: list[Any]) -> list[dict[str, Any]]:
     return rows
 
 
-def test_every_backend_gives_the_same_hits(root: Path, tmp_path: Path,
-                                           fresh_postgres_url: str) -> None:
+def test_every_backend_gives_the_same_hits(root: Path, tmp_path: Path, fresh_postgres_url: str,
+                                           request: pytest.FixtureRequest) -> None:
     db = f"sqlite:///{tmp_path / 'search.db'}"
     assert copy_sessions(str(root), db).copied
     copy_sessions(db, fresh_postgres_url)
+    redis_urls = {kind: redis_store_url(request, kind) for kind in ("redis", "redis-cluster")}
+    for url in redis_urls.values():
+        assert copy_sessions(db, url).copied
     memory = MemoryStore()
     with SqliteStore.open(tmp_path / "search.db") as source:
         for session_id in source.session_ids():
             header, lines = source.export_lines(session_id)
             memory.import_lines(header, list(lines))
     stores = {"jsonl": JsonlStore(root), "sqlite": SqliteStore.open(tmp_path / "search.db"),
-              "postgres": PostgresStore.from_url(fresh_postgres_url), "memory": memory}
+              "postgres": PostgresStore.from_url(fresh_postgres_url), "memory": memory,
+              **{kind: RedisStore.from_url(url) for kind, url in redis_urls.items()}}
     try:
         for query, options in QUERIES:
             results = {name: _comparable(store.search(query, **options))
                        for name, store in stores.items()}
-            assert results["jsonl"] == results["sqlite"] == results["postgres"] == \
-                results["memory"], query
+            for name, found in results.items():
+                assert found == results["jsonl"], (query, name)
             if query != "nothing-like-this-anywhere":
                 assert results["jsonl"], query
     finally:
@@ -331,3 +338,45 @@ def test_the_search_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None
     done = runner.invoke(cli, ["search", "--", "--", str(root)])
     assert done.exit_code == 1 and "nothing to search for" in done.stderr
     assert search_sessions(str(root), "handshake", cwd="/srv/app") == []
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.FixtureRequest,
+                                                  tmp_path: Path) -> None:
+    url = redis_store_url(request, kind)
+    with RedisStore.from_url(url) as store:
+        sessions = [Session.create(cwd=f"/w{n}", store=store) for n in range(5)]
+        for n, session in enumerate(sessions):  # sessions in several slots (on the cluster)
+            session.append_message(UserMessage.of(f"the albatross migrates, number {n}"))
+            session.append_message(UserMessage.of("nothing to see"))
+        first = sessions[0]
+        branch_point = first.leaf_id
+        first.append_message(UserMessage.of("a second Albatross sighting"))
+        first.branch(branch_point)
+        first.append_message(UserMessage.of("on the current branch"))
+        hits = store.search("albatross")
+        assert sorted(h.session_id for h in hits) == sorted([s.id for s in sessions] + [first.id])
+        (old,) = [h for h in hits if "sighting" in h.snippet]
+        assert old.on_current_branch is False and old.session == store.session_url(first.id)
+        assert [h.session_id for h in store.search("albatross", cwd="/w3")] == [sessions[3].id]
+        assert [h.session_id for h in store.search('"number 2"')] == [sessions[2].id]
+        assert store.search('"albatross number"') == []  # words, not adjacent
+        # the index holds each word once per entry, in the session's slot
+        words = store._client.zrange(store.words_key(first.id), 0, -1)
+        assert b"albatross 1" in words and b"sighting 3" in words
+        assert len(words) == len(set(words))
+        # a session stored before the index (no word set, no mark) is read line by line
+        store._client.delete(store.words_key(sessions[1].id))
+        store._client.hdel(store.keys(sessions[1].id)[0], "indexed")
+        assert [h.session_id for h in store.search('"number 1"')] == [sessions[1].id]
+        # through the address, and the command
+        assert {h.session_id for h in search_sessions(url, "albatross", limit=100)} == \
+            {s.id for s in sessions}
+        done = CliRunner().invoke(cli, ["search", "sighting", url, "--json"])
+        assert done.exit_code == 0, done.output
+        assert [hit["session_id"] for hit in json.loads(done.stdout)] == [first.id]
+        for session in sessions:
+            session.close()
+        store.delete(first.id)
+        assert store._client.exists(store.words_key(first.id)) == 0
+        assert first.id not in {h.session_id for h in store.search("albatross")}

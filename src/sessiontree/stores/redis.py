@@ -8,6 +8,9 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
 * ``P:{ID}:lock``, while a writer appends: its token, with a lease;
+* ``P:{ID}:words``, a sorted set: the search index, ``word position`` for each distinct word
+  of each entry (split by :mod:`sessiontree._search`), written by the append script (the hash's
+  ``indexed`` field marks a session that has it);
 * ``P:sessions`` and ``P:cwd:<sha1 of the cwd>``, sorted sets: session ids by modified time,
   what a listing reads instead of the entries.
 
@@ -40,6 +43,7 @@ import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from datetime import date, datetime
 from typing import Any
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
@@ -61,8 +65,18 @@ from .. import _json
 from .._columns import Columns
 from .._listing import ListingStats, listing_line, listing_row
 from .._scan import FileRecord, Problem, Record, Scanner
+from .._search import (
+    Candidate,
+    SearchHit,
+    document,
+    parse_query,
+    rank,
+    recent_first,
+    since_ms,
+    tokens,
+)
 from .._time import iso_to_ms
-from .._treelog import TreeLog
+from .._treelog import TreeLog, current_branch
 from ..entries import AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
@@ -82,12 +96,13 @@ __all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
-# KEYS: meta, lines, ids, lock, then the listing's sorted sets on one server (on a cluster they
-# are in other slots: updated after the script). ARGV: mode (create | first | append | import), header line,
-# cwd, created, parent, created ms, message count, first message, activity, name set (0/1),
-# name, the writer's lock token ('': no lock), n, then n times: id, parent id ('' for none), line.
+# KEYS: meta, lines, ids, lock, words, then the listing's sorted sets on one server (on a
+# cluster they are in other slots: updated after the script). ARGV: mode (create | first |
+# append | import), header line, cwd, created, parent, created ms, message count, first
+# message, activity, name set (0/1), name, the writer's lock token ('': no lock), n, then n
+# times: id, parent id ('' for none), line, the line's search words (space-separated).
 _APPEND = """
-local meta, lines, ids, lock = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
+local meta, lines, ids, lock, words = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local mode, header, token = ARGV[1], ARGV[2], ARGV[12]
 if token ~= '' and redis.call('GET', lock) ~= token then return {'lease'} end
 local stored = redis.call('HGET', meta, 'header')
@@ -99,14 +114,14 @@ elseif stored and (mode ~= 'first' or stored ~= header) then
 end
 local function listed(modified)
   local sid = string.match(meta, '{([^}]*)}')
-  for i = 5, #KEYS do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
+  for i = 6, #KEYS do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
 end
 local n = tonumber(ARGV[13])
 local batch = {}
 local again = 0
 local first_again = nil
 for i = 0, n - 1 do
-  local id, parent, line = ARGV[14 + 3 * i], ARGV[15 + 3 * i], ARGV[16 + 3 * i]
+  local id, parent, line = ARGV[14 + 4 * i], ARGV[15 + 4 * i], ARGV[16 + 4 * i]
   local at = redis.call('HGET', ids, id)
   if batch[id] then return {'dup', id} end
   if at then
@@ -129,12 +144,16 @@ end
 if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
              'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
-             'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0)
+             'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0,
+             'indexed', 1)
 end
 local first = redis.call('LLEN', lines) + 1
 for i = 0, n - 1 do
-  redis.call('RPUSH', lines, ARGV[16 + 3 * i])
-  redis.call('HSET', ids, ARGV[14 + 3 * i], first + i)
+  redis.call('RPUSH', lines, ARGV[16 + 4 * i])
+  redis.call('HSET', ids, ARGV[14 + 4 * i], first + i)
+  for word in string.gmatch(ARGV[17 + 4 * i], '%S+') do
+    redis.call('ZADD', words, 0, word .. ' ' .. (first + i))
+  end
 end
 redis.call('HINCRBY', meta, 'entries', n)
 redis.call('HINCRBY', meta, 'messages', tonumber(ARGV[7]))
@@ -171,11 +190,12 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# KEYS: meta, lines, ids, lock. Returns the session's cwd, or false when there is no session.
+# KEYS: meta, lines, ids, lock, words. Returns the session's cwd, or false when there is no
+# session.
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4])
+redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return cwd
 """
 
@@ -349,6 +369,11 @@ class RedisStore:
         tag = f"{self.prefix}:{{{session_id}}}"
         return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids", f"{tag}:lock"
 
+    def words_key(self, session_id: str) -> str:
+        """The session's search index: a sorted set of ``word position`` members (all at score
+        0, so a word's positions are one ``ZRANGEBYLEX``), in the session's slot."""
+        return f"{self.prefix}:{{{session_id}}}:words"
+
     def _index_keys(self, cwd: str | None) -> list[str]:
         keys = [f"{self.prefix}:sessions"]
         if cwd is not None:
@@ -374,7 +399,7 @@ class RedisStore:
     def _run_append(self, session_id: str, args: list[Any], cwd: str) -> list[Any]:
         """The append script on the session's slot (``WAIT`` after it when durable); on one
         server it updates the listing's sorted sets too."""
-        keys = list(self.keys(session_id))
+        keys = [*self.keys(session_id), self.words_key(session_id)]
         with self._errors(writing=True):
             if not self.cluster:
                 return self._pipelined(self._client, keys + self._index_keys(cwd), args)
@@ -454,7 +479,7 @@ class RedisStore:
             "" if stats.activity is None else repr(stats.activity), int(named),
             _text(stats.name or ""), token, len(lines)]
         for record, line in zip(records, lines):
-            args += [_text(record.id), _text(record.parent_id or ""), line]
+            args += [_text(record.id), _text(record.parent_id or ""), line, _words(line)]
         reply = self._run_append(session_id, args, cwd)
         status = reply[0].decode()
         where = self.session_url(session_id)
@@ -562,7 +587,8 @@ class RedisStore:
         self._writable()
         check_session_id(session_id)
         with self._errors(writing=True):
-            cwd = self._delete_script(keys=list(self.keys(session_id)), client=self._client)
+            cwd = self._delete_script(keys=[*self.keys(session_id), self.words_key(session_id)],
+                                      client=self._client)
         if cwd is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
         with self._errors(writing=True):
@@ -633,6 +659,75 @@ class RedisStore:
         self._appended(session_id, "import", header_line, lines, records)
         return session_id
 
+    def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
+               since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+        """Entries of every session, on every branch, holding every word and "phrase" of
+        ``query``, best first (:mod:`sessiontree._search`; arguments as
+        :meth:`JsonlStore.search <sessiontree.stores.jsonl.JsonlStore.search>`).
+
+        Each session's word index (:meth:`words_key`, written by the append script) is read
+        on its own slot, one ``ZRANGEBYLEX`` per word, pipelined per node; the positions
+        every word shares are read back from the session's lines and judged by the shared
+        matcher, so the index only narrows and never decides. Sessions stored before the
+        index have every line read.
+
+        Raises:
+            InvalidQuery: no word in ``query``.
+        """
+        parsed = parse_query(query)
+        after = since_ms(since)
+        words = parsed.words()
+        with self._errors():
+            ids = [sid.decode() for sid in self._client.zrange(self._index_keys(cwd)[-1], 0, -1)]
+
+        def lookups(pipe: Any) -> None:
+            for sid in ids:
+                pipe.hmget(self.keys(sid)[0], ("cwd", "indexed"))
+                for word in words:  # members 'word position': from 'word ' up to 'word!'
+                    pipe.zrangebylex(self.words_key(sid), f"[{word} ", f"({word}!")
+
+        replies = self._query(lookups)
+        step = 1 + len(words)
+        plan: list[tuple[str, str, list[int] | None]] = []
+        for at, sid in enumerate(ids):
+            (session_cwd, indexed), *postings = replies[at * step:(at + 1) * step]
+            if session_cwd is None:  # listed but not stored (or being deleted)
+                continue
+            positions: list[int] | None = None  # None: stored before the index, read it all
+            if indexed is not None:
+                shared = set.intersection(*({int(member.rsplit(b" ", 1)[1]) for member in p}
+                                            for p in postings))
+                if not shared:
+                    continue
+                positions = sorted(shared)
+            plan.append((sid, session_cwd.decode("utf-8", "surrogatepass"), positions))
+
+        def reads(pipe: Any) -> None:
+            for sid, _, positions in plan:
+                key = self.keys(sid)[1]
+                if positions is None:
+                    pipe.lrange(key, 0, -1)
+                for position in positions or ():
+                    pipe.lindex(key, position - 1)
+
+        lines = iter(self._query(reads))
+        wanted = set(words)
+        found: list[Candidate] = []
+        times: list[int] = []
+        for sid, session_cwd, positions in plan:
+            placed = (list(enumerate(next(lines), start=1)) if positions is None
+                      else [(position, next(lines)) for position in positions])
+            for place, line in placed:
+                doc = None if line is None else document(line)
+                if doc is None or doc.ms < after or (role is not None and doc.role != role) \
+                        or not wanted <= set(tokens(doc.text)):
+                    continue
+                found.append(Candidate(sid, self.session_url(sid), session_cwd, place, line))
+                times.append(doc.ms)
+        return rank(recent_first(found, times), parsed, role=role, since=after, limit=limit,
+                    branch=lambda hit: current_branch(TreeLog(self.open_log(hit.session_id),
+                                                              warn=False)))
+
     def follow(self, session_id: str, after: int, *, poll: float = 0.2,
                stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
         """The lines appended after the first ``after``, as they land, until ``stop()`` is
@@ -653,6 +748,13 @@ def _field(header: Mapping[str, Any], key: str) -> str:
     """A header's text field ('' when missing or not a string)."""
     value = header.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _words(line: bytes) -> str:
+    """The distinct search words of an entry line, space-separated ('' for a line with no
+    text), split by the matcher every backend shares (:mod:`sessiontree._search`)."""
+    doc = document(line)
+    return "" if doc is None else " ".join(sorted(set(tokens(doc.text))))
 
 
 def _text(value: str) -> bytes:
