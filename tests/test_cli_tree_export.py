@@ -302,3 +302,15 @@ def test_tree_prints_whole_summaries_when_not_in_a_terminal(tmp_path: Path) -> N
     outcome = CliRunner().invoke(cli, ["tree", str(session.file)], env={"COLUMNS": None},
                                  catch_exceptions=False)
     assert long.strip() in outcome.stdout
+
+
+def test_markdown_of_labels_and_ids_holding_braces(tmp_path: Path) -> None:
+    """A label is text: `{`, `}` and `{0}` in it reach the page as written (str.format raised)."""
+    session = Session.create(tmp_path, cwd="/w")
+    first = session.append_message(UserMessage.of("hello"))
+    session.set_label(first, "x{0}y{ }")
+    session.close()
+    (path,) = tmp_path.glob("*.jsonl")
+    code, out, err = run("export", str(path), "--format", "md")
+    assert code == 0, err
+    assert "[x{0}y{ }]" in out and "hello" in out

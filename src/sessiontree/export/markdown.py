@@ -89,7 +89,11 @@ def render_entry(entry: dict[str, Any], label: str | None = None,
     kind = entry.get("type")
     eid = entry.get("id", "?")
     tag = f" · [{label}]" if label else ""
-    head = f"### {{}} · `{eid}`{_when(entry)}{tag}"
+    when = _when(entry)
+
+    def head(title: str) -> str:  # not str.format: an id or a label may hold braces
+        return f"### {title} · `{eid}`{when}{tag}"
+
     if kind == "message":
         message = entry.get("message")
         if not isinstance(message, dict):
@@ -97,38 +101,38 @@ def render_entry(entry: dict[str, Any], label: str | None = None,
         role = message.get("role")
         if role == "user":
             text, images = _blocks_text(message.get("content"))
-            return "\n\n".join([head.format("User"), text, *images]).rstrip()
+            return "\n\n".join([head("User"), text, *images]).rstrip()
         if role == "assistant":
             return _assistant(head, message, results or {})
         if role == "toolResult":
             if results is not None and message.get("toolCallId") in results:
                 return None
-            return head.format(f"Tool result: {message.get('toolName', '?')}") + "\n\n" + \
+            return head(f"Tool result: {message.get('toolName', '?')}") + "\n\n" + \
                 _result_text(message)
         if role == "bashExecution":
             code = message.get("exitCode")
             out = fence(f"$ {message.get('command', '')}\n{message.get('output', '')}", "console")
-            return f"{head.format('Shell')}\n\n{out}\n\nexit code: {code}"
+            return f"{head('Shell')}\n\n{out}\n\nexit code: {code}"
         if role == "custom":
             text, images = _blocks_text(message.get("content"))
-            return "\n\n".join([head.format(f"Custom: {message.get('customType', '?')}"), text,
+            return "\n\n".join([head(f"Custom: {message.get('customType', '?')}"), text,
                                 *images])
         if role == "system":
             return _system(head, message)
-        return head.format(f"Message ({role})") + "\n\n" + fence(_json.dumps(message).decode(),
+        return head(f"Message ({role})") + "\n\n" + fence(_json.dumps(message).decode(),
                                                                  "json")
     if kind == "compaction":
-        return (f"{head.format('Compaction')}\n\n*{entry.get('tokensBefore', 0):,} tokens "
+        return (f"{head('Compaction')}\n\n*{entry.get('tokensBefore', 0):,} tokens "
                 f"summarized; the context continues from this summary.*\n\n"
                 + _quote(str(entry.get("summary", ""))))
     if kind == "branch_summary":
-        return (f"{head.format('Branch summary')}\n\n*Summary of the branch left at "
+        return (f"{head('Branch summary')}\n\n*Summary of the branch left at "
                 f"`{entry.get('fromId', '?')}`.*\n\n" + _quote(str(entry.get("summary", ""))))
     if kind == "custom_message":
         if entry.get("display") is False:
             return None
         text, images = _blocks_text(entry.get("content"))
-        return "\n\n".join([head.format(f"Custom: {entry.get('customType', '?')}"), text,
+        return "\n\n".join([head(f"Custom: {entry.get('customType', '?')}"), text,
                             *images])
     if kind == "model_change":
         return f"*Model: {entry.get('provider', '?')}/{entry.get('modelId', '?')}* (`{eid}`)"
@@ -156,13 +160,13 @@ def render_entry(entry: dict[str, Any], label: str | None = None,
                 f"{entry.get('model', '?')}, {tokens:,} tokens{price}* (`{eid}`)")
     if kind in ("label", "custom"):
         return None
-    return head.format(f"Entry ({kind})") + "\n\n" + fence(_json.dumps(entry).decode(), "json")
+    return head(f"Entry ({kind})") + "\n\n" + fence(_json.dumps(entry).decode(), "json")
 
 
-def _system(head: str, message: dict[str, Any]) -> str:
+def _system(head: Callable[[str], str], message: dict[str, Any]) -> str:
     """A system message: what it changes in the prompt and the tools (pi replays them in
     order: text, sections set or removed by name, tools added and removed)."""
-    parts = [head.format("System prompt")]
+    parts = [head("System prompt")]
     text, _ = _blocks_text(message.get("content"))
     if text:
         parts.append(_quote(text))
@@ -182,9 +186,10 @@ def _system(head: str, message: dict[str, Any]) -> str:
     return "\n\n".join(parts)
 
 
-def _assistant(head: str, message: dict[str, Any], results: dict[str, dict[str, Any]]) -> str:
+def _assistant(head: Callable[[str], str], message: dict[str, Any],
+               results: dict[str, dict[str, Any]]) -> str:
     model = message.get("model")
-    parts = [head.format(f"Assistant{f' ({model})' if model else ''}")]
+    parts = [head(f"Assistant{f' ({model})' if model else ''}")]
     for block in message.get("content") or []:
         if not isinstance(block, dict):
             continue
