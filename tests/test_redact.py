@@ -94,11 +94,22 @@ def secret_bytes(backend: Backend, session: Session) -> list[str]:
             rows = conn.execute("SELECT seq FROM sessiontree_search WHERE session_id = %s AND "
                                 "array_to_string(words, ' ') LIKE %s", (session.id, "%hunter2%"))
             return found + [f"search row {row[0]}" for row in rows.fetchall()]
+    if backend.kind.startswith("redis"):
+        store = backend.store
+        meta, lines, _, _ = store.keys(session.id)
+        found = [f"line {n}" for n, line in enumerate(store._client.lrange(lines, 0, -1))
+                 if SECRET.encode() in line]
+        found += [f"listing {key!r}" for key, value in store._client.hgetall(meta).items()
+                  if SECRET.encode() in value]
+        return found + [f"search word {word!r}" for word in
+                        store._client.zrange(store.words_key(session.id), 0, -1)
+                        if word.startswith(b"hunter2 ")]
     return [str(path) for path in backend.tmp_path.rglob("*")
             if path.is_file() and SECRET.encode() in path.read_bytes()]
 
 
-@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres"], indirect=True)
+@pytest.mark.parametrize("backend", ["jsonl", "sqlite", "postgres", "redis", "redis-cluster"],
+                         indirect=True)
 def test_purge_replaces_the_stored_content_in_place(backend: Backend, tmp_path: Path,
                                                     pi15: Pi) -> None:
     session = backend.create()

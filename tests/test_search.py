@@ -19,7 +19,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sessiontree import Session, UserMessage
+from sessiontree import Session, SessionNotFound, UserMessage
 from sessiontree._search import InvalidQuery, parse_query
 from sessiontree.cli import cli
 from sessiontree.search import search_sessions
@@ -375,6 +375,15 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
         done = CliRunner().invoke(cli, ["search", "sighting", url, "--json"])
         assert done.exit_code == 0, done.output
         assert [hit["session_id"] for hit in json.loads(done.stdout)] == [first.id]
+        # a purge's rewrite takes the line's words out of the index and puts the new ones in
+        target = sessions[4]
+        entry = target.path_ids()[0]
+        store.replace_line(target.id, entry, target.raw_line(entry).replace(b"albatross",
+                                                                            b"petrel"))
+        assert target.id not in {h.session_id for h in store.search("albatross")}
+        assert [h.entry_id for h in store.search("petrel")] == [entry]
+        with pytest.raises(SessionNotFound):
+            store.replace_line(target.id, "nope1234", b"{}")
         for session in sessions:
             session.close()
         store.delete(first.id)

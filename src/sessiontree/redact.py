@@ -14,7 +14,8 @@ Invariants:
   under the writer's lock with no backup copy (and the folder's listing and search indexes,
   which may hold its text, are dropped); a database changes the line and the session's listing
   row in one transaction, then scrubs what it can of the old bytes
-  (:meth:`~sessiontree.stores._sql.SqlStore.replace_line`).
+  (:meth:`~sessiontree.stores._sql.SqlStore.replace_line`); Redis does the same in one script
+  on the session's slot (:meth:`~sessiontree.stores.redis.RedisStore.replace_line`).
 """
 
 from __future__ import annotations
@@ -124,8 +125,9 @@ def purge(location: str | os.PathLike[str], target_id: str, *,
           lock_timeout: float = 10.0) -> None:
     """Replace the stored content of ``target_id`` with what its latest edit on the current
     branch gives it, in place: a session file (rewritten atomically, no backup) or a stored
-    session's address (``sqlite:///x.db#ID``, ``postgresql://...#ID``; one transaction). The
-    session must not be open for writing elsewhere (a file's writer holds its lock).
+    session's address (``sqlite:///x.db#ID``, ``postgresql://...#ID``, ``redis://...#ID``; one
+    transaction or script). The session must not be open for writing elsewhere (a file's
+    writer holds its lock).
 
     Raises:
         PurgeError: no edit of the entry on the current branch.

@@ -199,6 +199,25 @@ redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 return cwd
 """
 
+# KEYS: meta, lines, ids, words. ARGV: entry id, its line as read, the new line, the listing's
+# first message as read, the new one, the old line's words, the new line's. Replaces the line in
+# place if it is still the one read, and its words in the index; returns 'ok', 'gone' (no
+# session), 'missing' (no such entry) or 'changed'.
+_REPLACE = """
+if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
+local at = redis.call('HGET', KEYS[3], ARGV[1])
+if not at then return 'missing' end
+at = tonumber(at)
+if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
+redis.call('LSET', KEYS[2], at - 1, ARGV[3])
+for word in string.gmatch(ARGV[6], '%S+') do redis.call('ZREM', KEYS[4], word .. ' ' .. at) end
+if redis.call('HGET', KEYS[1], 'indexed') then
+  for word in string.gmatch(ARGV[7], '%S+') do redis.call('ZADD', KEYS[4], 0, word .. ' ' .. at) end
+end
+if redis.call('HGET', KEYS[1], 'first') == ARGV[4] then redis.call('HSET', KEYS[1], 'first', ARGV[5]) end
+return 'ok'
+"""
+
 _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
                    "activity", "modified")
 
@@ -342,6 +361,7 @@ class RedisStore:
                                    path=self.url) from None
         self._append_script = self._client.register_script(_APPEND)
         self._delete_script = self._client.register_script(_DELETE)
+        self._replace_script = self._client.register_script(_REPLACE)
         self._lock_script = self._client.register_script(_LOCK)
         self._unlock_script = self._client.register_script(_UNLOCK)
 
@@ -658,6 +678,40 @@ class RedisStore:
         records = _envelopes(lines)
         self._appended(session_id, "import", header_line, lines, records)
         return session_id
+
+    def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
+        """Replace the stored line of one entry (same id and parent: the tree is unchanged),
+        its words in the search index and the listing's first message, in one script on the
+        session's slot, if the line is still the one read (what a purge calls).
+
+        Raises:
+            SessionNotFound: no such session or entry.
+            ConcurrentModification: the line changed meanwhile; nothing was written.
+        """
+        self._writable()
+        check_session_id(session_id)
+        meta, lines_key, ids, _ = self.keys(session_id)
+        first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
+                                                    pipe.hget(ids, entry_id)))
+        where = self.session_url(session_id)
+        if first is None or position is None:
+            raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
+        with self._errors():
+            lines = self._client.lrange(lines_key, 0, -1)
+        old = lines[int(position) - 1]
+        lines[int(position) - 1] = line
+        stats = ListingStats()
+        stats.add(filter(None, map(listing_line, lines)))
+        with self._errors(writing=True):
+            status = self._replace_script(
+                keys=[meta, lines_key, ids, self.words_key(session_id)],
+                args=[_text(entry_id), old, line, first, _text(stats.first), _words(old),
+                      _words(line)], client=self._client).decode()
+        if status in ("gone", "missing"):
+            raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
+        if status == "changed":
+            raise ConcurrentModification(f"entry {entry_id}'s line changed meanwhile; nothing "
+                                         "was written", path=where, entry_id=entry_id)
 
     def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
                since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
