@@ -1,14 +1,14 @@
 """What the three payload conversions share: tool specs, and pi's ``transformMessages`` pass.
 
 :func:`prepare_messages` turns context messages into the messages a model API accepts, as pi
-0.73.1 does before every request:
+1.5.2 does before every request:
 
 * session-only roles become user messages (:func:`~sessiontree.context.convert_to_llm`:
   ``bashExecution``, ``custom``, branch and compaction summaries with pi's exact wording);
   messages that cannot be typed (:class:`~sessiontree.messages.UnknownMessage`) are left out;
 * errored and aborted assistant replies are left out (they are incomplete turns);
-* thinking from another model becomes plain text (empty thinking is dropped; redacted thinking
-  of another model is dropped); a tool call from another model loses its ``thoughtSignature``
+* thinking from another model is left out (pi 1.5.2; pi 0.73.1 sent it as plain text), and so
+  is empty thinking of the same model; a tool call from another model loses its ``thoughtSignature``
   and gets its id normalized for the target API, and its results follow the new id;
 * every tool call gets a result before the next assistant or user message: a missing one is
   an error result ``"No result provided"`` (pi's rule), so calls and results always pair;
@@ -136,14 +136,12 @@ def _same_model(message: AssistantMessage, api: str, provider: str | None, model
     return message.api == api and message.provider == (provider or "") and message.model == (model or "")
 
 
-def _thinking(block: ThinkingContent, same: bool) -> list[TextContent | ThinkingContent]:
-    if block.redacted is True:
-        return [block] if same else []
-    if same and block.thinking_signature:
-        return [block]
-    if not block.thinking.strip():
+def _thinking(block: ThinkingContent, same: bool) -> list[ThinkingContent]:
+    if not same:
         return []
-    return [block] if same else [TextContent(text=block.thinking)]
+    if block.redacted is True or block.thinking_signature or block.thinking.strip():
+        return [block]
+    return []
 
 
 def prepare_messages(messages: Sequence[AgentMessage | UnknownMessage], *, api: str,

@@ -142,12 +142,16 @@ def anthropic_messages(messages: Sequence[AgentMessage | UnknownMessage], *,
 
 
 def anthropic_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
-    """The ``tools`` array: name, description and ``input_schema`` (an object schema)."""
+    """The ``tools`` array: name, description and ``input_schema``: an object schema of the
+    parameters' ``properties``, ``required`` and shared definitions only, as pi 1.5.2 sends it
+    (Anthropic refuses root keywords such as ``anyOf``)."""
     out = []
     for tool in tools:
         spec = as_tool_spec(tool)
-        schema = dict(spec.parameters)
-        schema["type"] = "object"
+        parameters = spec.parameters
+        schema = {"type": "object", "properties": parameters.get("properties", {}),
+                  "required": parameters.get("required", []),
+                  **{k: parameters[k] for k in ("$defs", "definitions") if k in parameters}}
         entry: dict[str, Any] = {"name": spec.name, "input_schema": schema}
         if spec.description:
             entry["description"] = spec.description

@@ -115,13 +115,13 @@ def short_hash(text: str) -> str:
     return _base36(h2) + _base36(h1)
 
 
-def _text_item(block: TextContent, index: int) -> dict[str, Any]:
+def _text_item(block: TextContent, index: int, nth: int) -> dict[str, Any]:
     signature = _parse_json(block.text_signature)
     parsed = isinstance(signature, dict) and signature.get("v") == 1 and \
         isinstance(signature.get("id"), str)
     item_id = signature["id"] if parsed else block.text_signature or None
     if not isinstance(item_id, str) or not item_id:
-        item_id = f"msg_{index}"
+        item_id = f"msg_pi_{index}" if nth == 0 else f"msg_pi_{index}_{nth}"
     elif len(item_id) > 64:
         item_id = f"msg_{short_hash(item_id)}"
     item: dict[str, Any] = {"type": "message", "role": "assistant",
@@ -163,13 +163,15 @@ def responses_input(messages: Sequence[AgentMessage | UnknownMessage], *, system
                     {"type": "input_text", "text": sanitize(b.text)} if isinstance(b, TextContent)
                     else _image_part(b) for b in parts]})
         elif isinstance(message, AssistantMessage):
+            texts = 0
             for block in message.content:
                 if isinstance(block, ThinkingContent):
                     reasoning = _reasoning_item(block)
                     if reasoning is not None:
                         items.append(reasoning)
                 elif isinstance(block, TextContent):
-                    items.append(_text_item(block, index))
+                    items.append(_text_item(block, index, texts))
+                    texts += 1
                 elif isinstance(block, ToolCall):
                     call_id, _, item_id = block.id.partition("|")
                     call: dict[str, Any] = {"type": "function_call", "call_id": call_id,

@@ -1,0 +1,171 @@
+"""Whole request bodies (messages or input, tools, system, every other key) built by
+``chat_request``, ``responses_request`` and ``anthropic_request`` equal the ones pi-ai 1.5.2's
+own providers build (``stream`` of ``api/openai-completions.js``, ``api/openai-responses.js``,
+``api/anthropic-messages.js``, captured at ``onPayload``: ``tests/pi/pi1_payloads.mjs``) from
+the same context of generated pi 1.x sessions, with and without a prompt and tools given by
+the caller (issue 16 point 8).
+
+Deliberate differences, each undone on pi-ai's body before the comparison (``as_ours``):
+
+* transport: pi-ai adds ``stream: true`` (for Chat also ``stream_options`` and ``store: false``),
+  which our builders leave to the caller;
+* Anthropic ``max_tokens`` is the model's maximum in pi-ai, which our builders do not know (the
+  test passes the same value);
+* tools: our Chat and Responses tools say ``strict: false`` (pi-ai 1.5.2 leaves ``strict`` out
+  for OpenAI, where the Responses API would default to strict schemas); pi-ai's Anthropic tools
+  add ``eager_input_streaming: true`` (a streaming option);
+* the Anthropic system prompt is one string with us and one text block in pi-ai (the same
+  prompt; pi-ai uses blocks to attach cache control);
+* a tool result whose call pi-ai left out with its errored reply: pi-ai sends it and every API
+  refuses the request; we leave it out. The Responses fallback item ids (``msg_pi_N``) count
+  it in pi-ai, so after such a result they are compared without ids;
+* a thinking block of an OpenAI Responses reply whose signature is not a JSON reasoning item
+  (generated sessions have such; pi never writes one) makes pi-ai's Responses converter throw;
+  our builder leaves the block out.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from sessiontree import Session, SessionContext
+from sessiontree.providers import anthropic_request, chat_request, responses_request
+from sessiontree.testing.generate import generate_session
+from sessiontree.testing.pi import run_node_script
+
+from .test_conformance_pi1 import pi1_modules
+
+PROBE = Path(__file__).parent / "pi" / "pi1_payloads.mjs"
+TARGETS = {"openai-completions": {"provider": "openai", "model": "gpt-4.1"},
+           "openai-responses": {"provider": "openai", "model": "gpt-5"},
+           "anthropic-messages": {"provider": "anthropic", "model": "claude-sonnet-4-5"}}
+MAX_TOKENS = 24576  # the probe model's maxTokens
+TRANSPORT = {"chat": {"stream", "stream_options", "store"}, "responses": {"stream"},
+             "anthropic": {"stream"}}
+EXTRA = {"name": "web", "description": "Search the web",
+         "parameters": {"type": "object", "properties": {"q": {"type": "string"}}}}
+
+
+def cases(tmp_path: Path) -> list[tuple[dict[str, Any], SessionContext]]:
+    """Contexts of generated pi 1.x sessions at every 7th entry, every other one with a prompt
+    and a tool given by the caller."""
+    out = []
+    for seed in (41, 42):
+        path = tmp_path / f"g{seed}.jsonl"
+        generate_session(path, 200, seed=seed, branch_every=30, compact_every=70,
+                         keep_recent_tokens=1500, pi1=True)
+        with Session.open(path) as session:
+            for number, entry_id in enumerate(session.ids()):
+                if number % 7:
+                    continue
+                context = session.build_context(entry_id)
+                given = {"system": "Caller prompt.", "tools": [EXTRA]} if number % 2 else \
+                    {"system": None, "tools": None}
+                messages = [msgspec.to_builtins(m) for m in context.to_llm()]
+                out.append(({**given, "messages": messages}, context))
+    return out
+
+
+def ours(spec: dict[str, Any], context: SessionContext) -> dict[str, dict[str, Any]]:
+    kwargs: dict[str, Any] = {"system": spec["system"], "tools": spec["tools"] or ()}
+    return {
+        "chat": chat_request(context, **kwargs, **TARGETS["openai-completions"]),
+        "responses": responses_request(context, **kwargs, **TARGETS["openai-responses"]),
+        "anthropic": anthropic_request(context, **kwargs, max_tokens=MAX_TOKENS,
+                                       **TARGETS["anthropic-messages"]),
+    }
+
+
+def test_whole_bodies_equal_pi_ais(tmp_path: Path) -> None:
+    made = cases(tmp_path)
+    answers = run_node_script(PROBE, str(pi1_modules()), payload={
+        "target": TARGETS, "cases": [spec for spec, _ in made]})
+    with_system = failed = 0
+    for (spec, context), pi in zip(made, answers, strict=True):
+        with_system += any(m["role"] == "system" for m in spec["messages"])
+        for api, body in ours(spec, context).items():
+            if "error" in pi[api]:
+                assert api == "responses" and "JSON" in pi[api]["error"]
+                assert any(unparsable_reasoning(m) for m in spec["messages"])
+                failed += 1
+                continue
+            theirs = as_ours(api, pi[api])
+            if theirs.pop("orphans") and api == "responses":
+                body = {**body, "input": unnumbered(body["input"])}
+                theirs["input"] = unnumbered(theirs["input"])
+            assert body == theirs, (api, spec["system"])
+    assert with_system > 10 and failed < len(made) / 2
+
+
+def as_ours(api: str, body: dict[str, Any]) -> dict[str, Any]:
+    """pi-ai's body with the deliberate differences (module documentation) undone; ``orphans``
+    says how many tool results without their call were taken out."""
+    out = {k: v for k, v in body.items() if k not in TRANSPORT[api]}
+    calls: set[str] = set()
+    kept: list[dict[str, Any]] = []
+    orphans = 0
+    for item in out["input" if api == "responses" else "messages"]:
+        calls.update(call_ids(api, item))
+        result = result_id(api, item)
+        if result is not None and result not in calls:
+            orphans += 1
+            continue
+        kept.append(item)
+    out["input" if api == "responses" else "messages"] = kept
+    out["orphans"] = orphans
+    if api == "anthropic":
+        if "system" in out:
+            assert [b["type"] for b in out["system"]] == ["text"]
+            out["system"] = out["system"][0]["text"]
+        for tool in out.get("tools", []):
+            assert tool.pop("eager_input_streaming") is True
+    elif "tools" in out:
+        for tool in out["tools"]:
+            (tool["function"] if api == "chat" else tool)["strict"] = False
+    return out
+
+
+def call_ids(api: str, item: dict[str, Any]) -> list[str]:
+    if api == "chat":
+        return [c["id"] for c in item.get("tool_calls") or []]
+    if api == "responses":
+        return [item["call_id"]] if item.get("type") == "function_call" else []
+    content = item["content"] if item["role"] == "assistant" else []
+    return [b["id"] for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+
+
+def result_id(api: str, item: dict[str, Any]) -> str | None:
+    """The call id of a lone tool result item (None for anything else)."""
+    if api == "chat":
+        return item["tool_call_id"] if item.get("role") == "tool" else None
+    if api == "responses":
+        return item["call_id"] if item.get("type") == "function_call_output" else None
+    content = item["content"]
+    if item["role"] == "user" and isinstance(content, list) and len(content) == 1 \
+            and content[0].get("type") == "tool_result":
+        return str(content[0]["tool_use_id"])
+    return None
+
+
+def unnumbered(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in i.items() if not (i.get("type") == "message" and k == "id")}
+            for i in items]
+
+
+def unparsable_reasoning(message: dict[str, Any]) -> bool:
+    """An OpenAI Responses reply of the probe's model holding a thinking signature that is not
+    JSON."""
+    if message["role"] != "assistant" or message.get("api") != "openai-responses" \
+            or message.get("provider") != "openai":
+        return False
+    for block in message["content"]:
+        if block["type"] == "thinking" and block.get("thinkingSignature"):
+            try:
+                json.loads(block["thinkingSignature"])
+            except ValueError:
+                return True
+    return False
