@@ -16,23 +16,23 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import Any, ClassVar, TypeVar
 
 import msgspec
 
 from . import _json
 from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
-from ._codec import decode_line, entries_decoder, entry_builtins, typed_header
+from ._codec import decode_line, entries_decoder, entry_builtins, ordered_entry, typed_header
 from ._index import EntryIndex, LazyIndex
 from ._scan import Problem, Record
-from ._time import iso_now, uuid7
+from ._time import iso_now, new_entry_id, uuid7
 from ._tree import TreeIndex
 from .entries import AnyEntry, Custom, SessionHeader
-from .errors import CorruptLine, EntryNotFound, InvalidEntry
+from .errors import CorruptLine, DuplicateId, EntryNotFound, InvalidEntry
 from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed, is_refreshable
 
-__all__ = ["LoadWarning", "TreeLog", "current_branch"]
+__all__ = ["EntryMaker", "LoadWarning", "TreeLog", "current_branch", "entry_maker"]
 
 T = TypeVar("T", bound="TreeLog")
 
@@ -377,6 +377,51 @@ class TreeLog:
         return [r.id for r in records]
 
 
+    def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
+        """Write the entry ``make`` makes as the leaf's child; it becomes the leaf."""
+        (entry_id,) = self._append_chain(lambda: (self._leaf, [make]))
+        return entry_id
+
+    def _append_chain(self, plan: Callable[[], tuple[str | None, Sequence[EntryMaker]]]) -> list[str]:
+        """Write the entries ``plan`` makes, each the child of the one before and the first
+        under the parent it names, in one write under the writer's lock; ``plan`` runs under
+        the lock, after other writers' entries were read in."""
+        fresh = self._log.begin_append()
+        records: Sequence[Any] = ()
+        try:
+            self._integrate(fresh)
+            parent, makers = plan()
+            if not makers:
+                return []
+            refused: set[str] = set()
+            while True:
+                ids: list[str] = []
+                lines: list[bytes] = []
+                above, now = parent, iso_now()
+                for make in makers:
+                    entry_id = new_entry_id(_Either(self._index.taken(),
+                                                    _Either(refused, ids)))
+                    lines.append(_json.dumps(make(entry_id, above, now)))
+                    ids.append(entry_id)
+                    above = entry_id
+                header = None if self._header_data is not None else self._serialized_header()
+                try:
+                    records = self._log.write(lines, header)
+                    break
+                except DuplicateId:  # another writer drew the same id meanwhile: draw again
+                    if len(refused) >= 5 * len(makers):
+                        raise
+                    refused.update(ids)
+            if header is not None:
+                self._header_data = _json.loads(header)
+        finally:
+            self._log.end_append()
+        for record in records:
+            self._index.add(record)
+        self._leaf = ids[-1]
+        return ids
+
+
 def _fill_entry(slot: Decoded, raw: bytes) -> None:
     slot.entry = decode_line(raw)
 
@@ -410,3 +455,32 @@ def current_branch(tree: TreeLog) -> set[str]:
     search reports of each hit."""
     leaf = tree.leaf_id
     return {record.id for record in tree._index.path(leaf)} if leaf is not None else set()
+
+
+EntryMaker = Callable[[str, "str | None", str], Any]
+"""Makes an entry from its id, parent id and timestamp."""
+
+
+def entry_maker(entry: Mapping[str, Any] | AnyEntry) -> EntryMaker:
+    """What writes ``entry`` (typed or an on-disk dict) with a new id, parent and timestamp.
+
+    Raises:
+        InvalidEntry: no string ``type``, or ``session``.
+    """
+    data = entry if isinstance(entry, Mapping) else entry_builtins(entry)
+    kind = data.get("type")
+    if not isinstance(kind, str) or not kind or kind == "session":
+        raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
+    return lambda i, p, t: ordered_entry(kind, i, p, t, data)
+
+
+class _Either:
+    """``x in _Either(a, b)``: in either container (the index's ids, or ids refused meanwhile)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Container[str], second: Container[str]) -> None:
+        self.first, self.second = first, second
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.first or item in self.second

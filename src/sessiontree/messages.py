@@ -22,7 +22,7 @@ from typing import Any, Literal, TypeVar, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from .errors import InvalidMessage
+from .errors import InvalidEntry, InvalidMessage
 
 __all__ = [
     "AgentMessage",
@@ -381,6 +381,42 @@ def validate_message(message: AgentMessage | Mapping[str, Any]) -> AgentMessage:
         return msgspec.convert(dict(message), _message_type)  # type: ignore[no-any-return]
     except msgspec.ValidationError as error:
         raise _invalid(f"invalid {role} message", error) from None
+
+
+_CHECKED_ROLES = frozenset({"system", "user", "assistant", "toolResult", "bashExecution",
+                            "custom"})
+"""Roles whose dict messages are checked against their struct before they are written."""
+
+
+def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> Any:
+    """What a ``message`` entry stores for ``message``, checked before anything is written: a
+    typed message validated; a dict of a role this library knows validated but written as
+    given (timestamped now when it has no ``timestamp``); a dict of another role, or an
+    :class:`UnknownMessage` (a message copied as it was stored), written unchecked.
+
+    Raises:
+        InvalidMessage: a field of the wrong type or a missing required field.
+        InvalidEntry: no ``role``, or a summary message (those come from entries).
+    """
+    if isinstance(message, (UnknownMessage, Mapping)):
+        data = message.data if isinstance(message, UnknownMessage) else message
+        role = data.get("role")
+        if not isinstance(role, str) or not role:
+            raise InvalidEntry(f"a message needs a string 'role', got {role!r}")
+        _refuse_summary(role)
+        if "timestamp" not in data:
+            data = {**data, "timestamp": now_ms()}
+        if isinstance(message, Mapping) and role in _CHECKED_ROLES:
+            validate_message(data)
+        return data
+    _refuse_summary(message.role)
+    return validate_message(message)
+
+
+def _refuse_summary(role: str) -> None:
+    if role in ("branchSummary", "compactionSummary"):
+        raise InvalidEntry(f"{role} messages are synthesized from entries; use "
+                           "branch_with_summary() or append_compaction()")
 
 
 def message_from_builtins(data: Any) -> AgentMessage | UnknownMessage:

@@ -17,18 +17,17 @@ from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Callable, Container, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from . import _json
 from ._cache import DEFAULT_CACHE_BYTES
-from ._codec import decode_line, entry_builtins, ordered_entry
-from ._time import iso_now, new_entry_id, uuid7
+from ._codec import decode_line
+from ._time import iso_now, uuid7
 from ._tree import TreeIndex, TreeNode, js_trim
-from ._treelog import LoadWarning, TreeLog
+from ._treelog import EntryMaker, LoadWarning, TreeLog, entry_maker
 from .context import (
     EMPTY_CONTEXT,
     ContextMemo,
@@ -51,7 +50,7 @@ from .entries import (
     ThinkingLevelChange,
     UsageEntry,
 )
-from .errors import DuplicateId, EntryNotFound, InvalidEntry, InvalidLocation
+from .errors import EntryNotFound, InvalidEntry, InvalidLocation
 from .messages import (
     AgentMessage,
     CustomMessage,
@@ -63,6 +62,7 @@ from .messages import (
     UnknownMessage,
     Usage,
     message_from_builtins,
+    stored_message,
     validate_message,
 )
 from .stores._follow import idle_stop
@@ -87,17 +87,6 @@ if TYPE_CHECKING:
     from .summarize.base import CancelToken, Summarizer
 
 __all__ = ["CHECKOUT_CUSTOM_TYPE", "LoadWarning", "Session"]
-
-_CHECKED_ROLES = frozenset({"system", "user", "assistant", "toolResult", "bashExecution",
-                            "custom"})
-"""Roles whose dict messages are checked against their struct before they are written."""
-
-
-def _refuse_summary(role: str) -> None:
-    if role in ("branchSummary", "compactionSummary"):
-        raise InvalidEntry(f"{role} messages are synthesized from entries; use "
-                           "branch_with_summary() or append_compaction()")
-
 
 class Session(TreeLog):
     """A session tree. Open one with :meth:`open`, :meth:`create` or :meth:`in_memory`.
@@ -549,49 +538,6 @@ class Session(TreeLog):
 
     # -- appending -----------------------------------------------------------------------------
 
-    def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
-        (entry_id,) = self._append_chain(lambda: (self._leaf, [make]))
-        return entry_id
-
-    def _append_chain(self, plan: Callable[[], tuple[str | None, Sequence[_Make]]]) -> list[str]:
-        """Write the entries ``plan`` makes, each the child of the one before and the first
-        under the parent it names, in one write under the writer's lock; ``plan`` runs under
-        the lock, after other writers' entries were read in."""
-        fresh = self._log.begin_append()
-        records: Sequence[Any] = ()
-        try:
-            self._integrate(fresh)
-            parent, makers = plan()
-            if not makers:
-                return []
-            refused: set[str] = set()
-            while True:
-                ids: list[str] = []
-                lines: list[bytes] = []
-                above, now = parent, iso_now()
-                for make in makers:
-                    entry_id = new_entry_id(_Either(self._index.taken(),
-                                                    _Either(refused, ids)))
-                    lines.append(_json.dumps(make(entry_id, above, now)))
-                    ids.append(entry_id)
-                    above = entry_id
-                header = None if self._header_data is not None else self._serialized_header()
-                try:
-                    records = self._log.write(lines, header)
-                    break
-                except DuplicateId:  # another writer drew the same id meanwhile: draw again
-                    if len(refused) >= 5 * len(makers):
-                        raise
-                    refused.update(ids)
-            if header is not None:
-                self._header_data = _json.loads(header)
-        finally:
-            self._log.end_append()
-        for record in records:
-            self._index.add(record)
-        self._leaf = ids[-1]
-        return ids
-
     def append_at_last(self, plan: Callable[[str | None], tuple[str | None, Sequence[
             Mapping[str, Any]]]]) -> list[str]:
         """Read, decide and append as one step no other writer can come between (a
@@ -605,13 +551,13 @@ class Session(TreeLog):
         Returns:
             The new entries' ids (``[]`` when ``plan`` returned none).
         """
-        def planned() -> tuple[str | None, list[_Make]]:
+        def planned() -> tuple[str | None, list[EntryMaker]]:
             last = self._index.last()
             self._leaf = last.id if last is not None else None
             parent, entries = plan(self._leaf)
             if parent is not None:
                 self._record(parent)
-            return parent, [_entry_maker(entry) for entry in entries]
+            return parent, [entry_maker(entry) for entry in entries]
 
         return self._append_chain(planned)
 
@@ -625,7 +571,7 @@ class Session(TreeLog):
         Returns:
             The new entry's id (it is now the leaf).
         """
-        return self._append(_entry_maker(entry))
+        return self._append(entry_maker(entry))
 
     def append_message(self, message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> str:
         """Append a conversation message (user, assistant, toolResult, bashExecution, custom).
@@ -645,21 +591,7 @@ class Session(TreeLog):
                 ``field`` names it); nothing is written.
             InvalidEntry: no ``role``, or a summary message (those come from entries).
         """
-        payload: Any
-        if isinstance(message, (UnknownMessage, Mapping)):
-            data = message.data if isinstance(message, UnknownMessage) else message
-            role = data.get("role")
-            if not isinstance(role, str) or not role:
-                raise InvalidEntry(f"a message needs a string 'role', got {role!r}")
-            _refuse_summary(role)
-            if "timestamp" not in data:
-                data = {**data, "timestamp": _now_ms()}
-            if isinstance(message, Mapping) and role in _CHECKED_ROLES:
-                validate_message(data)
-            payload = data
-        else:
-            _refuse_summary(message.role)
-            payload = validate_message(message)
+        payload = stored_message(message)
         return self._append(lambda i, p, t: {"type": "message", "id": i, "parentId": p,
                                              "timestamp": t, "message": payload})
 
@@ -1040,40 +972,3 @@ class Session(TreeLog):
     def __repr__(self) -> str:
         where = self.file or "memory"
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
-
-
-_Make = Callable[[str, "str | None", str], Any]
-"""Makes an entry from its id, parent id and timestamp."""
-
-
-def _entry_maker(entry: Mapping[str, Any] | AnyEntry) -> _Make:
-    """What writes ``entry`` (typed or an on-disk dict) with a new id, parent and timestamp.
-
-    Raises:
-        InvalidEntry: no string ``type``, or ``session``.
-    """
-    data = entry if isinstance(entry, Mapping) else entry_builtins(entry)
-    kind = data.get("type")
-    if not isinstance(kind, str) or not kind or kind == "session":
-        raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
-    return lambda i, p, t: ordered_entry(kind, i, p, t, data)
-
-
-class _Either:
-    """``x in _Either(a, b)``: in either container (the index's ids, or ids refused meanwhile)."""
-
-    __slots__ = ("first", "second")
-
-    def __init__(self, first: Container[str], second: Container[str]) -> None:
-        self.first, self.second = first, second
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.first or item in self.second
-
-
-def _now_ms() -> int:
-    from .messages import now_ms
-
-    return now_ms()
-
-
