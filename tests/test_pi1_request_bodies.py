@@ -32,7 +32,14 @@ from typing import Any
 
 import msgspec
 
-from sessiontree import Session, SessionContext
+from sessiontree import (
+    AssistantMessage,
+    Session,
+    SessionContext,
+    ToolCall,
+    ToolResultMessage,
+    UserMessage,
+)
 from sessiontree.providers import anthropic_request, chat_request, responses_request
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import run_node_script
@@ -169,3 +176,46 @@ def unparsable_reasoning(message: dict[str, Any]) -> bool:
             except ValueError:
                 return True
     return False
+
+
+def test_chat_keeps_system_messages_in_place_as_pi_ai(tmp_path: Path) -> None:
+    """For a model that takes system messages mid-conversation (pi-ai's
+    ``compat.supportsMidConvoSystemMessages``), ``chat_request(system_in_place=True)`` equals
+    the body of pi-ai's ``openai-completions`` provider for such a model."""
+    made = cases(tmp_path)
+    answers = run_node_script(PROBE, str(pi1_modules()), payload={
+        "target": TARGETS, "cases": [{**spec, "midConvo": True} for spec, _ in made]})
+    updates = 0
+    for (spec, context), pi in zip(made, answers, strict=True):
+        kwargs: dict[str, Any] = {"system": spec["system"], "tools": spec["tools"] or ()}
+        body = chat_request(context, system_in_place=True, **kwargs,
+                            **TARGETS["openai-completions"])
+        theirs = as_ours("chat", pi["chat"])
+        theirs.pop("orphans")
+        assert body == theirs, spec["system"]
+        updates += sum(m["role"] == "system" for m in body["messages"][1:])
+    assert updates > 10
+
+
+def test_a_system_message_among_tool_results_follows_them_as_in_pi_ai() -> None:
+    session = Session.in_memory()
+    session.append_system_message("Base.", sections={"a": "A"}, tools_added=[EXTRA])
+    session.append_message(UserMessage.of("look it up"))
+    session.append_message(AssistantMessage.of(tool_calls=[ToolCall(id="c1", name="web",
+                                                                    arguments={"q": "x"})]))
+    session.append_system_message(sections={"a": None, "b": "B"}, tools_removed=["web"])
+    session.append_message(ToolResultMessage.of("c1", "found", tool_name="web"))
+    session.append_message(AssistantMessage.of("done"))
+    context = session.build_context()
+    spec = {"system": None, "tools": None,
+            "messages": [msgspec.to_builtins(m) for m in context.to_llm()], "midConvo": True}
+    [pi] = run_node_script(PROBE, str(pi1_modules()), payload={"target": TARGETS, "cases": [spec]})
+    body = chat_request(context, system_in_place=True, **TARGETS["openai-completions"])
+    theirs = as_ours("chat", pi["chat"])
+    theirs.pop("orphans")
+    assert body == theirs
+    assert [m["role"] for m in body["messages"]] == \
+        ["system", "user", "assistant", "tool", "system", "assistant"]
+    assert body["messages"][4]["content"] == \
+        'Removed system prompt section "a".\n\nUpdated system prompt section "b":\n\nB'
+    assert "tools" not in body  # the only tool was removed

@@ -23,7 +23,7 @@ from .errors import InvalidMessage
 from .messages import ToolDeclaration, ToolReference, UnknownMessage, now_ms
 
 __all__ = ["collapse_system_messages", "current_system_message", "current_tools",
-           "new_system_message", "system_message_text"]
+           "new_system_message", "system_message_text", "system_update_text"]
 
 
 def _plain(message: Any) -> Any:
@@ -151,6 +151,22 @@ def system_message_text(message: Mapping[str, Any]) -> str:
     if isinstance(sections, Mapping):
         parts.extend(str(value) for _, value in _js_entries(sections) if value is not None)
     return "\n\n".join(part for part in parts if part)
+
+
+def system_update_text(message: Any) -> str:
+    """pi-ai's ``renderSystemMessageUpdate``: a later system message as the text sent in place
+    to a model API that takes system messages mid-conversation: its content, then each section
+    change named (``Updated system prompt section "NAME":`` and the text, or ``Removed system
+    prompt section "NAME".``), joined by a blank line."""
+    plain = _plain(message)
+    text = _content_text(plain.get("content"))
+    parts = [text] if text else []
+    sections = plain.get("sections")
+    if isinstance(sections, Mapping):
+        parts.extend(f'Removed system prompt section "{name}".' if value is None
+                     else f'Updated system prompt section "{name}":\n\n{value}'
+                     for name, value in _js_entries(sections))
+    return "\n\n".join(parts)
 
 
 def collapse_system_messages(messages: Sequence[Any]) -> list[Any]:

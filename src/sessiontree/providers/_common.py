@@ -32,21 +32,23 @@ from ..context import SessionContext, convert_to_llm
 from ..messages import (
     AgentMessage,
     AssistantMessage,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
+    message_from_builtins,
 )
 
 __all__ = [
     "LlmMessage", "RequestSource", "ToolSpec", "as_tool_spec", "json_arguments", "prepare_messages",
-    "replayed_prompt",
+    "in_place_prompt", "replayed_prompt",
     "request_target", "sanitize", "sanitize_id",
 ]
 
-LlmMessage = UserMessage | AssistantMessage | ToolResultMessage
+LlmMessage = UserMessage | AssistantMessage | ToolResultMessage | SystemMessage
 """A message in the form a model API takes (after :func:`prepare_messages`)."""
 
 RequestSource = Union[SessionContext, Sequence[Union[AgentMessage, UnknownMessage]]]
@@ -89,6 +91,23 @@ def replayed_prompt(messages: Sequence[AgentMessage | UnknownMessage], system: s
     head = collapsed[0]
     text = system_message_text(head)
     return collapsed[1:], text or None, list(head.get("toolsAdded", []))
+
+
+def in_place_prompt(messages: Sequence[AgentMessage | UnknownMessage], system: str | None,
+                    tools: Sequence[ToolSpec | Any]
+                    ) -> tuple[list[AgentMessage | UnknownMessage], list[Any]]:
+    """The messages and tools of a request to a model API that takes system messages
+    mid-conversation, as pi-ai 1.5.2 builds them: the given ``system`` and ``tools`` become a
+    leading system message (``normalizeContext``), every system message stays where it is, and
+    the request's tools are the ones current at the end (``getCurrentTools``: pi-ai declares
+    no tool change in place unless the model supports that too)."""
+    from ..system_prompt import current_tools, new_system_message
+
+    declared = [msgspec.to_builtins(as_tool_spec(t)) for t in tools]
+    initial = [message_from_builtins(new_system_message(system or "", tools_added=declared,
+                                                        timestamp=0))] if system or declared else []
+    out = [*initial, *messages]
+    return out, current_tools(out)
 
 
 class ToolSpec(msgspec.Struct, frozen=True):
@@ -147,7 +166,7 @@ def _thinking(block: ThinkingContent, same: bool) -> list[ThinkingContent]:
 def prepare_messages(messages: Sequence[AgentMessage | UnknownMessage], *, api: str,
                      provider: str | None = None, model: str | None = None,
                      normalize_id: Callable[[str, AssistantMessage], str] | None = None,
-                     ) -> list[LlmMessage]:
+                     system_in_place: bool = False) -> list[LlmMessage]:
     """Context messages -> the messages a model API takes (see the module documentation).
 
     Args:
@@ -158,12 +177,15 @@ def prepare_messages(messages: Sequence[AgentMessage | UnknownMessage], *, api: 
         provider: the target provider.
         model: the target model id.
         normalize_id: maps a tool call id from another model to one the API accepts.
+        system_in_place: keep system messages (otherwise left out), each where it is, or
+            after the results of the tool calls pending there (pi's ``transformMessages``).
     """
     llm = convert_to_llm([m for m in messages if not isinstance(m, UnknownMessage)])
     renamed: dict[str, str] = {}
     out: list[LlmMessage] = []
     pending: list[ToolCall] = []
     answered: set[str] = set()
+    held: list[SystemMessage] = []
 
     def close_pending() -> None:
         for call in pending:
@@ -173,6 +195,8 @@ def prepare_messages(messages: Sequence[AgentMessage | UnknownMessage], *, api: 
                                              is_error=True))
         pending.clear()
         answered.clear()
+        out.extend(held)
+        held.clear()
 
     for message in llm:
         if isinstance(message, AssistantMessage):
@@ -206,5 +230,7 @@ def prepare_messages(messages: Sequence[AgentMessage | UnknownMessage], *, api: 
         elif isinstance(message, UserMessage):
             close_pending()
             out.append(message)
+        elif isinstance(message, SystemMessage) and system_in_place:
+            (held if pending else out).append(message)
     close_pending()
     return out

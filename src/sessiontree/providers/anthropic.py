@@ -149,9 +149,10 @@ def anthropic_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
     for tool in tools:
         spec = as_tool_spec(tool)
         parameters = spec.parameters
-        schema = {"type": "object", "properties": parameters.get("properties", {}),
-                  "required": parameters.get("required", []),
-                  **{k: parameters[k] for k in ("$defs", "definitions") if k in parameters}}
+        schema: dict[str, Any] = {
+            "type": "object", "properties": parameters.get("properties", {}),
+            "required": parameters.get("required", []),
+            **{k: parameters[k] for k in ("$defs", "definitions") if k in parameters}}
         entry: dict[str, Any] = {"name": spec.name, "input_schema": schema}
         if spec.description:
             entry["description"] = spec.description

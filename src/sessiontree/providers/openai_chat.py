@@ -23,6 +23,8 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
+import msgspec
+
 from ..messages import (
     AgentMessage,
     AssistantMessage,
@@ -30,14 +32,17 @@ from ..messages import (
     TextContent,
     ToolCall,
     StopReason,
+    SystemMessage,
     ToolResultMessage,
     UnknownMessage,
     UserMessage,
 )
+from ..system_prompt import system_message_text, system_update_text
 from ._common import (
     RequestSource,
     ToolSpec,
     as_tool_spec,
+    in_place_prompt,
     json_arguments,
     prepare_messages,
     replayed_prompt,
@@ -70,7 +75,8 @@ def _image_part(image: ImageContent) -> dict[str, Any]:
 
 def chat_messages(messages: Sequence[AgentMessage | UnknownMessage], *, system: str | None = None,
                   provider: str | None = None, model: str | None = None,
-                  system_role: Literal["system", "developer"] = "system") -> list[dict[str, Any]]:
+                  system_role: Literal["system", "developer"] = "system",
+                  system_in_place: bool = False) -> list[dict[str, Any]]:
     """The ``messages`` array of a Chat Completions request.
 
     Args:
@@ -79,9 +85,11 @@ def chat_messages(messages: Sequence[AgentMessage | UnknownMessage], *, system: 
         provider: the target provider (decides which replies are the same model's).
         model: the target model.
         system_role: ``system``, or ``developer`` (OpenAI's reasoning models).
+        system_in_place: send system messages where they are (see :func:`chat_request`);
+            otherwise they are left out.
     """
     prepared = prepare_messages(messages, api=API, provider=provider, model=model,
-                                normalize_id=_normalize_id)
+                                normalize_id=_normalize_id, system_in_place=system_in_place)
     out: list[dict[str, Any]] = []
     if system:
         out.append({"role": system_role, "content": sanitize(system)})
@@ -96,6 +104,11 @@ def chat_messages(messages: Sequence[AgentMessage | UnknownMessage], *, system: 
                 out.append({"role": "user", "content": [
                     {"type": "text", "text": sanitize(b.text)} if isinstance(b, TextContent)
                     else _image_part(b) for b in content]})
+        elif isinstance(message, SystemMessage):
+            plain = msgspec.to_builtins(message)
+            text = system_message_text(plain) if index == 0 else system_update_text(plain)
+            if text:
+                out.append({"role": system_role, "content": sanitize(text)})
         elif isinstance(message, AssistantMessage):
             text = "".join(sanitize(b.text) for b in message.content
                            if isinstance(b, TextContent) and b.text.strip())
@@ -146,7 +159,8 @@ def chat_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
 def chat_request(source: RequestSource, *, model: str | None = None,
                  provider: str | None = None, system: str | None = None,
                  tools: Sequence[ToolSpec | Any] = (), max_tokens: int | None = None,
-                 system_role: Literal["system", "developer"] = "system") -> dict[str, Any]:
+                 system_role: Literal["system", "developer"] = "system",
+                 system_in_place: bool = False) -> dict[str, Any]:
     """A whole Chat Completions request body (without ``stream``).
 
     Args:
@@ -159,14 +173,24 @@ def chat_request(source: RequestSource, *, model: str | None = None,
         tools: the tools the model may call.
         max_tokens: the output budget (``max_completion_tokens``), if any.
         system_role: see :func:`chat_messages`.
+        system_in_place: for a model that takes system messages mid-conversation (pi-ai's
+            ``compat.supportsMidConvoSystemMessages``): ``system`` and ``tools`` lead, each
+            system message of the context stays where it is (after the results of tool calls
+            pending there), later ones sent as pi-ai renders an update (content, then each
+            section change named), and ``tools`` are the ones current at the end. Otherwise
+            (the default, as pi-ai's) all of them are replayed into one leading prompt.
     """
     messages, model, provider = request_target(source, model, provider)
-    messages, system, tools = replayed_prompt(messages, system, tools)
+    if system_in_place:
+        messages, tools = in_place_prompt(messages, system, tools)
+        system = None
+    else:
+        messages, system, tools = replayed_prompt(messages, system, tools)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model
     body["messages"] = chat_messages(messages, system=system, provider=provider, model=model,
-                                     system_role=system_role)
+                                     system_role=system_role, system_in_place=system_in_place)
     if tools:
         body["tools"] = chat_tools(tools)
     if max_tokens is not None:

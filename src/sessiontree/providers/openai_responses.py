@@ -34,6 +34,7 @@ from ..messages import (
     TextContent,
     ThinkingContent,
     ToolCall,
+    ToolResultMessage,
     UnknownMessage,
     UserMessage,
 )
@@ -180,7 +181,7 @@ def responses_input(messages: Sequence[AgentMessage | UnknownMessage], *, system
                     if item_id:
                         call["id"] = item_id
                     items.append(call)
-        else:
+        elif isinstance(message, ToolResultMessage):
             blocks = message.content
             text = "\n".join(b.text for b in blocks if isinstance(b, TextContent))
             output: str | list[dict[str, Any]]
