@@ -369,6 +369,14 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
         store._client.delete(store.words_key(sessions[1].id))
         store._client.hdel(store.keys(sessions[1].id)[0], "indexed")
         assert [h.session_id for h in store.search('"number 1"')] == [sessions[1].id]
+        sessions[1].append_message(UserMessage.of("a late albatross"))
+        expected = _comparable(store.search("albatross"))
+        store.reindex_search(sessions[1].id)  # builds its index: the same hits
+        assert store._client.hget(store.keys(sessions[1].id)[0], "indexed") == b"1"
+        assert b"migrates 1" in store._client.zrange(store.words_key(sessions[1].id), 0, -1)
+        assert _comparable(store.search("albatross")) == expected
+        with pytest.raises(SessionNotFound):
+            store.reindex_search("nosuchsession")
         # through the address, and the command
         assert {h.session_id for h in search_sessions(url, "albatross", limit=100)} == \
             {s.id for s in sessions}

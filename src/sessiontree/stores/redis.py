@@ -218,6 +218,17 @@ if redis.call('HGET', KEYS[1], 'first') == ARGV[4] then redis.call('HSET', KEYS[
 return 'ok'
 """
 
+# KEYS: meta, lines, words. ARGV: n, then the words of the session's first n lines (an append
+# indexes its own lines, so the lines after them are in already). Returns 0 without a session.
+_REINDEX = """
+if not redis.call('HGET', KEYS[1], 'header') then return 0 end
+for i = 1, tonumber(ARGV[1]) do
+  for word in string.gmatch(ARGV[1 + i], '%S+') do redis.call('ZADD', KEYS[3], 0, word .. ' ' .. i) end
+end
+redis.call('HSET', KEYS[1], 'indexed', 1)
+return 1
+"""
+
 _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
                    "activity", "modified")
 
@@ -362,6 +373,7 @@ class RedisStore:
         self._append_script = self._client.register_script(_APPEND)
         self._delete_script = self._client.register_script(_DELETE)
         self._replace_script = self._client.register_script(_REPLACE)
+        self._reindex_script = self._client.register_script(_REINDEX)
         self._lock_script = self._client.register_script(_LOCK)
         self._unlock_script = self._client.register_script(_UNLOCK)
 
@@ -713,6 +725,26 @@ class RedisStore:
             raise ConcurrentModification(f"entry {entry_id}'s line changed meanwhile; nothing "
                                          "was written", path=where, entry_id=entry_id)
 
+    def reindex_search(self, session_id: str) -> None:
+        """Build the search index of a session stored before it had one (searched by reading
+        every line until then), in one script on its slot.
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        self._writable()
+        check_session_id(session_id)
+        meta, lines_key, _, _ = self.keys(session_id)
+        with self._errors():
+            lines = self._client.lrange(lines_key, 0, -1)
+        with self._errors(writing=True):
+            found = self._reindex_script(keys=[meta, lines_key, self.words_key(session_id)],
+                                         args=[len(lines), *map(_words, lines)],
+                                         client=self._client)
+        if not found:
+            raise SessionNotFound(f"no session {session_id} in this store",
+                                  path=self.session_url(session_id))
+
     def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
                since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
         """Entries of every session, on every branch, holding every word and "phrase" of
@@ -723,7 +755,7 @@ class RedisStore:
         on its own slot, one ``ZRANGEBYLEX`` per word, pipelined per node; the positions
         every word shares are read back from the session's lines and judged by the shared
         matcher, so the index only narrows and never decides. Sessions stored before the
-        index have every line read.
+        index have every line read (until :meth:`reindex_search` builds theirs).
 
         Raises:
             InvalidQuery: no word in ``query``.
