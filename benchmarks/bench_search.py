@@ -1,7 +1,8 @@
 """Full-text search beside ``grep -r -F`` on the same files, in one run (issue 18 point 5).
 
     .venv/bin/python benchmarks/bench_search.py [--sessions 1000] [--db-sessions 10000]
-        [--db-entries 20,120] [--repeat 5] [--skip-db]
+        [--db-entries 20,120] [--repeat 5] [--skip-db] [--skip-folder]
+        [--redis redis://HOST:PORT/DB] [--redis-cluster redis+cluster://SEEDS]
 
 1. A folder of ``--sessions`` generated sessions in pi's layout (two project folders of a
    sessions root; ``generate_folder``, 20-1,500 entries each: 1,000 sessions are about 785 MB),
@@ -13,10 +14,11 @@
    next search (only their appended bytes are read), then warm again. ``grep -r -F QUERY
    ROOT`` (its output written to a temporary file; our index's folder excluded) runs on the same files before and after
    the growth, median of ``--repeat``, with the files in the page cache as for our warm runs.
-3. SQLite and PostgreSQL (``SESSIONTREE_TEST_POSTGRES``) holding ``--db-sessions`` sessions
-   of ``--db-entries`` entries (copied from a second generated folder; the needle in five):
-   the warm search, and the search after 10 sessions grew (their search rows were written in
-   the appends' transactions).
+3. SQLite, PostgreSQL (``SESSIONTREE_TEST_POSTGRES``), Redis and Redis Cluster (``--redis``,
+   ``--redis-cluster``, each into a key prefix of its own, dropped at the end) holding
+   ``--db-sessions`` sessions of ``--db-entries`` entries (copied from a second generated
+   folder; the needle in five): the warm search, and the search after 10 sessions grew (their
+   search rows were written in the appends' transactions or scripts).
 
 Prints one Markdown table; each figure beside its baseline from the same run.
 """
@@ -166,6 +168,9 @@ def main() -> None:
     parser.add_argument("--db-entries", default="20,120")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--skip-db", action="store_true")
+    parser.add_argument("--skip-folder", action="store_true")
+    parser.add_argument("--redis", help="a Redis server (redis://HOST:PORT/DB)")
+    parser.add_argument("--redis-cluster", help="a Redis Cluster (redis+cluster://HOST:PORT,...)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -175,6 +180,15 @@ def main() -> None:
         else:
             _child_db(rest[0], rest[1], args.repeat)
         return
+    rows: list[str] = []
+    if not args.skip_folder:
+        rows += folder_rows(args)
+    if not args.skip_db:
+        rows += db_rows(args)
+    print("\n".join(rows))
+
+
+def folder_rows(args: argparse.Namespace) -> list[str]:
     root = generated_root(args.sessions, 20, 1500, "search-root")
     size = sum(p.stat().st_size for p in root.rglob("*.jsonl")) / 2**20
     rows = [f"Folder: {args.sessions:,} sessions, {size:,.0f} MB (pi's layout, two projects); "
@@ -196,9 +210,7 @@ def main() -> None:
         rows.append(f"| {label} | peak RSS (first search / whole process) | "
                     f"{ours['first_rss_mib']:.0f} / {ours['peak_rss_mib']:.0f} MiB | — | |")
         rows.append(f"| {label} | index size | {ours['index_mib']:.0f} MB | — | |")
-    if not args.skip_db:
-        rows += db_rows(args)
-    print("\n".join(rows))
+    return rows
 
 
 def db_rows(args: argparse.Namespace) -> list[str]:
@@ -216,19 +228,31 @@ def db_rows(args: argparse.Namespace) -> list[str]:
         with psycopg.connect(postgres, autocommit=True) as admin:
             admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
         urls["PostgreSQL"] = f"{postgres}{'&' if '?' in postgres else '?'}schema={schema}"
+    prefix = f"benchsearch{os.getpid()}"
+    if args.redis:
+        urls["Redis"] = f"{args.redis}?prefix={prefix}"
+    if args.redis_cluster:
+        urls["Redis Cluster"] = f"{args.redis_cluster}?prefix={prefix}"
     db.unlink(missing_ok=True)
     rows = ["", f"Databases: {args.db_sessions:,} sessions of {low}-{high} entries.", "",
             "| backend | query | load (copy, search rows included) | warm search | after 10 "
             "sessions grew | warm after | peak RSS |", "|---|---|---|---|---|---|---|"]
-    for name, url in urls.items():
-        start = time.perf_counter()
-        copy_sessions(str(root), url)
-        load_s = time.perf_counter() - start
-        for label, query in QUERIES.items():
-            ours = _run_child("db", url, query)
-            rows.append(f"| {name} | {label} ({ours['hits']} hits) | {load_s:,.0f} s | "
-                        f"{ours['warm_ms']:,.1f} ms | {ours['grown_ms']:,.1f} ms | "
-                        f"{ours['warm_after_ms']:,.1f} ms | {ours['peak_rss_mib']:.0f} MiB |")
+    try:
+        for name, url in urls.items():
+            start = time.perf_counter()
+            copy_sessions(str(root), url)
+            load_s = time.perf_counter() - start
+            for label, query in QUERIES.items():
+                ours = _run_child("db", url, query)
+                rows.append(f"| {name} | {label} ({ours['hits']} hits) | {load_s:,.0f} s | "
+                            f"{ours['warm_ms']:,.1f} ms | {ours['grown_ms']:,.1f} ms | "
+                            f"{ours['warm_after_ms']:,.1f} ms | {ours['peak_rss_mib']:.0f} MiB |")
+    finally:
+        from bench_storage import drop_prefix
+
+        for name, url in urls.items():
+            if name.startswith("Redis"):
+                drop_prefix(url)
     return rows
 
 
