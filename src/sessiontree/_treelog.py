@@ -235,6 +235,12 @@ class TreeLog:
     def _data(self, record: Record) -> dict[str, Any]:
         return self._loaded(record, "data").data  # type: ignore[return-value]
 
+    def _path_records(self, target: str) -> Sequence[Any]:
+        """The root-to-``target`` path as the index gives it (rows, or a database's path)."""
+        self._record(target)  # EntryNotFound for an unknown id
+        index = self._index
+        return index.row_path(target) if isinstance(index, TreeIndex) else index.path(target)
+
     def entry(self, entry_id: str) -> AnyEntry:
         """The typed entry with this id.
 

@@ -34,7 +34,7 @@ from msgspec import UNSET, UnsetType
 
 from . import _json
 from ._time import iso_to_ms
-from ._tree import path_to_root
+from ._tree import TreeIndex, path_to_root
 from .errors import InvalidEntry
 from .messages import (
     AgentMessage,
@@ -654,6 +654,36 @@ class ContextMemo:
 
     def clear(self) -> None:
         self._by_leaf.clear()
+
+    def context(self, target: str, record_of: Callable[[str], Any], index: object,
+                path_of: Callable[[str], Sequence[Any]], load: Callable[[Any], dict[str, Any]],
+                load_message: Callable[[Any], dict[str, Any] | msgspec.Raw | None],
+                prefetch: Callable[[Sequence[Any]], None]) -> SessionContext:
+        """The context of ``target``: remembered, else one step from its parent's remembered
+        context (O(1) as a conversation grows), else built from its path, then remembered.
+
+        Args:
+            record_of: an entry's envelope by id (raises for an unknown id).
+            index: the session's tree index; only an in-memory :class:`~._tree.TreeIndex`
+                steps from a parent (a database answers paths itself: built from those).
+            path_of: the root-to-entry path, as :func:`context_from_path` takes it.
+            load, load_message, prefetch: as for :func:`context_from_path`.
+        """
+        context = self.get(target)
+        if context is not None:
+            return context
+        record = record_of(target)
+        parent_id = record.parent_id
+        base: SessionContext | None = None
+        if isinstance(index, TreeIndex):
+            base = EMPTY_CONTEXT if parent_id is None or target in index.cycle_roots \
+                else self.get(parent_id)  # None for an orphan: it is built from its path
+        if base is not None:
+            context = extend_context(base, record, load, load_message)
+        if context is None:
+            context = context_from_path(path_of(target), load, load_message, prefetch)
+        self.put(target, context)
+        return context
 
 
 class _DictItem:

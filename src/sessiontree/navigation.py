@@ -55,6 +55,7 @@ __all__ = [
     "PreparedBranch",
     "anavigate_tree",
     "apop",
+    "checkout",
     "cherry_pick",
     "collect_entries_for_branch_summary",
     "default_summarizer",
@@ -360,6 +361,24 @@ class _Plan:
                          old_leaf_id=self.old_leaf, target_id=self.target_id,
                          summary_entry=result.summary_entry, from_hook=result.from_hook,
                          editor_text=self.editor_text)
+
+
+def checkout(session: Session, entry_id: str | None) -> str | None:
+    """Move the leaf so that the move survives a reload, in pi too (format-spec.md 17 g): a
+    ``sessiontree.checkout`` custom entry under the target (a new root for ``None``), unless
+    the target is already the last line (pi's leaf on reload).
+
+    Returns:
+        The marker's id, or ``None`` when no marker was needed.
+
+    Raises:
+        EntryNotFound: no such entry.
+    """
+    _move_in_memory(session, entry_id)  # EntryNotFound for an unknown id
+    last = session._index.last()
+    if entry_id is not None and last is not None and entry_id == last.id:
+        return None
+    return session.append_custom(CHECKOUT_CUSTOM_TYPE, {"targetId": entry_id})
 
 
 def _move_in_memory(session: Session, leaf: str | None) -> None:

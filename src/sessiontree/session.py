@@ -26,15 +26,9 @@ from msgspec import UNSET, UnsetType
 from ._cache import DEFAULT_CACHE_BYTES
 from ._codec import decode_line
 from ._time import iso_now, uuid7
-from ._tree import TreeIndex, TreeNode, js_trim
+from ._tree import TreeNode, js_trim
 from ._treelog import EntryMaker, LoadWarning, TreeLog, entry_maker
-from .context import (
-    EMPTY_CONTEXT,
-    ContextMemo,
-    SessionContext,
-    context_from_path,
-    extend_context,
-)
+from .context import EMPTY_CONTEXT, ContextMemo, SessionContext
 from .entries import (
     CHECKOUT_CUSTOM_TYPE,
     AnyEntry,
@@ -65,8 +59,8 @@ from .messages import (
     stored_message,
     validate_message,
 )
-from .stores._follow import idle_stop
-from .stores.base import FollowableLog, SessionLog, Store, check_new_session_id
+from .stores._follow import follow_log
+from .stores.base import SessionLog, Store, check_new_session_id
 from .stores.jsonl import (
     JsonlFile,
     default_session_dir,
@@ -345,15 +339,7 @@ class Session(TreeLog):
             poll: seconds between looks.
             stop: also stop once this returns true (asked whenever nothing new came).
         """
-        log = self._log
-        if not isinstance(log, FollowableLog):
-            raise InvalidLocation(f"{type(log).__name__} cannot be followed")
-        idle, touch = idle_stop(idle_timeout)
-        asked = stop
-        for line in log.follow(poll=poll, stop=idle if asked is None else
-                               lambda: idle() or asked()):
-            touch()
-            yield line
+        return follow_log(self._log, idle_timeout=idle_timeout, poll=poll, stop=stop)
 
     def follow(self, *, idle_timeout: float | None = None, poll: float = 0.2,
                stop: Callable[[], bool] | None = None) -> Iterator[AnyEntry]:
@@ -510,31 +496,10 @@ class Session(TreeLog):
 
         return current_system_message(self.build_context(at).to_builtins()["messages"])
 
-    def _path_records(self, target: str) -> Sequence[Any]:
-        """The root-to-``target`` path as the index gives it (rows, or a database's path)."""
-        self._record(target)  # EntryNotFound for an unknown id
-        index = self._index
-        return index.row_path(target) if isinstance(index, TreeIndex) else index.path(target)
-
     def _context(self, target: str) -> SessionContext:
-        """The remembered context of ``target``, else one step from its parent's, else built."""
-        memo = self._contexts
-        context = memo.get(target)
-        if context is not None:
-            return context
-        record = self._record(target)
-        index, parent_id = self._index, record.parent_id
-        base: SessionContext | None = None
-        if isinstance(index, TreeIndex):  # (a database answers paths itself: built from those)
-            base = EMPTY_CONTEXT if parent_id is None or target in index.cycle_roots \
-                else memo.get(parent_id)  # None for an orphan: it is built from its path
-        if base is not None:
-            context = extend_context(base, record, self._data, self._message_json)
-        if context is None:
-            context = context_from_path(self._path_records(target), self._data,
-                                        self._message_json, self._prefetch_messages)
-        memo.put(target, context)
-        return context
+        """The context of ``target``, built or remembered (:meth:`ContextMemo.context`)."""
+        return self._contexts.context(target, self._record, self._index, self._path_records,
+                                      self._data, self._message_json, self._prefetch_messages)
 
     # -- appending -----------------------------------------------------------------------------
 
@@ -778,14 +743,9 @@ class Session(TreeLog):
         Returns:
             The marker's id, or ``None`` when no marker was needed.
         """
-        if entry_id is not None:
-            self._record(entry_id)
-        last = self._index.last()
-        if entry_id is not None and last is not None and entry_id == last.id:
-            self._leaf = entry_id
-            return None
-        self._leaf = entry_id
-        return self.append_custom(CHECKOUT_CUSTOM_TYPE, {"targetId": entry_id})
+        from .navigation import checkout
+
+        return checkout(self, entry_id)
 
     # -- navigation and forks (navigation.py, fork.py) --
 

@@ -13,9 +13,10 @@ import time
 from collections.abc import Callable, Iterator
 
 from .._scan import envelope
-from ..errors import ConcurrentModification
+from ..errors import ConcurrentModification, InvalidLocation
+from .base import FollowableLog
 
-__all__ = ["follow_file", "idle_stop"]
+__all__ = ["follow_file", "follow_log", "idle_stop"]
 
 
 def idle_stop(timeout: float | None) -> tuple[Callable[[], bool], Callable[[], None]]:
@@ -30,6 +31,23 @@ def idle_stop(timeout: float | None) -> tuple[Callable[[], bool], Callable[[], N
         last[0] = time.monotonic()
 
     return stop, touch
+
+
+def follow_log(log: object, *, idle_timeout: float | None, poll: float,
+               stop: Callable[[], bool] | None) -> Iterator[bytes]:
+    """The lines ``log`` gets appended from now on, until ``idle_timeout`` seconds pass without
+    one or ``stop()`` is true (asked whenever nothing new came).
+
+    Raises:
+        InvalidLocation: the log cannot be followed.
+    """
+    if not isinstance(log, FollowableLog):
+        raise InvalidLocation(f"{type(log).__name__} cannot be followed")
+    idle, touch = idle_stop(idle_timeout)
+    for line in log.follow(poll=poll, stop=idle if stop is None else
+                           lambda: idle() or stop()):
+        touch()
+        yield line
 
 
 def follow_file(path: str, start: int, *, poll: float,
