@@ -71,9 +71,11 @@ class RedisServer:
     """One ``redis-server`` process on 127.0.0.1 (no persistence unless asked)."""
 
     def __init__(self, directory: Path, *, port: int | None = None, cluster: bool = False,
-                 extra: Sequence[str] = (), tls: bool = False) -> None:
+                 extra: Sequence[str] = (), tls: bool = False,
+                 node_timeout_ms: int = 1000) -> None:
         """``tls``: TLS only (``rediss://``), with a CA and a server certificate for 127.0.0.1
-        made by ``openssl`` in the server's folder (``ca.crt`` is what clients trust)."""
+        made by ``openssl`` in the server's folder (``ca.crt`` is what clients trust);
+        ``node_timeout_ms``: a cluster node's ``cluster-node-timeout``."""
         self.port = port or free_port(with_bus=cluster)
         self.directory = directory / str(self.port)
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -91,7 +93,7 @@ class RedisServer:
                 "--logfile", str(self.log), "--daemonize", "no"]
         if cluster:
             args += ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                     "--cluster-node-timeout", "1000"]
+                     "--cluster-node-timeout", str(node_timeout_ms)]
         self._args = [*args, *extra]
         self.start()
 
@@ -176,13 +178,16 @@ def _certificates(folder: Path) -> Path:
 
 class RedisCluster:
     """Six nodes (three masters, three replicas) made a cluster by ``redis-cli --cluster
-    create``, with a one-second ``cluster-node-timeout`` so that a failover takes seconds."""
+    create``. ``node_timeout_ms`` is short where a test kills a master (a failover takes
+    seconds), long for the cluster the backend suites share: on a loaded machine a node that
+    answers late must not be taken for dead (the cluster went down mid-suite at one second)."""
 
-    def __init__(self, directory: Path, *, nodes: int = 6) -> None:
+    def __init__(self, directory: Path, *, nodes: int = 6, node_timeout_ms: int = 15000) -> None:
         self.nodes: list[RedisServer] = []
         try:
             for _ in range(nodes):
-                self.nodes.append(RedisServer(directory, cluster=True))
+                self.nodes.append(RedisServer(directory, cluster=True,
+                                              node_timeout_ms=node_timeout_ms))
             redis_cli(self.nodes[0].port, "--cluster", "create",
                       *[f"127.0.0.1:{n.port}" for n in self.nodes],
                       "--cluster-replicas", "1", "--cluster-yes")

@@ -28,7 +28,7 @@ WRITER = Path(__file__).with_name("redis_writer.py")
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[RedisCluster]:
     try:
-        made = RedisCluster(tmp_path / "nodes")
+        made = RedisCluster(tmp_path / "nodes", node_timeout_ms=2000)  # failovers in seconds
     except ServerFailed as exc:
         pytest.fail(f"the test Redis cluster did not start: {exc}")
     try:

@@ -31,7 +31,7 @@ def tracked(*patterns: str) -> list[str]:
 def test_the_readme_starts_with_the_demo_then_the_test_suite() -> None:
     demo, suite = readme_commands()
     assert demo.endswith("sessiontree demo") and "pip install ." in demo
-    assert "pip install -e '.[test]'" in suite and suite.endswith("python -m pytest")
+    assert "pip install -e '.[test]'" in suite and suite.endswith("python -m pytest -n 2")
     ci = (REPO / ".ci" / "run").read_text("utf-8")
     assert "README.md" in ci and "git clone" in ci  # CI runs these very blocks in a fresh clone
 

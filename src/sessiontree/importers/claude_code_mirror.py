@@ -133,6 +133,7 @@ class TranscriptMirror:
         """
         owner: dict[str, str | None] = {}
         stamps: list[Any] = []
+        latest: tuple[int, str] | None = None  # the transcript's latest timed record, by line
         for entry in stored:
             entry_id, parent = entry.get("id"), entry.get("parentId")
             if not isinstance(entry_id, str):
@@ -156,11 +157,17 @@ class TranscriptMirror:
                 uuid = line.get("uuid") if isinstance(line, dict) else None
                 if isinstance(uuid, str):
                     self._seen.add((uuid, _digest(line)))
+                    stamp = line.get("timestamp")
+                    if isinstance(stamp, str) and iso_to_ms(stamp) and \
+                            (latest is None or n > latest[0]):
+                        latest = (n, stamp)
             if isinstance(key, str) and isinstance(source, Mapping) and "part" not in source \
                     and lines:
                 self._reread(key, [line for _, line in lines])
-        self.reader.last_timestamp = next((stamp for stamp in reversed(stamps)
-                                           if iso_to_ms(stamp) is not None), None)
+        # as the reader left it after the last timed record (entries are stored in another
+        # order than their lines where results chain; the last stored entry's time differed)
+        self.reader.last_timestamp = latest[1] if latest is not None else next(
+            (stamp for stamp in reversed(stamps) if iso_to_ms(stamp) is not None), None)
 
     def _reread(self, key: str, lines: list[Any]) -> None:
         """Read a stored node's lines again, then record that each of them is in that node."""
