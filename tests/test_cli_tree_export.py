@@ -314,3 +314,14 @@ def test_markdown_of_labels_and_ids_holding_braces(tmp_path: Path) -> None:
     code, out, err = run("export", str(path), "--format", "md")
     assert code == 0, err
     assert "[x{0}y{ }]" in out and "hello" in out
+
+
+def test_markdown_headings_name_the_leaf_a_person_sees() -> None:
+    """A chat turn ends with the operation tree's bookkeeping entry: the headings name the
+    reply before it, as tree, browse and the HTML page do (issue 20 point 1)."""
+    session = Session.in_memory()
+    shown = session.append_message(UserMessage.of("hi"))
+    session.append_custom("sessiontree.op.batch", {"events": []})
+    for document in (export_markdown(session), export_markdown(session, all_branches=True)):
+        headings = [line for line in document.splitlines() if line.startswith("## ")]
+        assert len(headings) == 1 and f"`{shown}`" in headings[0], headings

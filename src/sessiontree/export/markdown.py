@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from .. import _json
+from ..views import shown_leaf
 from ._select import Selection, select, selected_tree, walk
 
 if TYPE_CHECKING:
@@ -264,6 +265,12 @@ def _fork_note(session: Session, entry_id: str, labels: dict[str, str]) -> str:
     return f" ({KIND_NAMES.get(kind, kind)}: {entry_summary(entry, 60)}){label}"
 
 
+def _named_leaf(session: Session, leaf: str) -> str:
+    """The leaf a heading names: the last entry of its path that is not operation-tree
+    bookkeeping (a chat turn ends with one), as every other view names it."""
+    return shown_leaf(session.path_ids(leaf), session.entry) or leaf
+
+
 def export_markdown(session: Session, selection: Selection | None = None, *,
                     all_branches: bool = False,
                     advance: Callable[[int], None] | None = None) -> str:
@@ -291,8 +298,9 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
             path = [i for i in session.path_ids(leaf) if i in shown]
             start = next((n for n, i in enumerate(path) if i not in written), len(path))
             mark = " (current)" if leaf == selection.leaf_id else ""
-            label = f" [{labels[leaf]}]" if leaf in labels else ""
-            lines += ["", f"## Branch {number} of {len(leaves)}: to `{leaf}`{label}{mark}", ""]
+            named = _named_leaf(session, leaf)
+            label = f" [{labels[named]}]" if named in labels else ""
+            lines += ["", f"## Branch {number} of {len(leaves)}: to `{named}`{label}{mark}", ""]
             if start > 0:  # the shared part is written once, in the branch that came first
                 fork = path[start - 1]
                 lines += [f"*Branches off after `{fork}`{_fork_note(session, fork, labels)}; "
@@ -303,7 +311,7 @@ def export_markdown(session: Session, selection: Selection | None = None, *,
                 advance(1)
     elif selection.leaf_id is not None:
         path = [i for i in session.path_ids(selection.leaf_id) if i in shown]
-        lines += ["", f"## Branch to `{selection.leaf_id}`", ""]
+        lines += ["", f"## Branch to `{_named_leaf(session, selection.leaf_id)}`", ""]
         lines.append("\n\n".join(_path_markdown(session, path, labels, selection.leaf_id)))
         written.update(path)
         if advance is not None:
