@@ -57,9 +57,10 @@ class Backends:
     """Fresh adapters over one backend: each a store of its own (a new folder, database file or
     PostgreSQL schema), all closed and dropped at the end."""
 
-    def __init__(self, kind: str, tmp_path: Path) -> None:
+    def __init__(self, kind: str, tmp_path: Path, redis: str | None = None) -> None:
         self.kind = kind
         self.tmp_path = tmp_path
+        self.redis = redis  # the server's or cluster's URL, for the redis kinds
         self.count = itertools.count()
         self.opened: list[SessionTreeSessionStore] = []
         self.schemas: list[str] = []
@@ -74,6 +75,8 @@ class Backends:
             store = SessionTreeSessionStore(JsonlStore(self.tmp_path / f"folder{n}"))
         elif self.kind == "sqlite":
             store = SessionTreeSessionStore(f"sqlite:///{self.tmp_path}/s{n}.db")
+        elif self.redis is not None:  # a key prefix of its own: an empty store
+            store = SessionTreeSessionStore(f"{self.redis}?prefix=cc{uuid.uuid4().hex[:12]}")
         else:
             dsn = postgres_dsn()
             schema = f"sessiontree_cc_{uuid.uuid4().hex[:12]}"
@@ -93,12 +96,15 @@ class Backends:
                     admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
 
 
-KINDS = ["memory", "root", "folder", "sqlite", "postgres"]
+KINDS = ["memory", "root", "folder", "sqlite", "postgres", "redis", "redis-cluster"]
 
 
 @pytest.fixture(params=KINDS)
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backends]:
-    backends = Backends(request.param, tmp_path)
+    kind = request.param
+    redis = request.getfixturevalue("redis_cluster" if kind == "redis-cluster" else
+                                    "redis_server") if kind.startswith("redis") else None
+    backends = Backends(kind, tmp_path, redis)
     yield backends
     backends.close()
 
