@@ -23,18 +23,19 @@ Invariants:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import pickle
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from operator import itemgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 from weakref import WeakKeyDictionary
 
-from .. import _json
+from .. import _fs, _json
 from ..context import kept_after_compaction
 from ..entries import CHECKOUT_CUSTOM_TYPE
 from ..errors import ConcurrentModification, InvalidLocation, MissingExtra, SessionNotFound
@@ -206,6 +207,27 @@ class SessionTreeSession:
         new = self.tree.refresh()
         return self._branch_at(self.tree.leaf_id, new)
 
+    @contextlib.contextmanager
+    def _first_write(self) -> Iterator[None]:
+        """While a session new to a sessions root has no file, its first write is one handle's
+        at a time, across threads and processes (a lock file in the root): the others then find
+        that file and continue it instead of each starting a file of its own."""
+        root = self._root
+        if root is None:
+            yield
+            return
+        _fs.make_private_dirs(str(root))
+        path = root / f".{self.session_id}.sessiontree-new.lock"
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
+        try:
+            _fs.lock(fd, str(path), self._lock_timeout)
+            yield
+            self._adopt_stored_file()
+            if self._root is None:  # written: who comes later finds the file
+                path.unlink(missing_ok=True)
+        finally:
+            os.close(fd)
+
     def _adopt_stored_file(self) -> None:
         """A session new to a folder is a file named by its creation time: when another handle
         wrote the session's file first, continue that file instead of starting a second one."""
@@ -336,7 +358,7 @@ class SessionTreeSession:
             done.append((branch, written))
             return parent, written
 
-        with self._lock:
+        with self._lock, self._first_write():
             self._sync()
             try:
                 try:
