@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import warnings
 from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import msgspec
 
@@ -454,6 +454,28 @@ def _message_of(raw: bytes) -> dict[str, Any] | msgspec.Raw | bool:
     except (msgspec.DecodeError, UnicodeDecodeError):  # lone surrogates and the like
         decoded = _json.loads(raw).get("message")
         return decoded if isinstance(decoded, dict) else False
+
+
+class _OpensLogs(Protocol):
+    def open_log(self, session_id: str) -> SessionLog: ...
+
+
+class StoredEntries:
+    """``append`` and ``read`` of a store whose sessions open as logs: both go through a
+    :class:`TreeLog` over ``open_log``, so a store's entries are checked and decoded as a
+    session's are."""
+
+    def append(self: _OpensLogs, session_id: str,
+               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
+        """Append entries as they are (typed entries or on-disk dicts; ids and parents kept);
+        parents must be stored already or come earlier in ``entries``."""
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            tree.extend(entries)
+
+    def read(self: _OpensLogs, session_id: str) -> Iterator[AnyEntry]:
+        """Every entry of a session in append order."""
+        with TreeLog(self.open_log(session_id), warn=False) as tree:
+            yield from tree.entries()
 
 
 def current_branch(tree: TreeLog) -> set[str]:

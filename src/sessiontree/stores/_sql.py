@@ -21,7 +21,7 @@ import json
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime
 from typing import Any, TypeVar, overload
@@ -30,8 +30,8 @@ from .. import _json
 from .._listing import ListingStats, listing_line
 from .._scan import Record
 from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
-from .._treelog import TreeLog
-from ..entries import AnyEntry, SessionHeader
+from .._treelog import StoredEntries
+from ..entries import SessionHeader
 from ..errors import (
     ConcurrentModification,
     DuplicateId,
@@ -88,7 +88,7 @@ _READ_AHEAD = 512
 _CACHE_LIMIT = 8192
 
 
-class SqlStore(ABC):
+class SqlStore(StoredEntries, ABC):
     """Sessions in a database; subclasses supply the connection and the dialect."""
 
     dialect: Dialect
@@ -183,18 +183,6 @@ class SqlStore(ABC):
         with self._transaction() as conn:
             conn.execute(self.dialect["insert_session"], state.params(self.dialect))
         return state.session_id
-
-    def append(self, session_id: str,
-               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
-        """Append entries as they are (typed entries or on-disk dicts; ids and parents kept);
-        parents must be stored already or come earlier in ``entries``."""
-        with TreeLog(self.open_log(session_id), warn=False) as tree:
-            tree.extend(entries)
-
-    def read(self, session_id: str) -> Iterator[AnyEntry]:
-        """Every entry of a session in append order."""
-        with TreeLog(self.open_log(session_id), warn=False) as tree:
-            yield from tree.entries()
 
     def list_sessions(self, *, cwd: str | None = None, limit: int | None = None
                       ) -> list[SessionListing]:

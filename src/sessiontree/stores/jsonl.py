@@ -25,7 +25,7 @@ from .._columns import Columns
 from .._scan import FileRecord, Problem, Record, Scanner, iter_lines, read_at, read_ranges
 from .._split_scan import scan_file
 from .._time import file_stamp, iso_now
-from .._treelog import LoadWarning, TreeLog, current_branch
+from .._treelog import LoadWarning, StoredEntries, TreeLog, current_branch
 from ..entries import CURRENT_VERSION, AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
@@ -517,7 +517,7 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-class JsonlStore:
+class JsonlStore(StoredEntries):
     """A folder of session files (one per session, named ``<timestamp>_<id>.jsonl``): a :class:`Store`.
 
     Session ids are validated before they become file names, so nothing is written outside the
@@ -583,13 +583,8 @@ class JsonlStore:
 
     def append(self, session_id: str,
                entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
-        self._writable()
-        with TreeLog(self.open_log(session_id), warn=False) as tree:
-            tree.extend(entries)
-
-    def read(self, session_id: str) -> Iterator[AnyEntry]:
-        with TreeLog(self.open_log(session_id), warn=False) as tree:
-            yield from tree.entries()
+        self._writable()  # before the log is opened for writing
+        super().append(session_id, entries)
 
     def list_sessions(self, *, cwd: str | None = None, limit: int | None = None,
                       all: bool = False) -> list[SessionListing]:

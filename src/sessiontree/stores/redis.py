@@ -64,7 +64,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 from .. import _json
 from .._columns import Columns
 from .._listing import ListingStats, listing_line, listing_row
-from .._scan import FileRecord, Problem, Record, Scanner
+from .._scan import FileRecord, Record, Scanner
 from .._search import (
     Candidate,
     SearchHit,
@@ -76,8 +76,8 @@ from .._search import (
     tokens,
 )
 from .._time import iso_to_ms
-from .._treelog import TreeLog, current_branch
-from ..entries import AnyEntry, SessionHeader
+from .._treelog import StoredEntries, TreeLog, current_branch
+from ..entries import SessionHeader
 from ..errors import (
     ConcurrentModification,
     DuplicateId,
@@ -301,7 +301,7 @@ def _error(exc: Exception, url: str, *, writing: bool) -> SessionTreeError | Non
     return None
 
 
-class RedisStore:
+class RedisStore(StoredEntries):
     """Sessions in Redis (one server) or Redis Cluster. Open with :meth:`from_url`.
 
     Addresses: ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS) and
@@ -566,17 +566,6 @@ class RedisStore:
         session_id = check_session_id(header.id)
         self._appended(session_id, "create", _json.dumps(header), [], [])
         return session_id
-
-    def append(self, session_id: str,
-               entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:
-        """Append entries as they are (typed entries or on-disk dicts; ids and parents kept)."""
-        with TreeLog(self.open_log(session_id), warn=False) as tree:
-            tree.extend(entries)
-
-    def read(self, session_id: str) -> Iterator[AnyEntry]:
-        """Every entry of a session in append order."""
-        with TreeLog(self.open_log(session_id), warn=False) as tree:
-            yield from tree.entries()
 
     def list_sessions(self, *, cwd: str | None = None, limit: int | None = None
                       ) -> list[SessionListing]:
