@@ -136,6 +136,19 @@ class TreeLog:
         return url if url is not None else self._log.location
 
     @property
+    def log(self) -> SessionLog:
+        """The log the session reads and appends through (a file, memory, or a store's log), for
+        what is asked of where the session lives: its store, whether it is read-only. Append
+        through the session, never the log, or the session's tree no longer matches it."""
+        return self._log
+
+    @property
+    def stored_header(self) -> dict[str, Any] | None:
+        """The header line as stored, keys this version does not know kept (:attr:`header`
+        is its typed form); ``None`` before the first write."""
+        return self._header_data
+
+    @property
     def problems(self) -> list[Problem]:
         """The load report: every skipped, repaired or re-rooted line, sorted by line.
 
@@ -157,6 +170,21 @@ class TreeLog:
     def leaf_id(self) -> str | None:
         """Where the next append goes; ``None`` before the first entry (a new root)."""
         return self._leaf
+
+    @property
+    def last_id(self) -> str | None:
+        """The last entry in stored order, the leaf pi takes on reload; ``None`` when empty."""
+        last = self._index.last()
+        return last.id if last is not None else None
+
+    def role(self, entry_id: str) -> str | None:
+        """The message role of a ``message`` entry, from its envelope (the payload is not
+        decoded); ``None`` for an entry of another type.
+
+        Raises:
+            EntryNotFound: no such entry.
+        """
+        return self._record(entry_id).role
 
     @property
     def name(self) -> str | None:

@@ -2,8 +2,8 @@
 
 Every public name of :class:`~sessiontree.Session`, with the same parameters: a coroutine where
 the call may read or write (``aclose`` for ``close``, ``async with`` for ``with``); plain
-attributes where it never does (``id``, ``leaf_id``, ``name``, ``header``, ``url``, ``len()``,
-``events``, :meth:`in_memory`). ``Session``'s async variants are the plain names here:
+attributes where it never does (``id``, ``leaf_id``, ``last_id``, ``name``, ``header``,
+``stored_header``, ``url``, ``log``, ``len()``, ``events``, :meth:`in_memory`). ``Session``'s async variants are the plain names here:
 ``navigate_tree``, ``pop`` and ``compact`` are ``anavigate_tree``, ``apop`` and ``acompact``,
 ``build_context(for_model=True)`` is ``abuild_context``. ``follow`` and ``follow_lines`` are
 async iterators. ``tests/test_async_parity.py`` checks both classes name for name.
@@ -59,7 +59,7 @@ from .messages import (
     Usage,
 )
 from .session import Session
-from .stores.base import SessionListing, Store
+from .stores.base import SessionListing, SessionLog, Store
 from .stores.url import is_url, parse_location
 
 if TYPE_CHECKING:
@@ -250,6 +250,19 @@ class AsyncSession:
         return self.sync.name
 
     @property
+    def last_id(self) -> str | None:
+        return self.sync.last_id
+
+    @property
+    def log(self) -> SessionLog:
+        """:attr:`Session.log` (its calls block: append through this object)."""
+        return self.sync.log
+
+    @property
+    def stored_header(self) -> dict[str, Any] | None:
+        return self.sync.stored_header
+
+    @property
     def events(self) -> EventBus:
         """The wrapped session's hooks (:mod:`sessiontree.events`); async handlers are awaited
         in the running loop by :meth:`navigate_tree`, :meth:`pop`, :meth:`compact` and
@@ -271,6 +284,9 @@ class AsyncSession:
 
     async def entry(self, entry_id: str) -> AnyEntry:
         return await self._run(self.sync.entry, entry_id)
+
+    async def role(self, entry_id: str) -> str | None:
+        return await self._run(self.sync.role, entry_id)
 
     async def raw_line(self, entry_id: str) -> bytes:
         return await self._run(self.sync.raw_line, entry_id)
@@ -358,7 +374,7 @@ class AsyncSession:
         in a worker thread. Stop early by leaving the ``async for`` (or cancelling it)."""
         twin = _async_twin(self.sync)
         if twin is not None:
-            after = self.sync._log.seen_seq  # type: ignore[attr-defined]
+            after = self.sync.log.seen_seq  # type: ignore[attr-defined]
             async for line in twin.follow(self.id, after, idle_timeout=idle_timeout):
                 yield line
             return
@@ -567,6 +583,6 @@ def _blocking_store(store: AsyncStore | Store) -> Store:
 
 def _async_twin(session: Session) -> AsyncPostgresStore | None:
     """The ``AsyncPostgresStore`` a session's statements run on, if they do."""
-    store = getattr(session._log, "store", None)
+    store = getattr(session.log, "store", None)
     twin: AsyncPostgresStore | None = getattr(store, "async_twin", None)
     return twin

@@ -265,9 +265,9 @@ def _refuse_read_only(session: Session, in_memory: bool, path: str | os.PathLike
         ReadOnlyStore: a read-only session file, forked with no ``path`` nor ``directory``.
     """
     if in_memory or path is not None or directory is not None or \
-            getattr(session._log, "store", None) is not None:
+            getattr(session.log, "store", None) is not None:
         return  # (a store refuses by itself)
-    if getattr(session._log, "read_only", False):
+    if getattr(session.log, "read_only", False):
         raise ReadOnlyStore("the session was opened read-only, so its fork is not written "
                             "beside it; nothing was written (give path or directory to write "
                             "the fork elsewhere)", path=session.file)
@@ -279,7 +279,7 @@ def _into_store(session: Session, header: SessionHeader, lines: Sequence[bytes],
     """A fork of a database session goes into the same store (unless told otherwise)."""
     if in_memory or path is not None or directory is not None:
         return None
-    store: Any = getattr(session._log, "store", None)  # a database's log knows its store
+    store: Any = getattr(session.log, "store", None)  # a database's log knows its store
     if getattr(store, "import_lines", None) is None:  # no store, or one without whole copies
         return None
     make = type(session)

@@ -375,8 +375,7 @@ def checkout(session: Session, entry_id: str | None) -> str | None:
         EntryNotFound: no such entry.
     """
     _move_in_memory(session, entry_id)  # EntryNotFound for an unknown id
-    last = session._index.last()
-    if entry_id is not None and last is not None and entry_id == last.id:
+    if entry_id is not None and entry_id == session.last_id:
         return None
     return session.append_custom(CHECKOUT_CUSTOM_TYPE, {"targetId": entry_id})
 
@@ -561,7 +560,7 @@ def _pop_plan(session: Session, to: str | None, summarizer: Summarizer | None,
     editor_text: str | None = None
     if to is None:
         index = next((i for i in range(len(ids) - 1, -1, -1)
-                      if session._record(ids[i]).role == "user"), None)
+                      if session.role(ids[i]) == "user"), None)
         if index is None:
             raise NothingToPop("no user message on the current path: popping would go past the "
                                "root", path=session.file, entry_id=leaf)

@@ -22,7 +22,7 @@ import msgspec
 from . import _fs, _json
 from ._scan import Scanner, _split
 from ._time import file_stamp, iso_now
-from ._treelog import TreeLog
+from ._tree import TreeIndex
 from .migrate import migrate_file
 from .stores.memory import MemoryLog
 
@@ -67,9 +67,10 @@ def repair_file(path: str | os.PathLike[str], *, lock_timeout: float = 10.0) -> 
 def _repair_locked(path: str, fd: int) -> RepairResult:
     original = _fs.read_settled(fd)
     # the tree of exactly these bytes (the file may grow while repair runs)
-    with TreeLog(MemoryLog(original.split(b"\n")), warn=False) as session:
-        kept = {record.line: record for record in session._index.records()}
-        rerooted = sorted(session._index.cycle_roots)
+    loaded = MemoryLog(original.split(b"\n")).load()
+    index = TreeIndex(loaded.records, list(loaded.problems))
+    kept = {record.line: record for record in index.records()}
+    rerooted = sorted(index.cycle_roots)
     scanner = Scanner(path)
     out: list[bytes] = []
     removed: list[int] = []

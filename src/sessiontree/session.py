@@ -517,8 +517,7 @@ class Session(TreeLog):
             The new entries' ids (``[]`` when ``plan`` returned none).
         """
         def planned() -> tuple[str | None, list[EntryMaker]]:
-            last = self._index.last()
-            self._leaf = last.id if last is not None else None
+            self._leaf = self.last_id
             parent, entries = plan(self._leaf)
             if parent is not None:
                 self._record(parent)

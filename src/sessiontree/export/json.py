@@ -73,7 +73,7 @@ def export_json(session: Session, selection: Selection | None = None, *,
 
 
 def _header(session: Session) -> Any:
-    data = session._header_data  # the header line as stored, when there is one
+    data = session.stored_header
     if data is not None:
         return data
     import msgspec
