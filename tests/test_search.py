@@ -397,3 +397,70 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
         store.delete(first.id)
         assert store._client.exists(store.words_key(first.id)) == 0
         assert first.id not in {h.session_id for h in store.search("albatross")}
+
+
+def _tricky(folder: Path) -> None:
+    """A session whose text differs from its bytes: escapes (``\\u0065`` for an ASCII
+    letter, a control character, ``\\n``) next to words, a Kelvin sign and a dotted capital I
+    (their lowercase holds ASCII letters), words glued to JSON keys, and a line that is not
+    JSON."""
+    texts = ["ERROR in the parser", "isError but not a word here", "tail\nerror after a newline",
+             "\u001berror after a colour code", "\u212aelvin scale error", "\u0130stanbul office",
+             "errors, not the word", "Ünïcödé error wörds"]
+    header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-0000000071c4",
+              "timestamp": "2026-03-02T09:00:00.000Z", "cwd": "/tricky"}
+    lines = [json.dumps(header)]
+    parent = None
+    for n, text in enumerate(texts):
+        entry = {"type": "message", "id": f"t{n:07d}", "parentId": parent,
+                 "timestamp": f"2026-03-02T09:{n:02d}:00.000Z",
+                 "message": {"role": "user", "content": text, "timestamp": 1772442000000}}
+        lines.append(json.dumps(entry, ensure_ascii=n % 2 == 0))
+        parent = entry["id"]
+    lines.append(lines[-1].replace('"error', '"\\u0065rror'))  # the same id: a duplicate line
+    lines.append("{not json error")
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "2026-03-02T09-00-00-000Z_0195a000-0000-7000-8000-0000000071c4.jsonl").write_text(
+        "\n".join(lines) + "\n", "utf-8")
+
+
+SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("istanbul", {}), ("stanbul", {}), ("i", {}),
+                ("error after", {}), ('"error after"', {"limit": 50}), ("iserror", {}),
+                ("errors", {}), ("wörds error", {}), ("error", {"role": "user", "limit": 100})]
+
+
+def test_a_search_without_time_to_index_finds_what_the_index_finds(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The bytes a search has no time to index are scanned: the hits are those of the whole
+    index, with few candidates (so the most recent ones must be the same) or many, and from
+    an index built in part (a chunk of a file at a time)."""
+    import shutil
+
+    from sessiontree import _search_scan
+    from sessiontree.stores import _jsonl_search
+
+    _tricky(root / "--tricky--")
+    indexed = JsonlStore(root)
+    indexed.build_search_index()
+    scanned_root = tmp_path / "scanned"
+    shutil.copytree(root, scanned_root, ignore=shutil.ignore_patterns(".sessiontree-cache"))
+    scanned = JsonlStore(scanned_root)
+    for candidates in (1000, 3):
+        monkeypatch.setattr(_jsonl_search, "CANDIDATES", candidates)
+        monkeypatch.setattr(_search_scan, "CANDIDATES", candidates)
+        monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)
+        for query, options in SCAN_QUERIES:
+            expected = _comparable(indexed.search(query, **options))
+            assert _comparable(scanned.search(query, **options)) == expected, (query, options)
+    assert not Path(index_path(scanned_root)).exists() or not _index_rows(scanned_root)
+    # an index built a chunk at a time, a search after each chunk, gives the same hits
+    monkeypatch.setattr(_jsonl_search, "_CHUNK", 1 << 14)
+    ticks = iter(range(10**6))
+    monkeypatch.setattr(_jsonl_search.time, "monotonic", lambda: next(ticks) * 0.25)
+    monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 1.0)
+    for query, options in SCAN_QUERIES * 3:
+        assert _comparable(scanned.search(query, **options)) == \
+            _comparable(indexed.search(query, **options)), (query, options)
+    scanned.build_search_index()
+    assert sorted(map(len, _index_rows(scanned_root).values())) == \
+        sorted(map(len, _index_rows(root).values()))

@@ -42,6 +42,7 @@ __all__ = [
     "SearchDoc",
     "SearchHit",
     "document",
+    "holds_words",
     "parse_query",
     "rank",
     "since_ms",
@@ -66,6 +67,13 @@ class InvalidQuery(SessionTreeError, ValueError):
 def tokens(text: str) -> list[str]:
     """The words of ``text``, lowercased, in order."""
     return _WORD.findall(text.lower())
+
+
+def holds_words(text: str, words: Iterable[str]) -> bool:
+    """Whether each of ``words`` is one of the words of ``text``: what makes an entry an
+    index's candidate (every backend's index finds these, and a scan of bytes too)."""
+    have = set(tokens(text))
+    return all(word in have for word in words)
 
 
 class Query(NamedTuple):

@@ -8,19 +8,23 @@ Invariants:
   the ones indexed), and a file replaced, shrunk or otherwise changed (``repair``, a purge,
   an edit in place) is indexed again from its start; a file gone loses its rows. Only whole
   lines are indexed.
+* A search indexes for at most :data:`INDEX_BUDGET` seconds (what changed least first, a
+  chunk of a file at a time) and scans the bytes left (:mod:`sessiontree._search_scan`),
+  which finds the candidates the index would have; :func:`build` indexes everything. A file
+  indexed in part keeps the size indexed, so the next search goes on from there.
 * Every candidate's line is read again from its file and judged by :mod:`sessiontree._search`
   before it is a hit, so a stale index can cost time but never give a wrong hit. A session's
   current branch (for the hits' flag) is kept with its file's row and forgotten when the file
   changes.
 * The cache folder is created ``0700``, the index ``0600``. An index that is damaged or of
-  another version is deleted and built again; a folder that cannot be written is searched
-  with an index in memory.
+  another version is deleted and built again; a folder that cannot be written is scanned.
 """
 
 from __future__ import annotations
 
 import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
@@ -29,14 +33,18 @@ import msgspec
 
 from .. import _fs
 from .._search import CANDIDATES, Candidate, Query, SearchHit, document, rank
+from .._search_scan import Found, Recent
 from ._jsonl_listing import session_files
 
-__all__ = ["CACHE_DIR", "INDEX_NAME", "index_path", "search"]
+__all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_NAME", "build", "index_path", "search"]
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
 _VERSION = 2
 _TAIL = 64
+INDEX_BUDGET = 0.5
+"""Seconds of indexing a search may spend (what it does not index, it scans: a first search
+costs about a ``grep -r`` of the folder, and each one leaves the index more complete)."""
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 
 _SCHEMA = (
@@ -51,7 +59,7 @@ _SCHEMA = (
 )
 
 _QUERY = """
-    SELECT f.session_id, f.path, f.cwd, e.offset, e.length
+    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms
     FROM body JOIN entries e ON e.id = body.rowid JOIN files f ON f.id = e.file
     WHERE body MATCH :match AND e.ms >= :since AND (:role IS NULL OR e.role = :role)
         AND (:cwd IS NULL OR f.cwd = :cwd)
@@ -108,9 +116,10 @@ def _remove(path: str) -> None:
 
 
 @contextmanager
-def _opened(root: str) -> Iterator[sqlite3.Connection]:
-    """The folder's index, refreshed from its files (built again when damaged or of another
-    version; in memory when the folder cannot be written)."""
+def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connection, list[Pending]]]:
+    """The folder's index, refreshed from its files for at most ``budget`` seconds of indexing
+    (built again when damaged or of another version; in memory, and not built at all, when
+    the folder cannot be written), and the bytes it does not hold yet."""
     path = index_path(root)
     for attempt in range(2):
         conn: sqlite3.Connection | None = None
@@ -120,12 +129,14 @@ def _opened(root: str) -> Iterator[sqlite3.Connection]:
                 if not os.path.exists(path):
                     os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _fs.FILE_MODE))
                 conn = _connect(path)
+                kept = True
             except (OSError, sqlite3.OperationalError) as exc:
                 if isinstance(exc, sqlite3.OperationalError) and "readonly" not in str(exc) \
                         and "unable to open" not in str(exc):
                     raise
                 conn = _connect(":memory:")  # a folder we may not write to: no index kept
-            refresh(conn, root)
+                kept = False
+            pending = refresh(conn, root, budget=budget if kept else 0.0)
         except sqlite3.DatabaseError:
             if conn is not None:
                 conn.close()
@@ -134,40 +145,58 @@ def _opened(root: str) -> Iterator[sqlite3.Connection]:
             _remove(path)  # damaged: built again
             continue
         try:
-            yield conn
+            yield conn, pending
         finally:
             conn.close()
         return
 
 
-def refresh(conn: sqlite3.Connection, root: str) -> None:
-    """Bring the index up to date with the files (only what changed is read)."""
-    known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
-        "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd FROM files")}
-    changed: list[tuple[str, os.stat_result, _Known | None]] = []
-    for path in session_files(root):
-        try:
-            st = os.stat(path)
-        except OSError:
-            continue
-        row = known.pop(path, None)
-        if row is not None and (row.dev, row.ino, row.size, row.mtime_ns) == \
-                (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
-            continue
-        changed.append((path, st, row))
-    if not changed and not known:
-        return
-    conn.execute("BEGIN IMMEDIATE")
+class Pending(NamedTuple):
+    """Bytes of a file the index does not hold yet: searched by a scan of the bytes."""
+
+    path: str
+    start: int
+    session_id: str | None
+    """``None``: not known yet (the scan reads the header: ``start`` is 0)."""
+    cwd: str | None
+    mtime_ns: int
+
+
+def refresh(conn: sqlite3.Connection, root: str, *,
+            budget: float | None = None) -> list[Pending]:
+    """Bring the index up to date with the files (only what changed is read), for at most
+    ``budget`` seconds of indexing (``None``: all of it); what is left is returned."""
+    deadline = None if budget is None else time.monotonic() + budget
+    conn.execute("BEGIN IMMEDIATE")  # what is known is read under the lock another search takes
     try:
+        known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
+            "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd "
+            "FROM files")}
+        changed: list[tuple[str, os.stat_result, _Known | None]] = []
+        for path in session_files(root):
+            try:
+                st = os.stat(path)
+            except OSError:
+                continue
+            row = known.pop(path, None)
+            if row is not None and (row.dev, row.ino, row.size, row.mtime_ns) == \
+                    (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+                continue
+            changed.append((path, st, row))
         for row in known.values():  # files gone
             _drop(conn, row.id)
             conn.execute("DELETE FROM files WHERE id = ?", (row.id,))
-        for path, st, row in changed:
-            _index_file(conn, path, st, row)
+        pending: list[Pending] = []
+        changed.sort(key=lambda item: item[1].st_size - (item[2].indexed_to if item[2] else 0))
+        for path, st, row in changed:  # the least to read first: appends before new files
+            left = _index_file(conn, path, st, row, deadline)
+            if left is not None:
+                pending.append(left)
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
+    return pending
 
 
 def _drop(conn: sqlite3.Connection, file_id: int) -> None:
@@ -176,12 +205,14 @@ def _drop(conn: sqlite3.Connection, file_id: int) -> None:
     conn.execute("DELETE FROM entries WHERE file = ?", (file_id,))
 
 
-def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result,
-                row: _Known | None) -> None:
+def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result, row: _Known | None,
+                deadline: float | None) -> Pending | None:
+    """Index what the file holds beyond what is indexed, a chunk at a time until
+    ``deadline``; what is left, if anything."""
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return
+        return None
     try:
         start = 0
         session_id = cwd = None
@@ -189,51 +220,71 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result,
                 st.st_size > row.size and row.session_id is not None and \
                 os.pread(fd, len(row.tail), row.indexed_to - len(row.tail)) == row.tail:
             start, session_id, cwd = row.indexed_to, row.session_id, row.cwd
-        elif row is not None:
+        elif row is not None:  # replaced, shrunk or rewritten: from its start again
             _drop(conn, row.id)
-        data = _read_from(fd, start)
+            conn.execute("DELETE FROM files WHERE id = ?", (row.id,))
+            row = None
+        at, tail, done = start, b"", False
+        while deadline is None or time.monotonic() < deadline:
+            data = _read_lines_from(fd, at, _CHUNK)
+            if at == 0:
+                session_id, cwd = _session_of(data.split(b"\n"))
+            if row is None:
+                row = _Known(int(conn.execute("INSERT INTO files (path) VALUES (?) RETURNING id",
+                                              (path,)).fetchone()[0]),
+                             0, 0, 0, 0, 0, b"", session_id, cwd)
+            if not data or session_id is None:  # the end, or not a session: nothing to index
+                done = True
+                break
+            _insert(conn, row.id, at, data)
+            at += len(data)
+            tail = data[-_TAIL:]
     finally:
         os.close(fd)
-    end = data.rfind(b"\n") + 1  # whole lines only
-    lines = data[:end].split(b"\n")[:-1]
-    offset = start
-    if start == 0 and lines:
-        session_id, cwd = _session_of(lines)
-    if row is None:
-        file_id = int(conn.execute("INSERT INTO files (path) VALUES (?) RETURNING id",
-                                   (path,)).fetchone()[0])
-    else:
-        file_id = row.id
+    if row is not None:
+        conn.execute("UPDATE files SET dev = ?, ino = ?, size = ?, mtime_ns = ?, indexed_to = ?, "
+                     "tail = ?, session_id = ?, cwd = ?, branch = NULL WHERE id = ?",
+                     (st.st_dev, st.st_ino, st.st_size if done else at, st.st_mtime_ns, at,
+                      tail or (row.tail if start else b""), session_id, cwd, row.id))
+    if done:
+        return None
+    return Pending(path, at, session_id if at else None, cwd if at else None, st.st_mtime_ns)
+
+
+_CHUNK = 1 << 23
+"""Bytes indexed (or scanned) at a time: what bounds a search's memory on a huge file."""
+
+
+def _read_lines_from(fd: int, start: int, size: int) -> bytes:
+    """The whole lines from ``start``, about ``size`` bytes of them (more if one line is
+    longer); empty when no whole line is there."""
+    data = os.pread(fd, size, start)
+    end = data.rfind(b"\n") + 1
+    while not end and len(data) == size:  # a line longer than a chunk
+        more = os.pread(fd, size, start + len(data))
+        if not more:
+            break
+        cut = more.find(b"\n")
+        data += more if cut < 0 else more[:cut + 1]
+        end = len(data) if cut >= 0 else 0
+    return data[:end]
+
+
+def _insert(conn: sqlite3.Connection, file_id: int, offset: int, data: bytes) -> None:
+    """The search rows of the entry lines of ``data`` (whole lines, from ``offset``)."""
     entries: list[tuple[int, int, int, int, str, int]] = []
     bodies: list[tuple[int, str]] = []
-    if session_id is not None:
-        next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM entries").fetchone()[0]
-        for line in lines:
-            doc = document(line) if line.startswith(b"{") else None
-            if doc is not None:
-                entries.append((next_id, file_id, offset, len(line), doc.role, doc.ms))
-                bodies.append((next_id, doc.text))
-                next_id += 1
-            offset += len(line) + 1
+    next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM entries").fetchone()[0]
+    for line in data.split(b"\n")[:-1]:
+        doc = document(line) if line.startswith(b"{") else None
+        if doc is not None:
+            entries.append((next_id, file_id, offset, len(line), doc.role, doc.ms))
+            bodies.append((next_id, doc.text))
+            next_id += 1
+        offset += len(line) + 1
     conn.executemany("INSERT INTO entries (id, file, offset, length, role, ms) "
                      "VALUES (?, ?, ?, ?, ?, ?)", entries)
     conn.executemany("INSERT INTO body (rowid, text) VALUES (?, ?)", bodies)
-    indexed_to = start + end
-    tail = data[max(0, end - _TAIL):end] if end else (row.tail if row and start else b"")
-    conn.execute("UPDATE files SET dev = ?, ino = ?, size = ?, mtime_ns = ?, indexed_to = ?, "
-                 "tail = ?, session_id = ?, cwd = ?, branch = NULL WHERE id = ?",
-                 (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, indexed_to, tail,
-                  session_id, cwd, file_id))
-
-
-def _read_from(fd: int, start: int) -> bytes:
-    parts: list[bytes] = []
-    while True:
-        chunk = os.pread(fd, 1 << 22, start)
-        if not chunk:
-            return b"".join(parts)
-        parts.append(chunk)
-        start += len(chunk)
 
 
 def _session_of(lines: list[bytes]) -> tuple[str | None, str | None]:
@@ -252,17 +303,52 @@ def _session_of(lines: list[bytes]) -> tuple[str | None, str | None]:
     return None, None
 
 
+def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
+          cwd: str | None) -> list[Found]:
+    """The most recent candidates in the bytes the index does not hold (newest files first:
+    the older ones then have fewer lines to decode)."""
+    recent = Recent(query.words(), role=role, since=since)
+    for left in sorted(pending, key=lambda item: -item.mtime_ns):
+        try:
+            fd = os.open(left.path, os.O_RDONLY)
+        except OSError:
+            continue
+        try:
+            at, session_id, session_cwd = left.start, left.session_id, left.cwd
+            while True:
+                data = _read_lines_from(fd, at, _CHUNK)
+                if not data:
+                    break
+                if at == 0:
+                    session_id, session_cwd = _session_of(data.split(b"\n"))
+                if session_id is None or (cwd is not None and session_cwd != cwd):
+                    break
+                recent.scan(data, at, session_id, left.path, session_cwd or "")
+                at += len(data)
+        finally:
+            os.close(fd)
+    return recent.best()
+
+
 def search(root: str | os.PathLike[str], query: Query, *, role: str | None, since: int,
            cwd: str | None, limit: int, branch: Callable[[str], set[str]]) -> list[SearchHit]:
-    """The best hits among the folder's sessions (:func:`sessiontree._search.rank`), the index
-    refreshed first; ``branch(path)`` gives the ids on a session's current branch, kept in the
-    index until the file changes."""
+    """The best hits among the folder's sessions (:func:`sessiontree._search.rank`): the
+    index refreshed first for at most :data:`INDEX_BUDGET` seconds, the bytes it does not
+    hold yet scanned (:mod:`sessiontree._search_scan`); ``branch(path)`` gives the ids on a
+    session's current branch, kept in the index until the file changes."""
     location = os.path.abspath(root)
     match = " AND ".join(f'"{word}"' for word in query.words())
-    with _opened(location) as conn:
+    with _opened(location, INDEX_BUDGET) as (conn, pending):
         rows = conn.execute(_QUERY, {"match": match, "since": since, "role": role, "cwd": cwd,
                                      "limit": CANDIDATES}).fetchall()
-        found = _read_lines(rows)
+        found = {(path, offset): (key, candidate) for key, path, offset, candidate in
+                 _read_lines(rows)}
+        for item in _scan(pending, query, role=role, since=since, cwd=cwd):
+            place = item.key[2]
+            found[(item.session, place)] = (item.key, Candidate(
+                item.key[1], item.session, item.cwd, place, item.line))
+        best = [candidate for _, candidate in sorted(found.values(),
+                                                     key=lambda pair: pair[0])[:CANDIDATES]]
         computed: dict[str, set[str]] = {}
 
         def current(candidate: Candidate) -> set[str]:
@@ -273,7 +359,7 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
             ids = computed[candidate.session] = branch(candidate.session)
             return ids
 
-        hits = rank(found, query, role=role, since=since, limit=limit, branch=current)
+        hits = rank(best, query, role=role, since=since, limit=limit, branch=current)
         if computed:
             try:
                 with conn:
@@ -285,16 +371,23 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     return hits
 
 
+def build(root: str | os.PathLike[str]) -> None:
+    """Bring the folder's index up to date with every file, however long it takes (what a
+    search does only for :data:`INDEX_BUDGET` seconds)."""
+    with _opened(os.path.abspath(root), None):
+        pass
+
+
 _ids = msgspec.msgpack.Decoder(list[str])
 _ids_encoder = msgspec.msgpack.Encoder()
 
 
-def _read_lines(rows: list[Any]) -> list[Candidate]:
-    """Each candidate with its line read again from its file."""
-    found: list[Candidate] = []
+def _read_lines(rows: list[Any]) -> list[tuple[tuple[int, str, int], str, int, Candidate]]:
+    """Each candidate with its line read again from its file, and its recency order."""
+    found: list[tuple[tuple[int, str, int], str, int, Candidate]] = []
     descriptors: dict[str, int | None] = {}
     try:
-        for session_id, path, session_cwd, offset, length in rows:
+        for session_id, path, session_cwd, offset, length, ms in rows:
             if path not in descriptors:
                 try:
                     descriptors[path] = os.open(path, os.O_RDONLY)
@@ -302,8 +395,9 @@ def _read_lines(rows: list[Any]) -> list[Candidate]:
                     descriptors[path] = None
             fd = descriptors[path]
             if fd is not None:
-                found.append(Candidate(session_id, path, session_cwd or "", offset,
-                                       os.pread(fd, length, offset)))
+                found.append(((-ms, session_id, offset), path, offset,
+                              Candidate(session_id, path, session_cwd or "", offset,
+                                        os.pread(fd, length, offset))))
     finally:
         for fd in descriptors.values():
             if fd is not None:

@@ -675,7 +675,9 @@ class JsonlStore(StoredEntries):
         """Entries of every session of the folder and of its project folders (pi's sessions
         root), on every branch, holding every word and "phrase" of ``query``; best first (see
         :mod:`sessiontree._search`). Uses and refreshes the folder's search index
-        (``.sessiontree-cache/search.db``), reading only what changed since the last search.
+        (``.sessiontree-cache/search.db``), reading only what changed since the last search;
+        what a search has no time to index (a first search of a large folder) it scans as
+        ``grep`` would, with the same hits (:meth:`build_search_index` builds it all).
 
         Args:
             query: words and "exact phrases".
@@ -696,6 +698,16 @@ class JsonlStore(StoredEntries):
             return []
         return _jsonl_search.search(self.directory, parsed, role=role, since=since_ms(since),
                                     cwd=cwd, limit=limit, branch=_current_branch)
+
+    def build_search_index(self) -> None:
+        """Bring the folder's search index up to date with every session file, however long
+        that takes: each :meth:`search` indexes only for a moment and scans the rest, so a
+        program that searches often (a browser, a server) asks for this once, in the
+        background, to make every later search fast."""
+        from . import _jsonl_search
+
+        if self.directory.is_dir():
+            _jsonl_search.build(self.directory)
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own file."""

@@ -171,12 +171,12 @@ class MemoryStore:
                since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
         """Entries holding every word and "phrase" of ``query`` (every line read: no index),
         as the other stores find them (:mod:`sessiontree._search`)."""
-        from .._search import Candidate, document, parse_query, rank, recent_first, since_ms
-        from .._search import tokens as words_of
+        from .._search import (Candidate, document, holds_words, parse_query, rank,
+                               recent_first, since_ms)
 
         parsed = parse_query(query)
         after = since_ms(since)
-        wanted = set(parsed.words())
+        wanted = parsed.words()
         found: list[Candidate] = []
         times: list[int] = []
         for session_id, log in self._logs.items():
@@ -187,7 +187,7 @@ class MemoryStore:
             for place, line in enumerate(log.lines[1:], start=1):
                 doc = document(line)
                 if doc is None or doc.ms < after or (role is not None and doc.role != role) \
-                        or not wanted <= set(words_of(doc.text)):
+                        or not holds_words(doc.text, wanted):
                     continue
                 found.append(Candidate(session_id, self.session_url(session_id),
                                        session_cwd if isinstance(session_cwd, str) else "",

@@ -1,0 +1,175 @@
+"""Search candidates straight from session-file bytes, as ``grep`` reads them: what a folder's
+search does with the bytes its index does not hold yet, so that a first search costs about a
+``grep -r`` of the folder and not the building of an index.
+
+A line's entry is decoded only when its bytes may hold the query's words; the rest is read as
+bytes (lowercased and searched at C speed). Lines are judged by the same rule as an index's
+candidates (:func:`sessiontree._search.holds_words` of :func:`~sessiontree._search.document`),
+and only the :data:`~sessiontree._search.CANDIDATES` most recent are kept, so what a scan
+finds is what an index holding those lines would have handed over.
+
+Invariants:
+* A line is passed over only when its bytes prove that its entry cannot hold every word: for
+  a word of ASCII letters and digits, no occurrence of it in the lowercased line between
+  bytes that cannot continue a word. Anything that could make the text differ from the bytes
+  (a ``\\u`` escape; U+0130 and U+212A, whose lowercase holds ASCII letters) makes the line
+  a maybe. A word with other characters is looked for in the decoded, lowercased line.
+* Lines are read whole (a region ends at its last newline); a line that does not decode is
+  no candidate, as for an index.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import msgspec
+
+from ._search import CANDIDATES, SearchDoc, _ms, document, holds_words
+
+__all__ = ["Found", "Recent", "maybe_lines"]
+
+_WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
+_SPECIAL = (b"\\u", "\u0130".encode(), "\u212a".encode())
+"""What can put letters into a line's text that its lowercased bytes do not show."""
+
+
+def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
+    """The (start, end) of each whole line of ``data`` (end at its newline) whose entry may
+    hold every word: a superset of those that do, in order."""
+    if all(word.isascii() for word in words):
+        return _ascii_lines(data, [word.encode() for word in words])
+    found: list[tuple[int, int]] = []
+    start = 0
+    end = data.find(b"\n")
+    while end >= 0:
+        line = data[start:end]
+        if b"\\u" in line:
+            found.append((start, end))
+        else:
+            text = line.decode("utf-8", "replace").lower()
+            if all(word in text for word in words):
+                found.append((start, end))
+        start = end + 1
+        end = data.find(b"\n", start)
+    return found
+
+
+def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
+    low = data.lower()
+    stop = low.rfind(b"\n")
+    lines: dict[int, int] = {}
+    for special in _SPECIAL:
+        at = low.find(special, 0, stop)
+        while at >= 0:
+            start = low.rfind(b"\n", 0, at) + 1
+            end = low.find(b"\n", at)
+            lines[start] = end
+            at = low.find(special, end, stop)
+    anchor = max(words, key=len)
+    others = [word for word in words if word != anchor]
+    size = len(anchor)
+    at = low.find(anchor, 0, stop)
+    while at >= 0:
+        start = low.rfind(b"\n", 0, at) + 1
+        end = low.find(b"\n", at)
+        while at >= 0 and not _whole(low, at, size):
+            at = low.find(anchor, at + 1, end)
+        if at >= 0 and start not in lines:
+            line = low[start:end]
+            if all(_holds(line, word) for word in others):
+                lines[start] = end
+        at = low.find(anchor, end, stop)
+    return sorted(lines.items())
+
+
+def _whole(low: bytes, at: int, size: int) -> bool:
+    """Whether the bytes around ``low[at:at + size]`` may end a word there (an escape such as
+    ``\\n`` before it ends one too)."""
+    after = at + size
+    if after < len(low) and low[after] in _WORD_BYTES:
+        return False
+    if at and low[at - 1] in _WORD_BYTES:
+        return low[at - 2] == 0x5C if at >= 2 else False  # \n, \t ... before it
+    return True
+
+
+def _holds(line: bytes, word: bytes) -> bool:
+    at = line.find(word)
+    while at >= 0:
+        if _whole(line, at, len(word)):
+            return True
+        at = line.find(word, at + 1)
+    return False
+
+
+class _Stamp(msgspec.Struct):
+    timestamp: Any = None
+
+
+_stamp = msgspec.json.Decoder(_Stamp)
+
+
+class Found(NamedTuple):
+    """A line that holds every word, with where it is."""
+
+    key: tuple[int, str, int]
+    """Its recency order: (-ms, session id, place)."""
+    session: str
+    cwd: str
+    line: bytes
+    doc: SearchDoc
+
+
+class Recent:
+    """The :data:`CANDIDATES` most recent lines holding every word (and a role, a time), from
+    any number of regions: a line older than all of them once there are enough is not even
+    decoded."""
+
+    def __init__(self, words: Sequence[str], *, role: str | None, since: int) -> None:
+        self.words = list(words)
+        self.role = role
+        self.since = since
+        self.found: list[Found] = []
+        self._worst: tuple[int, str, int] | None = None
+
+    def scan(self, data: bytes, base: int, session_id: str, session: str, cwd: str) -> None:
+        """Judge the whole lines of ``data``, the bytes of ``session`` from offset ``base``
+        (a line's place is its offset)."""
+        maybe: list[tuple[tuple[int, str, int], bytes]] = []
+        for start, end in maybe_lines(data, self.words):
+            line = data[start:end]
+            if not line.startswith(b"{"):
+                continue
+            try:
+                stamp = _stamp.decode(line).timestamp
+            except (msgspec.DecodeError, UnicodeDecodeError):
+                continue
+            ms = _ms(stamp if isinstance(stamp, str) else None)
+            if ms < self.since:
+                continue
+            key = (-ms, session_id, base + start)
+            if self._worst is None or key < self._worst:
+                maybe.append((key, line))
+        maybe.sort(key=lambda item: item[0])
+        for key, line in maybe:
+            if self._worst is not None and key >= self._worst:
+                break
+            doc = document(line)
+            if doc is None or (self.role is not None and doc.role != self.role) or \
+                    doc.ms < self.since or not holds_words(doc.text, self.words):
+                continue
+            self.found.append(Found(key, session, cwd, line, doc))
+            if len(self.found) >= 2 * CANDIDATES:
+                self._trim()
+
+    def best(self) -> list[Found]:
+        """The most recent ones, best first."""
+        self._trim()
+        return self.found
+
+    def _trim(self) -> None:
+        self.found.sort(key=lambda item: item.key)
+        del self.found[CANDIDATES:]
+        if len(self.found) == CANDIDATES:
+            self._worst = self.found[-1].key
