@@ -11,9 +11,11 @@ finds is what an index holding those lines would have handed over.
 Invariants:
 * A line is passed over only when its bytes prove that its entry cannot hold every word: for
   a word of ASCII letters and digits, no occurrence of it in the lowercased line between
-  bytes that cannot continue a word. Anything that could make the text differ from the bytes
-  (a ``\\u`` escape; U+0130 and U+212A, whose lowercase holds ASCII letters) makes the line
-  a maybe. A word with other characters is looked for in the decoded, lowercased line.
+  bytes that cannot continue a word. Anything that could make the text's words differ from
+  the bytes' (a ``\\u`` escape; the Kelvin sign, whose lowercase is ``k``) makes the line a
+  maybe. (U+0130, the other character whose lowercase holds an ASCII letter, lowercases to
+  ``i`` and a combining dot, which the matcher never takes for a word's end: no hit comes
+  through it.) A word with other characters is looked for in the decoded, lowercased line.
 * Lines are read whole (a region ends at its last newline); a line that does not decode is
   no candidate, as for an index.
 """
@@ -30,8 +32,8 @@ from ._search import CANDIDATES, SearchDoc, _ms, document, holds_words
 __all__ = ["Found", "Recent", "maybe_lines"]
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
-_SPECIAL = (b"\\u", "\u0130".encode(), "\u212a".encode())
-"""What can put letters into a line's text that its lowercased bytes do not show."""
+_KELVIN = "\u212a".encode()
+"""The one character outside ASCII whose lowercase is an ASCII letter (K, lowercased: k)."""
 
 
 def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
@@ -59,7 +61,9 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     low = data.lower()
     stop = low.rfind(b"\n")
     lines: dict[int, int] = {}
-    for special in _SPECIAL:
+    for special in (b"\\u", _KELVIN):
+        if special == _KELVIN and low.find(b"\xaa", 0, stop) < 0:
+            continue  # (one byte is looked for at memchr's speed)
         at = low.find(special, 0, stop)
         while at >= 0:
             start = low.rfind(b"\n", 0, at) + 1

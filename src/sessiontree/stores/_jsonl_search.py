@@ -228,7 +228,7 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result, row: _K
         while deadline is None or time.monotonic() < deadline:
             data = _read_lines_from(fd, at, _CHUNK)
             if at == 0:
-                session_id, cwd = _session_of(data.split(b"\n"))
+                session_id, cwd = _session_of(data)
             if row is None:
                 row = _Known(int(conn.execute("INSERT INTO files (path) VALUES (?) RETURNING id",
                                               (path,)).fetchone()[0]),
@@ -258,8 +258,8 @@ _CHUNK = 1 << 23
 def _read_lines_from(fd: int, start: int, size: int) -> bytes:
     """The whole lines from ``start``, about ``size`` bytes of them (more if one line is
     longer); empty when no whole line is there."""
-    data = os.pread(fd, size, start)
-    end = data.rfind(b"\n") + 1
+    data = os.pread(fd, max(0, min(size, os.fstat(fd).st_size - start)), start)  # (a buffer
+    end = data.rfind(b"\n") + 1                                    # of the size it will hold)
     while not end and len(data) == size:  # a line longer than a chunk
         more = os.pread(fd, size, start + len(data))
         if not more:
@@ -287,9 +287,15 @@ def _insert(conn: sqlite3.Connection, file_id: int, offset: int, data: bytes) ->
     conn.executemany("INSERT INTO body (rowid, text) VALUES (?, ?)", bodies)
 
 
-def _session_of(lines: list[bytes]) -> tuple[str | None, str | None]:
-    """The id and cwd of the first line that parses, if it is a session header (pi's rule)."""
-    for line in lines:
+def _session_of(data: bytes) -> tuple[str | None, str | None]:
+    """The id and cwd of the first line of ``data`` that parses, if it is a session header
+    (pi's rule)."""
+    start = 0
+    while start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        line = data[start:end]
+        start = end + 1
         text = line[3:] if line.startswith(b"\xef\xbb\xbf") else line
         if not text.strip():
             continue
@@ -320,7 +326,7 @@ def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
                 if not data:
                     break
                 if at == 0:
-                    session_id, session_cwd = _session_of(data.split(b"\n"))
+                    session_id, session_cwd = _session_of(data)
                 if session_id is None or (cwd is not None and session_cwd != cwd):
                     break
                 recent.scan(data, at, session_id, left.path, session_cwd or "")
