@@ -15,7 +15,7 @@ import msgspec
 import pytest
 from click.testing import CliRunner
 
-from sessiontree import AssistantMessage, Session, UserMessage, list_sessions
+from sessiontree import AssistantMessage, CorruptHeader, Session, UserMessage, list_sessions
 from sessiontree.cli import cli
 from sessiontree import _helpers
 from sessiontree.stores import _jsonl_listing
@@ -205,6 +205,66 @@ def lines_only_a_file_reading_catches(folder: Path) -> None:
     ]) + b"\n")
 
 
+def odd_headers(folder: Path) -> None:
+    """Headers both pis list as they are: an ``id`` that is not a string (such a file opens in
+    neither pi nor sessiontree, but is listed), a ``timestamp`` that is not a string (``new
+    Date()`` reads it), a ``parentSession`` that is not a string, a ``cwd`` that is not one."""
+    header = {"type": "session", "version": 3, "timestamp": "2026-01-02T03:04:05.678Z", "cwd": CWDS[0]}
+    said = {"type": "message", "id": "m", "parentId": None, "timestamp": "2026-01-02T03:04:06.000Z",
+            "message": {"role": "user", "content": "hello", "timestamp": 1767323046000}}
+
+    def write(name: str, *, alone: bool = False, **fields: Any) -> None:
+        first = {k: v for k, v in {**header, "id": name, **fields}.items() if v is not _GONE}
+        (folder / f"{name}.jsonl").write_text("".join(json.dumps(line) + "\n"
+                                                      for line in [first] + [said] * (not alone)))
+
+    for name, value in (("int", 5), ("float", 5.5), ("null", None), ("true", True),
+                        ("false", False), ("list", [1, "x"]), ("object", {"a": 1}), ("big", 1e21),
+                        ("missing", _GONE)):
+        write(f"id-{name}", id=value)
+    for name, value in (("int", 1767323045000), ("float", 1767323045000.9), ("null", None),
+                        ("true", True), ("huge", 1e300), ("list", []),
+                        ("iso-list", ["2026-01-02T03:04:05.678Z"]), ("object", {}),
+                        ("missing", _GONE)):
+        write(f"time-{name}", timestamp=value)
+        write(f"time-{name}-alone", timestamp=value, alone=True)  # dated by the file's time
+    os.utime(folder / "time-null-alone.jsonl", ns=(1_700_000_000_123_456_789, 1_700_000_000_999_600_000))
+    for name, value in (("int", 5), ("null", None), ("object", {"a": 1}), ("true", True),
+                        ("list", ["x"])):
+        write(f"parent-{name}", parentSession=value)
+    write("cwd-int", cwd=5)
+
+
+_GONE = object()
+"""A header field left out."""
+
+
+def test_headers_pi_lists_as_they_are(tmp_path: Path, pi: Pi, pi15: Pi) -> None:
+    """Issue 16 point 6: a header whose id is not a string is listed with that id, as both pis
+    list it; so are other header fields of odd types, each as pi 1.5.2's row shows it."""
+    odd_headers(tmp_path)
+    expected = pi_list(pi15, tmp_path)
+    assert len(expected) == len(list(tmp_path.glob("*.jsonl")))  # pi lists every one of them
+    assert as_pi(ours(tmp_path, index=False)) == expected
+    assert as_pi(ours(tmp_path)) == expected == as_pi(ours(tmp_path))  # the index, both ways
+    assert as_pi(ours(tmp_path, cwd=CWDS[0])) == pi_list(pi15, tmp_path, CWDS[0])
+    assert by_path(pi_list(pi, tmp_path)) == by_path(expected)  # pi 0.73.1 lists them alike
+    rows = {Path(row["path"]).stem: row for row in expected}
+    assert [rows[f"id-{n}"]["id"] for n in ("int", "null", "list", "object", "missing")] == \
+        [5, None, [1, "x"], {"a": 1}, None]
+    assert rows["time-int"]["created"] == 1767323045000 and rows["time-null"]["created"] == 0
+    assert rows["time-iso-list"]["created"] == 1767323045678 and rows["time-huge"]["created"] is None
+    assert rows["time-null-alone"]["modified"] == 1_700_000_001_000  # node rounds a file's time
+    assert rows["parent-object"]["parentSessionPath"] == {"a": 1} and rows["cwd-int"]["cwd"] == ""
+    shown = json.loads(CliRunner().invoke(cli, ["ls", str(tmp_path), "--json"]).output)
+    assert [(row["id"], row["parent_session"]) for row in shown] == \
+        [(row["id"], row["parentSessionPath"]) for row in expected]
+    table = CliRunner().invoke(cli, ["ls", str(tmp_path)]).output
+    assert table.count("hello") == sum(row["firstMessage"] == "hello" for row in expected)
+    with pytest.raises(CorruptHeader):  # listed, but it opens in neither pi nor here
+        Session.open(tmp_path / "id-int.jsonl")
+
+
 def test_listing_reads_each_line_on_its_own_as_pi_does(tmp_path: Path, pi: Pi) -> None:
     lines_only_a_file_reading_catches(tmp_path)
     expected = pi_list(pi, tmp_path)
@@ -376,7 +436,7 @@ def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None
     for junk in (b"\x00garbage", msgspec.msgpack.encode({"version": 99, "files": {}}), b""):
         index.write_bytes(junk)
         assert {r.path for r in list_sessions(tmp_path)} == paths
-        assert msgspec.msgpack.decode(index.read_bytes())["version"] == 3
+        assert msgspec.msgpack.decode(index.read_bytes())["version"] == _jsonl_listing._INDEX_VERSION
 
 
 def test_a_folder_that_cannot_be_written_is_listed_without_an_index(tmp_path: Path) -> None:

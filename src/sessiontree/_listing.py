@@ -17,6 +17,9 @@ JavaScript holds true (``null``, ``false``, ``0`` and ``""`` lines are skipped),
 * ``first_message``: the text of the first such ``user`` message whose text is not empty (a
   string content as it is, else its ``text`` blocks' texts joined by a space, each converted
   as JavaScript's ``Array.join`` converts it).
+* the header: ``id`` and ``parentSession`` as they are, whatever their type (a file whose
+  header id is not a string is listed, though it opens nowhere); ``created`` as ``new Date()``
+  reads the ``timestamp`` (ISO texts only).
 * ``name``: the latest ``session_info``'s ``name``, trimmed as JavaScript trims; ``None`` when
   that is empty, ``null`` or missing.
 * a file pi cannot summarize is not listed (``ListingStats.unlistable``): pi's
@@ -31,6 +34,7 @@ Invariant: :class:`ListingStats` takes lines in any number of calls and ends in 
 
 from __future__ import annotations
 
+import math
 import os
 import re
 from collections.abc import Iterable, Mapping
@@ -41,7 +45,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _json
-from ._time import iso_to_ms
+from ._time import iso_to_ms, ms_to_iso
 from ._tree import js_trim
 from .usage import RawUsage, UsageTotals, raw_usage
 
@@ -49,8 +53,8 @@ if TYPE_CHECKING:
     from .stores.base import SessionListing
 
 __all__ = ["ListingLine", "ListingStats", "ListingWarning", "cwd_matches", "js_date_ms",
-           "listing_line", "listing_row", "message_text", "pi_order", "resolve_path",
-           "row_of_lines"]
+           "listing_line", "listing_row", "message_text", "node_mtime_ms", "pi_order",
+           "resolve_path", "row_of_lines"]
 
 
 class ListingWarning(UserWarning):
@@ -251,13 +255,15 @@ class ListingStats:
         header_ms = iso_to_ms(created) if isinstance(created, str) else None
         if header_ms is not None:
             return header_ms, "created"
-        return int(mtime_ms or 0), "file"
+        return math.floor((mtime_ms or 0) + 0.5), "file"  # node's stats.mtime rounds
 
 
 def row_of_lines(header: ListingLine, entries: list[ListingLine], path: str,
-                 mtime_ms: float | None, stats: ListingStats | None = None) -> SessionListing:
+                 mtime_ms: float | None, stats: ListingStats | None = None, *,
+                 header_id: Any = UNSET) -> SessionListing:
     """The row of a session from its header line and the lines after it that parse (``stats``:
-    those lines already counted); the entry count is the number of distinct string ids (a
+    those lines already counted; ``header_id``: the header's id when it is not a string, which
+    a listing line does not keep); the entry count is the number of distinct string ids (a
     duplicate header is not an entry)."""
     if stats is None:
         stats = ListingStats()
@@ -266,7 +272,8 @@ def row_of_lines(header: ListingLine, entries: list[ListingLine], path: str,
         entries = [line for line in entries if line.type != "session"]
     ids = set(map(_get_id, entries))
     ids.discard(UNSET)
-    fields = {"id": header.id, "cwd": header.cwd, "timestamp": header.timestamp,
+    fields = {"id": header.id if header_id is UNSET else header_id, "cwd": header.cwd,
+              "timestamp": header.timestamp,
               "parentSession": header.parentSession}
     return listing_row(fields, stats, path, mtime_ms, len(ids))
 
@@ -274,18 +281,42 @@ def row_of_lines(header: ListingLine, entries: list[ListingLine], path: str,
 def listing_row(header: Mapping[str, Any], stats: ListingStats, path: str,
                 mtime_ms: float | None, entry_count: int) -> SessionListing:
     """A listing row from a session's header fields (as stored: ``id``, ``cwd``,
-    ``timestamp``, ``parentSession``) and its counted lines."""
+    ``timestamp``, ``parentSession``; a missing one absent or ``UNSET``) and its counted lines.
+
+    As pi 1.5.2's row: ``id`` and ``parentSession`` are taken as they are, whatever their type;
+    a ``timestamp`` that is not a string is converted as ``new Date()`` converts it (a number
+    is epoch ms, ``null`` 0, a boolean 0 or 1; anything else, or a missing one, no time: ``""``).
+    """
     from .stores.base import SessionListing
 
-    modified, source = stats.modified(header.get("timestamp"), mtime_ms)
-    cwd, parent, stamp = header.get("cwd"), header.get("parentSession"), header.get("timestamp")
+    stamp = header.get("timestamp", UNSET)
+    modified, source = stats.modified(stamp, mtime_ms)
+    cwd, parent, session_id = header.get("cwd"), header.get("parentSession"), header.get("id")
     return SessionListing(
-        path=path, id=str(header.get("id")), cwd=cwd if isinstance(cwd, str) else "",
-        name=stats.name, parent_session=parent if isinstance(parent, str) else None,
-        created=stamp if isinstance(stamp, str) else "", modified_ms=modified,
+        path=path, id=None if session_id is UNSET else session_id,
+        cwd=cwd if isinstance(cwd, str) else "", name=stats.name,
+        parent_session=None if parent is UNSET else parent,
+        created=stamp if isinstance(stamp, str) else _created(stamp), modified_ms=modified,
         message_count=stats.messages, entry_count=entry_count,
         first_message=stats.first or "(no messages)", modified_from=source, usage=stats.usage,
     )
+
+
+def _created(stamp: Any) -> str:
+    """A header time that is not a string, as ``new Date(stamp).toISOString()``; ``""`` for an
+    Invalid Date (and for the years JavaScript writes in its extended form). A list or object
+    is read from its text, as ``Date`` reads it: an ISO time only, as for a string."""
+    if isinstance(stamp, (list, dict)):
+        text = _js_string(stamp)
+        return text if iso_to_ms(text) is not None else ""
+    ms = js_date_ms(stamp) if stamp is not UNSET else None
+    return (ms_to_iso(int(ms)) or "") if ms is not None else ""
+
+
+def node_mtime_ms(st: os.stat_result) -> float:
+    """A file's ``mtimeMs`` as node computes it (pi's listing reads files' times in node)."""
+    ns = st.st_mtime_ns
+    return ns // 10**9 * 1e3 + ns % 10**9 / 1e6
 
 
 # -- the order of rows and the cwd filter --------------------------------------------------------

@@ -8,7 +8,7 @@ import re
 import time
 import uuid
 
-__all__ = ["file_stamp", "iso_now", "iso_to_ms", "new_entry_id", "uuid7"]
+__all__ = ["file_stamp", "iso_now", "iso_to_ms", "ms_to_iso", "new_entry_id", "uuid7"]
 
 _ISO = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})\Z"
@@ -56,6 +56,17 @@ def iso_to_ms(text: object) -> int | None:
 
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def ms_to_iso(ms: int) -> str | None:
+    """``new Date(ms).toISOString()`` for the years 1 to 9999 (``None`` outside them: JavaScript
+    writes those years in an extended form this module does not read)."""
+    try:
+        moment = _EPOCH + _dt.timedelta(milliseconds=ms)
+    except OverflowError:
+        return None
+    return (f"{moment.year:04d}-{moment.month:02d}-{moment.day:02d}T{moment.hour:02d}:"
+            f"{moment.minute:02d}:{moment.second:02d}.{moment.microsecond // 1000:03d}Z")
 
 
 def file_stamp(iso: str) -> str:

@@ -17,7 +17,7 @@
 //   node pi_listing.mjs PI_NODE_MODULES context FILE... -> [buildSessionContext().messages] of each FILE
 //   node pi_listing.mjs PI_NODE_MODULES usage FILE      -> getUsageCostBreakdown(open(FILE).getEntries())
 //                                                          (pi 1.5.2: its session totals by model)
-// Dates are printed as epoch milliseconds.
+// Dates are printed as epoch milliseconds; a row without an id (a header without one) as id null.
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -35,7 +35,7 @@ if (command === "list") {
 	const rows = cwd !== undefined ? await SessionManager.list(cwd, dir)
 		: scope === "@earendil-works" ? await SessionManager.listAll(dir) : await SessionManager.list("/", dir);
 	const out = rows.map((r) => ({
-		path: r.path, id: r.id, cwd: r.cwd, name: r.name ?? null, parentSessionPath: r.parentSessionPath ?? null,
+		path: r.path, id: r.id ?? null, cwd: r.cwd, name: r.name ?? null, parentSessionPath: r.parentSessionPath ?? null,
 		created: r.created.getTime(), modified: r.modified.getTime(), messageCount: r.messageCount,
 		firstMessage: r.firstMessage,
 	}));

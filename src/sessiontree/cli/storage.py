@@ -111,7 +111,7 @@ def prune(store: str | None, days: float, dry_run: bool, as_json: bool) -> None:
                 if isinstance(opened, JsonlStore):
                     opened.delete_listed(item)
                 else:
-                    opened.delete(item.id)
+                    opened.delete(str(item.id))  # (a database's ids are strings)
     rows = [{"id": item.id, "path": item.path, "modified_ms": item.modified_ms} for item in old]
     if as_json:
         echo_json(_json.dumps({"dryRun": dry_run, "deleted": rows}))

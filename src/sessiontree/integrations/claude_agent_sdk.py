@@ -168,12 +168,12 @@ class _OneStore:
 
     def ids(self, prefix: str) -> list[str]:
         found = self.store.session_ids() if has_lines(self.store) else \
-            [row.id for row in self.store.list_sessions()]
+            [row.id for row in self.store.list_sessions() if isinstance(row.id, str)]
         return [session_id for session_id in found if session_id.startswith(prefix)]
 
     def modified(self, prefix: str) -> dict[str, int]:
         return {row.id: row.modified_ms for row in self.store.list_sessions()
-                if row.id.startswith(prefix)}
+                if isinstance(row.id, str) and row.id.startswith(prefix)}
 
     def delete(self, session_id: str) -> None:
         try:
@@ -218,7 +218,8 @@ class _Folders:
     def modified(self, prefix: str) -> dict[str, int]:
         folders = {path.parent for path in self._files(glob_escape(prefix) + "*")}
         return {row.id: row.modified_ms for folder in sorted(folders)
-                for row in list_sessions(folder) if row.id.startswith(prefix)}
+                for row in list_sessions(folder)
+                if isinstance(row.id, str) and row.id.startswith(prefix)}
 
     def delete(self, session_id: str) -> None:
         for path in self._files(glob_escape(session_id)):

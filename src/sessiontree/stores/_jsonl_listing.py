@@ -4,7 +4,8 @@ Invariants (format-spec.md section 13, "Listing"):
 * A row is what pi's ``buildSessionInfo`` computes from the file, by the rules of
   :mod:`sessiontree._listing` (the same code counts ``Session.listing()`` and the database
   stores' rows). Lines that do not parse are skipped as pi skips them; a file whose first
-  parsed line is not a session header is not listed.
+  parsed line is not a session header is not listed; one whose header ``id`` is not a string
+  is (as pi 1.5.2 lists it), although it opens neither in pi nor here.
 * Each file is read once and each line decoded by msgspec on its own (a line that does not
   decode as a listing line sends the file to the careful reading, which skips what pi skips). Message contents stay raw JSON, except the user messages read
   until the first one with text.
@@ -23,11 +24,14 @@ import re
 import stat
 import warnings
 
-import msgspec
+from typing import Any
 
-from .. import _fs, _helpers
+import msgspec
+from msgspec import UNSET
+
+from .. import _fs, _helpers, _json
 from .._listing import (ListingLine, ListingStats, ListingWarning, cwd_matches, line_decoder,
-                        listing_line, pi_order, resolve_path, row_of_lines)
+                        listing_line, node_mtime_ms, pi_order, resolve_path, row_of_lines)
 from ..errors import InvalidLocation
 from .base import SessionListing
 
@@ -35,8 +39,9 @@ __all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "pro
            "read_listing", "session_files"]
 
 INDEX_NAME = ".sessiontree-index"
-_INDEX_VERSION = 3
-"""3: rows with usage totals; 2: pi 1.5.2's rules (rows of version 1 were counted by pi
+_INDEX_VERSION = 4
+"""4: rows of headers whose id is not a string (pi 1.5.2 lists them); 3: rows with usage
+totals; 2: pi 1.5.2's rules (rows of version 1 were counted by pi
 0.73.1's)."""
 PARALLEL_FILES = 64
 """Listing this many files or more (their rows not in the index) uses helper processes."""
@@ -66,13 +71,24 @@ def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None,
     lines = _clean_lines(raw)
     if lines is None:  # odd lines: each on its own, skipped where pi skips them
         lines = [line for line in map(listing_line, raw) if line is not None]
-    if not lines or lines[0].type != "session" or not isinstance(lines[0].id, str):
+    if not lines or lines[0].type != "session":
         return None
     stats = ListingStats()
     stats.add(lines[1:])
     if as_pi and stats.unlistable:
         return None
-    return row_of_lines(lines[0], lines[1:], location, st.st_mtime_ns / 1e6, stats)
+    return row_of_lines(lines[0], lines[1:], location, node_mtime_ms(st), stats,
+                        header_id=UNSET if isinstance(lines[0].id, str) else _header_id(raw))
+
+
+def _header_id(raw: list[bytes]) -> Any:
+    """The ``id`` of a header whose id is not a string (a listing line keeps string ids only),
+    as pi 1.5.2 lists it: the value as it is, ``None`` when there is none. Such a file opens
+    neither in pi nor here, but pi lists it."""
+    for line in raw:
+        if listing_line(line) is not None:  # the first line pi does not skip: the header
+            return _json.loads(line).get("id")
+    return None
 
 
 def _read_all(fd: int, size: int) -> bytes:
@@ -276,8 +292,7 @@ def most_recent_session(folder: str | os.PathLike[str], cwd: str | None = None) 
             st = os.stat(os.path.join(location, name))
             if not stat.S_ISREG(st.st_mode):
                 continue  # a FIFO would hang the read, a device never end it
-            ns = st.st_mtime_ns
-            stamped.append((ns // 10**9 * 1e3 + ns % 10**9 / 1e6, name))  # node's mtimeMs
+            stamped.append((node_mtime_ms(st), name))
     except OSError:
         return None  # pi: discovery unavailable
     stamped.sort(key=lambda item: item[0], reverse=True)

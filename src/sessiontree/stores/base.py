@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any, Literal, Protocol, TypeGuard, runtime_checkable
+from typing import Any, Literal, Protocol, TypeGuard, Union, runtime_checkable
 
 import msgspec
 
@@ -32,6 +32,7 @@ from ..usage import UsageTotals
 
 __all__ = [
     "FollowableLog",
+    "HeaderValue",
     "IndexedLog",
     "LineStore",
     "LoadResult",
@@ -60,14 +61,23 @@ class LoadResult(msgspec.Struct):
     problems: list[Problem]
 
 
+HeaderValue = Union[str, int, float, bool, list[Any], dict[str, Any], None]
+"""A header field as stored: any JSON value (``None`` also when the field is missing)."""
+
+
 class SessionListing(msgspec.Struct, frozen=True):
     """One session in a listing (pi's ``SessionInfo``), newest first by ``modified``."""
 
     path: str
-    id: str
+    id: HeaderValue
+    """The header's ``id``: a string for every session that opens. pi 1.5.2 also lists a file
+    whose header ``id`` is not a string (which neither pi nor sessiontree can open), with that
+    value: so do we (``None`` when it has none)."""
     cwd: str
     name: str | None
-    parent_session: str | None
+    parent_session: HeaderValue
+    """The header's ``parentSession`` as stored (a path for the forks pi and sessiontree write;
+    pi lists any other value as it is); ``None`` when missing."""
     created: str
     modified_ms: int
     """Epoch ms of the latest user or assistant message, else the header time, else the file's mtime."""
