@@ -270,11 +270,23 @@ def _save_index(folder: str, files: dict[str, _Cached]) -> None:
     if os.path.lexists(target) and not _fs.is_regular(target):
         return  # something else (a FIFO) has the index's name: it is not ours to replace
     try:
-        _fs.atomic_write(os.path.join(folder, INDEX_NAME),
-                         _index_encoder.encode(_Index(_INDEX_VERSION, files)), mode=0o600,
-                         durable=False)
+        data = _index_encoder.encode(_Index(_INDEX_VERSION, files))
+    except OverflowError:  # a total beyond 64 bits (MessagePack's integers): such rows are
+        data = _index_encoder.encode(_Index(_INDEX_VERSION, {  # read again at each listing
+            name: cached for name, cached in files.items() if _encodes(cached)}))
+    try:
+        _fs.atomic_write(os.path.join(folder, INDEX_NAME), data, mode=0o600, durable=False)
     except OSError:
         pass  # a folder we may not write to is listed without an index
+
+
+def _encodes(cached: _Cached) -> bool:
+    """Whether the index can hold this row."""
+    try:
+        _index_encoder.encode(cached)
+    except OverflowError:
+        return False
+    return True
 
 
 def most_recent_session(folder: str | os.PathLike[str], cwd: str | None = None) -> str | None:
