@@ -10,6 +10,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 from click.testing import CliRunner
 
@@ -118,3 +119,174 @@ def test_browse_shows_the_session_totals(tmp_path: Path) -> None:
     status = asyncio.run(main())
     assert status.endswith(f" · {footer}") and "$0.267" in status
     assert "\u2191" in footer and "\u2193" in footer
+
+
+# -- the stores' listings: the same totals as the folder's (issue 16 point 5) ----------------
+
+STORE_BACKENDS = ["sqlite", "postgres"]
+
+
+def odd_values(path: Path) -> Path:
+    """A session whose totals no BIGINT column holds (a store lists them all the same)."""
+    header = {"type": "session", "version": 3, "id": "odd-totals",
+              "timestamp": "2026-11-02T00:00:00.000Z", "cwd": "/w"}
+    entries = [
+        {"type": "message", "id": "a", "parentId": None, "timestamp": "2026-11-02T00:00:01.000Z",
+         "message": {"role": "user", "content": "hi", "timestamp": 1}},
+        {"type": "usage", "id": "b", "parentId": "a", "timestamp": "2026-11-02T00:00:02.000Z",
+         "kind": "x", "provider": "p", "model": "m",
+         "usage": {"input": 2**70, "output": "12", "cacheRead": 1.9, "cost": {"total": "1"}}},
+        {"type": "usage", "id": "c", "parentId": "b", "timestamp": "2026-11-02T00:00:03.000Z",
+         "kind": "x", "provider": "p", "model": "m", "usage": usage(3, 0.5)},
+    ]
+    path.write_text("".join(json.dumps(e) + "\n" for e in [header, *entries]), "utf-8")
+    return path
+
+
+def store_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path / 'store.db'}"
+    if kind == "postgres":
+        return str(request.getfixturevalue("fresh_postgres_url"))
+    from .backends import redis_store_url
+
+    return redis_store_url(request, kind)
+
+
+def listed(location: str) -> list[dict[str, Any]]:
+    """``ls LOCATION --json``'s rows, each without its path (a file's or a URL's), by id."""
+    result = CliRunner().invoke(cli, ["ls", location, "--json"])
+    assert result.exit_code == 0, result.output
+    rows = json.loads(result.output)
+    return sorted(({k: v for k, v in row.items() if k != "path"} for row in rows),
+                  key=lambda row: row["id"])
+
+
+def as_rows(listings: list[Any]) -> list[dict[str, Any]]:
+    return sorted(({k: v for k, v in msgspec.to_builtins(row).items() if k != "path"}
+                   for row in listings), key=lambda row: row["id"])
+
+
+@pytest.mark.parametrize("kind", STORE_BACKENDS)
+def test_store_listings_carry_the_folders_totals(kind: str, request: pytest.FixtureRequest,
+                                                 tmp_path: Path) -> None:
+    from sessiontree import SessionHeader
+    from sessiontree.redact import purge, redact
+    from sessiontree.stores.url import open_store
+    from sessiontree.transfer import copy_sessions
+
+    folder = tmp_path / "folder"
+    every_kind(folder / "2026-11-01T00-00-00-000Z_totals.jsonl")
+    odd_values(folder / "2026-11-02T00-00-00-000Z_odd-totals.jsonl")
+    expected = listed(str(folder))
+    assert [row["usage"]["input"] for row in expected] == [2**70 + 3, 51_784]  # odd first
+    url = store_url(kind, request, tmp_path)
+    copy_sessions(str(folder), url)  # whole sessions at once
+    assert listed(url) == expected
+    with open_store(url) as store:
+        assert as_rows(store.list_sessions()) == expected
+        if kind in ("sqlite", "postgres"):  # kept in the row, or (beyond BIGINT) counted
+            with store._reading() as conn:
+                kept = dict(conn.execute("SELECT session_id, usage_input FROM "
+                                         "sessiontree_sessions").fetchall())
+            assert kept == {"totals": 51_784, "odd-totals": None}
+        if kind == "postgres":
+            assert as_rows(asyncio.run(async_listing(url))) == expected
+        with Session.open(f"{url}#totals") as stored:
+            assert stored.listing().usage == list_sessions(folder)[1].usage
+        # entry by entry, as appends come
+        lines = (folder / "2026-11-01T00-00-00-000Z_totals.jsonl").read_text().splitlines()
+        store.create(SessionHeader(id="appended", timestamp="2026-11-03T00:00:00.000Z", cwd="/w"))
+        for line in lines[1:]:
+            store.append("appended", [json.loads(line)])
+        (row,) = [r for r in store.list_sessions() if r.id == "appended"]
+        assert row.usage == list_sessions(folder)[1].usage
+    # a purge rewrites an assistant message's line in place: counted again, its usage kept
+    with Session.open(f"{url}#appended") as session:
+        assert session.leaf_id == "e0000010" and "e0000001" in session.path_ids("e0000010")
+        redact(session, "e0000001", None)
+    purge(f"{url}#appended", "e0000001")
+    with open_store(url) as store:
+        with Session(store.open_log("appended")) as session:
+            assert b'"text":"ok"' not in session.raw_line("e0000001")
+        (row,) = [r for r in store.list_sessions() if r.id == "appended"]
+        assert row.usage == list_sessions(folder)[1].usage
+
+
+async def async_listing(url: str) -> list[Any]:
+    """``AsyncPostgresStore.list_sessions`` of a store opened read-only."""
+    from sessiontree.stores.postgres import AsyncPostgresStore
+
+    async with AsyncPostgresStore.open(url, read_only=True) as store:
+        return await store.list_sessions()
+
+
+def _old_schema(conn: Any, driver: str, source: str) -> None:
+    """Make an empty database (or schema) what a store of schema version 4 made: its DDL (the
+    migrations that shipped, never edited since), its version rows, and the sessions and
+    entries of ``source`` (the table prefix of a store holding them) in its columns."""
+    from sessiontree.stores._sql_common import USAGE_VERSION, dialect
+
+    conn.execute("CREATE TABLE sessiontree_migrations (v INTEGER PRIMARY KEY)")
+    for version, script in enumerate(dialect(driver).migrations[:USAGE_VERSION - 1], start=1):
+        for statement in script:
+            conn.execute(statement)
+        conn.execute(f"INSERT INTO sessiontree_migrations (v) VALUES ({version})")
+    for table in ("sessiontree_sessions", "sessiontree_entries"):
+        columns = ", ".join(row[0] for row in conn.execute(
+            f"SELECT * FROM {table} LIMIT 0").description)
+        conn.execute(f"INSERT INTO {table} ({columns}) SELECT {columns} FROM {source}{table}")
+
+
+@pytest.mark.parametrize("driver", ["sqlite", "postgres"])
+def test_a_database_of_the_old_schema_lists_the_totals(driver: str, tmp_path: Path,
+                                                      request: pytest.FixtureRequest) -> None:
+    """Read-only, it is not migrated: the totals are counted from the lines; opened for
+    writing, the migration adds the columns and counts every session stored before."""
+    from sessiontree.stores.url import open_store
+    from sessiontree.transfer import copy_sessions
+
+    folder = tmp_path / "folder"
+    every_kind(folder / "2026-11-01T00-00-00-000Z_totals.jsonl")
+    odd_values(folder / "2026-11-02T00-00-00-000Z_odd-totals.jsonl")
+    expected = listed(str(folder))
+    if driver == "sqlite":
+        import sqlite3
+
+        copy_sessions(str(folder), f"sqlite:///{tmp_path / 'new.db'}")
+        url = f"sqlite:///{tmp_path / 'old.db'}"
+        with sqlite3.connect(tmp_path / "old.db") as conn:
+            conn.execute(f"ATTACH DATABASE '{tmp_path / 'new.db'}' AS new")
+            _old_schema(conn, driver, "new.")
+    else:
+        import psycopg
+
+        from .backends import postgres_dsn
+
+        new = str(request.getfixturevalue("fresh_postgres_url"))
+        copy_sessions(str(folder), new)
+        old_schema = new.rpartition("schema=")[2] + "_old"
+        url = new.rpartition("schema=")[0] + f"schema={old_schema}"
+        request.addfinalizer(lambda: psycopg.connect(postgres_dsn(), autocommit=True).execute(
+            f'DROP SCHEMA IF EXISTS "{old_schema}" CASCADE').connection.close())
+        with psycopg.connect(postgres_dsn(), autocommit=True) as conn:
+            conn.execute(f'CREATE SCHEMA "{old_schema}"')
+            conn.execute(f'SET search_path TO "{old_schema}"')
+            _old_schema(conn, driver, f'"{new.rpartition("schema=")[2]}".')
+    with open_store(url, read_only=True) as store:
+        assert store.schema_version() == 4
+        assert as_rows(store.list_sessions()) == expected
+        with Session.open(f"{url}#totals") as stored:
+            assert stored.listing().usage is not None
+            assert msgspec.to_builtins(stored.listing().usage) == expected[1]["usage"]
+    assert listed(url) == expected  # ls opens it read-only
+    if driver == "postgres":
+        assert as_rows(asyncio.run(async_listing(url))) == expected
+    with open_store(url) as store:  # migrated
+        assert store.schema_version() == 5
+        with store._reading() as conn:
+            kept = dict(conn.execute("SELECT session_id, usage_input FROM "
+                                     "sessiontree_sessions").fetchall())
+        assert kept == {"totals": 51_784, "odd-totals": None}
+        assert as_rows(store.list_sessions()) == expected
+    assert listed(url) == expected

@@ -192,14 +192,14 @@ class ListingStats:
     __slots__ = ("activity", "first", "messages", "name", "unlistable", "usage")
 
     def __init__(self, messages: int = 0, first: str = "", activity: float | None = None,
-                 name: str | None = None, *, count_usage: bool = True) -> None:
+                 name: str | None = None) -> None:
         self.messages = messages
         self.first = first
         self.activity = activity
         self.name = name
-        self.usage = UsageTotals() if count_usage else None
+        self.usage: UsageTotals | None = UsageTotals()
         """The session's token and cost totals (:mod:`sessiontree.usage`), ``None`` where they
-        are not counted (a database row)."""
+        are not counted (a database row that does not keep them)."""
         self.unlistable = False
         """pi's ``buildSessionInfo`` throws on this session's lines: its listing drops the file."""
 

@@ -27,7 +27,7 @@ from datetime import date, datetime
 from typing import Any, TypeVar, overload
 
 from .. import _json
-from .._listing import ListingStats, listing_line
+from .._listing import ListingStats
 from .._scan import Record
 from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
 from .._treelog import StoredEntries
@@ -44,7 +44,9 @@ from ._sql_common import (
     SessionState,
     Step,
     check_session_id,
+    counted_listing,
     envelopes,
+    listed_usage,
     listing_from_row,
     lock_flow,
     migrate_flow,
@@ -132,6 +134,8 @@ class SqlStore(StoredEntries, ABC):
                 connect()
             if not self.read_only:
                 self.setup()
+            else:  # not migrated: read as its version is
+                self.dialect = self.dialect.reading(self._read_version())
         except BaseException:
             self.close()
             raise
@@ -162,6 +166,14 @@ class SqlStore(StoredEntries, ABC):
     def _migrate(self, conn: Any) -> int:
         """Apply the migrations this database lacks in the open transaction; the version."""
         return self._drive(migrate_flow(self.dialect), conn)
+
+    def _read_version(self) -> int:
+        """The schema version of a database this store does not migrate; the current one when
+        it holds no tables yet (its reads say so)."""
+        try:
+            return self.schema_version()
+        except SessionNotFound:
+            return len(self.dialect.migrations)
 
     def schema_version(self) -> int:
         """The schema version of the database (0 before :meth:`setup`)."""
@@ -196,7 +208,16 @@ class SqlStore(StoredEntries, ABC):
         if cwd is not None:
             params["cwd"] = self.dialect.text(cwd)  # as the column holds it
         rows = self._query("list" if cwd is None else "list_cwd", params)
-        return [listing_from_row(row, self.session_url(row[0])) for row in rows]
+        return [self._listing(row) for row in rows]
+
+    def _listing(self, row: Sequence[Any]) -> SessionListing:
+        """A session's listing row; totals its row does not keep (see
+        :func:`._sql_common.listing_from_row`) are counted from its lines."""
+        listing = listing_from_row(row, self.session_url(row[0]))
+        if listing.usage is not None:
+            return listing
+        return counted_listing(listing, self._query("all_lines", {"sid": row[0], "seq": 0,
+                                                                  "limit": 2**62}))
 
     def delete(self, session_id: str) -> None:
         """Remove a session and its entries, in one transaction.
@@ -236,10 +257,9 @@ class SqlStore(StoredEntries, ABC):
                 raise SessionNotFound(f"no entry {entry_id} in session {session_id}",
                                       path=self.url)
             state = SessionState.from_row(row)
-            state.stats = ListingStats(count_usage=False)
-            lines = [bytes(found) for (found,) in conn.execute(
-                d["all_lines"], {**params, "seq": 0, "limit": 2**62}).fetchall()]
-            state.stats.add(filter(None, map(listing_line, lines)))
+            state.stats = ListingStats()
+            listed_usage((bytes(found) for (found,) in conn.execute(
+                d["all_lines"], {**params, "seq": 0, "limit": 2**62}).fetchall()), state.stats)
             conn.execute(d["update_session"], state.params(d))
             self._drive(reindex_flow(session_id, d), conn)  # no search row keeps the old text
         self._scrub()
@@ -454,7 +474,7 @@ class SqlLog:
         rows = self.store._query("head", self._params())
         if not rows:
             raise SessionNotFound(f"no session {self.session_id} in this store", path=self.url)
-        return listing_from_row(rows[0], self.url)
+        return self.store._listing(rows[0])
 
     def _remember(self, records: Sequence[Record]) -> None:
         self._sequence = records

@@ -5,8 +5,9 @@ Schema (both databases; ``session_id`` leads every key, so on Citus it is the di
 column and every statement but the listing is routed to one shard):
 
 * ``sessiontree_sessions``: one row per session: the header line's exact bytes, the fields a
-  listing shows (cwd, name, first user message, counts, latest activity) and ``last_seq``;
-  updated in the transaction that appends.
+  listing shows (cwd, name, first user message, counts, latest activity, token and cost
+  totals) and ``last_seq``; updated in the transaction that appends (and in a line's
+  replacement, which counts the session again).
 * ``sessiontree_entries``: one row per entry, keyed ``(session_id, id)``: its exact line bytes,
   its envelope (type, parent id, timestamp, role, label fields), its append order ``seq``
   (1, 2, ...; the entry's line number in the JSONL form is ``seq + 1``) and its ``segment``.
@@ -38,8 +39,8 @@ is refused (:meth:`Dialect.key`); a lookup of such an id finds nothing.
 from __future__ import annotations
 
 import re
-from collections.abc import Generator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Generator, Iterable, Mapping, Sequence
+from dataclasses import dataclass, replace
 from typing import Any, Literal, NamedTuple, TypeVar
 
 import msgspec
@@ -50,6 +51,7 @@ from .._search import document, tokens
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
 from ..errors import ConcurrentModification, InvalidEntry
+from ..usage import UsageTotals
 from .base import SessionListing, check_session_id
 
 __all__ = [
@@ -63,6 +65,8 @@ __all__ = [
     "SessionState",
     "check_session_id",
     "dialect",
+    "counted_listing",
+    "listed_usage",
     "listing_from_row",
     "lock_flow",
     "migrate_flow",
@@ -161,12 +165,27 @@ _MIGRATIONS: list[str | dict[str, str]] = [
     );
     CREATE INDEX sessiontree_search_words ON sessiontree_search USING GIN (words);
     """},
+    # v5: the session's token and cost totals as pi counts them (sessiontree.usage), kept in
+    # the append's transaction; NULL: not kept (a total beyond the columns), counted from the
+    # lines when listed. The migration counts the sessions stored before.
+    """
+    ALTER TABLE sessiontree_sessions ADD COLUMN usage_input BIGINT;
+    ALTER TABLE sessiontree_sessions ADD COLUMN usage_output BIGINT;
+    ALTER TABLE sessiontree_sessions ADD COLUMN usage_cache_read BIGINT;
+    ALTER TABLE sessiontree_sessions ADD COLUMN usage_cache_write BIGINT;
+    ALTER TABLE sessiontree_sessions ADD COLUMN usage_cost DOUBLE PRECISION;
+    UPDATE sessiontree_sessions SET usage_input = 0, usage_output = 0, usage_cache_read = 0,
+        usage_cache_write = 0, usage_cost = 0 WHERE last_seq = 0;
+    """,
 ]
 """Schema versions, in order: a migration's position (from 1) is its version (a script, or one
 per driver). Never edit one that shipped; append a new one."""
 
 _SEARCH_VERSION = 4
 """The migration after which the search rows of the entries already stored are built."""
+USAGE_VERSION = 5
+"""The migration that adds the usage columns (after it, the totals of the sessions already
+stored are counted); a read-only store on an older schema counts them from the lines."""
 
 CREATE_MIGRATIONS_TABLE = "CREATE TABLE IF NOT EXISTS sessiontree_migrations (v INTEGER PRIMARY KEY)"
 SELECT_VERSION = "SELECT COALESCE(MAX(v), 0) FROM sessiontree_migrations"
@@ -175,8 +194,14 @@ INSERT_VERSION = "INSERT INTO sessiontree_migrations (v) VALUES (:v)"
 ENTRY_COLUMNS = "seq, segment, id, parent_id, type, timestamp, role, custom_type, target_id, label, name"
 _AGGREGATES = "depth, last_compaction, last_thinking, last_model"
 _ENVELOPE = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
+_USAGE_COLUMNS = "usage_input, usage_output, usage_cache_read, usage_cache_write, usage_cost"
 _SESSION_COLUMNS = ("session_id, header, cwd, created, parent_session, name, first_message, "
-                    "message_count, entry_count, last_seq, modified_ms, activity_ms")
+                    f"message_count, entry_count, last_seq, modified_ms, activity_ms, {_USAGE_COLUMNS}")
+
+_SET_USAGE = ", ".join(f"{c} = :{c}" for c in _USAGE_COLUMNS.split(", "))
+
+_SESSION_READS = ("head", "lock", "list", "list_cwd")
+"""The statements that read the sessions table's columns (a read-only store reads them)."""
 
 _CHAIN = """
         WITH RECURSIVE chain (segment, upto, depth, hops) AS (
@@ -236,11 +261,13 @@ _STATEMENTS = {
             "AND segment = :segment AND depth BETWEEN :low AND :high ORDER BY depth",
     "insert_session": f"INSERT INTO sessiontree_sessions ({_SESSION_COLUMNS}) VALUES (:sid, :header, "
                       ":cwd, :created, :parent_session, :name, :first_message, :message_count, "
-                      ":entry_count, :last_seq, :modified_ms, :activity_ms)",
+                      ":entry_count, :last_seq, :modified_ms, :activity_ms, :usage_input, :usage_output, "
+                      ":usage_cache_read, :usage_cache_write, :usage_cost)",
     "update_session": "UPDATE sessiontree_sessions SET name = :name, first_message = :first_message, "
                       "message_count = :message_count, entry_count = :entry_count, "
-                      "last_seq = :last_seq, modified_ms = :modified_ms, activity_ms = :activity_ms "
-                      "WHERE session_id = :sid",
+                      "last_seq = :last_seq, modified_ms = :modified_ms, activity_ms = :activity_ms, "
+                      f"{_SET_USAGE} WHERE session_id = :sid",
+    "set_usage": f"UPDATE sessiontree_sessions SET {_SET_USAGE} WHERE session_id = :sid",
     "list": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions "
             "ORDER BY modified_ms DESC, session_id LIMIT :limit",
     "list_cwd": f"SELECT {_SESSION_COLUMNS} FROM sessiontree_sessions WHERE cwd = :cwd "
@@ -342,6 +369,17 @@ class Dialect:
                                f"{self.driver}: {value!r}", entry_id=entry_id)
         return value
 
+    def reading(self, version: int) -> Dialect:
+        """This dialect for reading a database of schema ``version`` that is not migrated (a
+        store opened read-only): the usage columns it lacks read as NULL (not kept: the
+        listing counts the lines)."""
+        if version >= USAGE_VERSION:
+            return self
+        nulls = ", ".join(["NULL"] * len(_USAGE_COLUMNS.split(", ")))
+        return replace(self, statements={
+            name: sql.replace(_USAGE_COLUMNS, nulls) if name in _SESSION_READS else sql
+            for name, sql in self.statements.items()})
+
     def __getitem__(self, name: str) -> str:
         if name.startswith("migration "):  # "migration N.I": statement I of migration N
             number, index = name.split(" ")[1].split(".")
@@ -398,11 +436,12 @@ class SessionState:
     @classmethod
     def from_row(cls, row: Sequence[Any]) -> SessionState:
         (sid, header, cwd, created, parent, name, first, messages, entries, last_seq,
-         modified, activity) = row
+         modified, activity, *usage) = row
         if activity is None and messages and modified != iso_to_ms(created):
             activity = modified  # a row written before schema version 3
-        return cls(sid, bytes(header), cwd, created, parent,
-                   ListingStats(messages, first, activity, name, count_usage=False), entries, last_seq)
+        stats = ListingStats(messages, first, activity, name)
+        stats.usage = _usage_from_columns(usage)
+        return cls(sid, bytes(header), cwd, created, parent, stats, entries, last_seq)
 
     @classmethod
     def new(cls, header_line: bytes, d: Dialect) -> SessionState:
@@ -434,12 +473,56 @@ class SessionState:
                 "message_count": self.stats.messages,
                 "entry_count": self.entry_count, "last_seq": self.last_seq,
                 "modified_ms": modified, "activity_ms": int(activity) if activity is not None
-                else None}
+                else None, **_usage_columns(self.stats.usage)}
+
+
+_BIGINT = range(-2**63, 2**63)
+
+
+def _usage_columns(usage: UsageTotals | None) -> dict[str, Any]:
+    """The usage columns' parameters: the totals, or all NULL where the columns cannot hold
+    them (a token total beyond BIGINT, a NaN cost, which SQLite stores as NULL: only
+    nonsensical counts get there) or they are not known."""
+    names = _USAGE_COLUMNS.split(", ")
+    if usage is None:
+        return dict.fromkeys(names)
+    counts = (usage.input, usage.output, usage.cache_read, usage.cache_write)
+    if not all(count in _BIGINT for count in counts) or usage.cost != usage.cost:
+        return dict.fromkeys(names)
+    return dict(zip(names, (*counts, usage.cost)))
+
+
+def _usage_from_columns(values: Sequence[Any]) -> UsageTotals | None:
+    """The totals the usage columns hold; ``None`` when they are not kept (NULL)."""
+    if len(values) != 5 or None in values:
+        return None
+    tokens_in, tokens_out, cache_read, cache_write, cost = values
+    return UsageTotals(input=int(tokens_in), output=int(tokens_out), cache_read=int(cache_read),
+                       cache_write=int(cache_write), cost=float(cost))
+
+
+def counted_listing(listing: SessionListing, line_rows: Iterable[Sequence[Any]]
+                    ) -> SessionListing:
+    """A listing whose row did not keep the totals, with them counted from the session's
+    lines (rows as ``all_lines`` selects them)."""
+    return msgspec.structs.replace(listing, usage=listed_usage(
+        bytes(row[0]) for row in line_rows))
+
+
+def listed_usage(lines: Iterable[bytes], stats: ListingStats | None = None) -> UsageTotals:
+    """The totals of stored entry lines as a listing counts them (the same rule as a folder's
+    listing, :mod:`sessiontree._listing`), added to ``stats`` when given."""
+    stats = stats if stats is not None else ListingStats()
+    stats.add(filter(None, map(listing_line, lines)))
+    assert stats.usage is not None
+    return stats.usage
 
 
 def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:
     """A listing from a row selected as the sessions table's columns (pi's rules, the same
-    code as a folder's listing: :func:`sessiontree._listing.listing_row`)."""
+    code as a folder's listing: :func:`sessiontree._listing.listing_row`); its ``usage`` is
+    ``None`` when the row does not keep the totals (NULL usage columns: the caller counts
+    the session's lines, :func:`listed_usage`)."""
     state = SessionState.from_row(row)
     header = {"id": state.session_id, "cwd": state.cwd, "timestamp": state.created,
               "parentSession": state.parent_session}
@@ -509,6 +592,10 @@ def envelopes(lines: Sequence[bytes]) -> list[Record]:
     return out
 
 
+_COUNTED = frozenset(("message", "session_info", "usage", "compaction", "branch_summary"))
+"""The entry types a listing counts (:class:`~sessiontree._listing.ListingStats`)."""
+
+
 def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Record],
               parents: Mapping[str, ParentInfo], d: Dialect, *, orphans: bool = False
               ) -> list[NewRow]:
@@ -559,7 +646,7 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
         placed[rec.id] = (seq, segment, mine)
         state.last_seq = seq
         state.entry_count += 1
-        if rec.type == "session_info" or rec.type == "message":
+        if rec.type in _COUNTED:
             counted = listing_line(line)
             if counted is not None:
                 state.stats.add((counted,))
@@ -605,6 +692,8 @@ def migrate_flow(d: Dialect) -> Flow[int]:
             yield Step(f"migration {number}.{index}", None, "none")
         if number == _SEARCH_VERSION:
             yield from _backfill_search(d)
+        elif number == USAGE_VERSION:
+            yield from _backfill_usage()
         yield Step("insert_version", {"v": number}, "none")
     return len(d.migrations)
 
@@ -647,6 +736,30 @@ def _backfill_search(d: Dialect) -> Flow[None]:
             by_session.setdefault(session_id, []).append((seq, bytes(line)))
         for session_id, lines in by_session.items():
             yield from search_flow(session_id, lines, d)
+        if len(rows) < 2000:
+            return
+        after = (rows[-1][0], rows[-1][1])
+
+
+def _backfill_usage() -> Flow[None]:
+    """The usage columns of every session stored before the usage migration (those without
+    entries were set by it), counted from its lines in stored order, a batch at a time."""
+    after: tuple[str, int] = ("", -1)
+    counting: tuple[str, ListingStats] | None = None
+    while True:
+        rows = yield Step("backfill", {"sid": after[0], "seq": after[1], "limit": 2000}, "all")
+        done = []
+        for session_id, _seq, line in rows:
+            if counting is None or counting[0] != session_id:
+                if counting is not None:
+                    done.append(counting)
+                counting = (session_id, ListingStats())
+            listed_usage((bytes(line),), counting[1])
+        if len(rows) < 2000 and counting is not None:
+            done.append(counting)
+        if done:
+            yield Step("set_usage", [{"sid": sid, **_usage_columns(stats.usage)}
+                                     for sid, stats in done], "many")
         if len(rows) < 2000:
             return
         after = (rows[-1][0], rows[-1][1])

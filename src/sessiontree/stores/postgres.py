@@ -56,6 +56,7 @@ from ._sql_common import (
     SessionState,
     check_session_id,
     dialect,
+    counted_listing,
     listing_from_row,
     lock_flow,
     migrate_flow,
@@ -399,6 +400,8 @@ class AsyncPostgresStore:
                 await self._connection_pool().open(wait=True, timeout=self._timeout)
             if not self.read_only:
                 await self.setup()
+            else:  # not migrated: read as its version is
+                self.dialect = self.dialect.reading(await self._read_version())
         except BaseException:
             await self.aclose()
             raise
@@ -457,6 +460,14 @@ class AsyncPostgresStore:
         if self.read_only:
             raise ReadOnlyStore("the store was opened read-only; nothing was written",
                                 path=self.url)
+
+    async def _read_version(self) -> int:
+        """The schema version of a database this store does not migrate (see
+        :meth:`PostgresStore._read_version <sessiontree.stores._sql.SqlStore._read_version>`)."""
+        try:
+            return int((await self._query("version", {}))[0][0])
+        except SessionNotFound:
+            return len(self.dialect.migrations)
 
     async def setup(self) -> int:
         """Create the schema if named, then apply the migrations it lacks (idempotent)."""
@@ -517,7 +528,14 @@ class AsyncPostgresStore:
         if cwd is not None:
             params["cwd"] = self.dialect.text(cwd)  # as the column holds it
         rows = await self._query("list" if cwd is None else "list_cwd", params)
-        return [listing_from_row(row, self.session_url(row[0])) for row in rows]
+        listings = []
+        for row in rows:
+            listing = listing_from_row(row, self.session_url(row[0]))
+            if listing.usage is None:  # not kept in the row: counted from the lines
+                listing = counted_listing(listing, await self._query(
+                    "all_lines", {"sid": row[0], "seq": 0, "limit": 2**62}))
+            listings.append(listing)
+        return listings
 
     async def delete(self, session_id: str) -> None:
         """Remove a session and its entries, in one transaction."""

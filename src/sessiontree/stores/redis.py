@@ -591,6 +591,7 @@ class RedisStore(StoredEntries):
         _, cwd, created, parent, name, first, messages, entries, activity, _ = values
         stats = ListingStats(int(messages or 0), first or "",
                              float(activity) if activity else None, name or None)
+        stats.usage = None  # not kept by this store yet
         fields = {"id": session_id, "cwd": cwd, "timestamp": created,
                   "parentSession": parent or None}
         listing = listing_row(fields, stats, self.session_url(session_id), None,
