@@ -5,7 +5,7 @@ operation tree and HTML export benchmarks, each beside its own baseline.
                                        [--repeat 5] [--markdown FILE]
 
 ``--sizes 1k,10k,100k,1m`` adds the 1,000,000-entry session (about 1.6 GB, generated on demand
-into benchmarks/.data/, never committed): opens, first contexts and peak memory only, each pi
+into benchmarks/.data/ or ``$SESSIONTREE_BENCH_DATA``, never committed): opens, first contexts and peak memory only, each pi
 beside them under a time limit and a memory limit so the machine survives.
 
 The ``core`` suite:
@@ -74,7 +74,9 @@ sys.path.insert(0, str(REPO / "src"))
 from sessiontree.testing.pi import PI_0_73, PI_1_5  # noqa: E402
 
 PI_1_5_VERSION, PI_0_73_VERSION = PI_1_5.version, PI_0_73.version
-DATA = HERE / ".data"
+DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA") or HERE / ".data")
+"""Generated files (git-ignored); ``SESSIONTREE_BENCH_DATA`` puts them elsewhere, so worktrees
+can share one 1.6 GB 1M-entry file."""
 GENERATOR = REPO / "src" / "sessiontree" / "testing" / "generate.py"
 
 # generate_session() arguments of each benchmark file

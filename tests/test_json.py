@@ -13,7 +13,17 @@ from hypothesis import strategies as st
 
 import msgspec
 
-from sessiontree._json import _TOKEN, _dump_py, _fix_number, _maybe_float_diff, dumps, js_number, loads
+from sessiontree._json import (
+    _DIGITS_AS_ZERO,
+    _TOKEN,
+    _dump_py,
+    _fix_number,
+    _maybe_float_diff,
+    _maybe_index_key,
+    dumps,
+    js_number,
+    loads,
+)
 
 FLOATS = st.floats(allow_nan=False, allow_infinity=False)
 STRINGS = st.text() | st.sampled_from(["\ud800", "a\udfffb", "\ud83d\ude00", "\u2028\u2029\x7f", "\x00\x08\x1f"])
@@ -67,7 +77,23 @@ def test_float_check_never_misses_a_number(value: Any) -> None:
     changes (numbers among strings of digits, "e", "." and separators)."""
     out = msgspec.json.encode(value)
     if out[:1] in (b"{", b"[") and _TOKEN.sub(_fix_number, out) != out:
-        assert _maybe_float_diff(out)
+        assert _maybe_float_diff(out, out.translate(_DIGITS_AS_ZERO))
+
+
+KEYISH = st.text('0123456789a"\\:', max_size=12)
+
+
+@settings(max_examples=300)
+@given(st.recursive(st.integers(0, 10**12) | KEYISH,
+                    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(KEYISH, inner, max_size=4),
+                    max_leaves=12))
+def test_index_key_check_never_misses_a_key(value: Any) -> None:
+    """The quick check that sends a line to the exact pure-Python pass hits every line in which
+    JavaScript would order keys differently (integer-like keys among digits, quotes, backslashes
+    and colons in keys and values)."""
+    out = msgspec.json.encode(value)
+    if _dump_py(value).encode() != out:
+        assert _maybe_index_key(out.translate(_DIGITS_AS_ZERO))
 
 
 def test_number_forms() -> None:

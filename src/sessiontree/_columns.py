@@ -55,6 +55,8 @@ _get_rare = attrgetter("custom_type", "target_id", "label", "name")
 _NO_RARE = (None, None, None, None)
 _STAMP = 24
 _NO_STAMP = b" " * _STAMP
+_MESSAGE = 0
+"""The type code of ``message`` in every instance (the first of the codes they all begin with)."""
 _ODD_ROLE = object()
 """The role code of a message whose ``role`` is not a string (its record's role is ``None``)."""
 
@@ -201,13 +203,20 @@ class Columns(Sequence[Record]):
             self.duplicates += 1
         rows[entry_id] = row
         parent_id = record.parent_id
-        parent = -1 if parent_id is None else rows.get(parent_id, -1)
+        if parent_id is None:
+            parent = -1
+        else:
+            parent = rows.get(parent_id, -1)
+            if parent < 0:
+                self.unresolved[row] = parent_id
+            elif parent >= row:
+                self.forward = True
         self.parents.append(parent)
-        if parent < 0 and parent_id is not None:
-            self.unresolved[row] = parent_id
-        elif parent >= row:
-            self.forward = True
-        self._add_stamp(row, record.timestamp)
+        stamp = record.timestamp
+        if type(stamp) is str and len(stamp) == _STAMP and stamp.isascii():
+            self.stamps += stamp.encode("ascii")
+        else:
+            self._add_stamp(row, stamp)
         self.lines.append(record.line)
         if self.located is None:
             self.located = isinstance(record, FileRecord)
@@ -216,12 +225,16 @@ class Columns(Sequence[Record]):
             self.offsets.append(located.offset)
             self.lengths.append(located.length)
         kind = self._types[record.type]
-        role = self._roles[_role_key(record.message)]
+        message = record.message
+        try:
+            role = self._roles[message.role if message is not None else None]
+        except TypeError:  # a list or an object as role
+            role = self._roles[_ODD_ROLE]
         if kind > 255 or role > 255:
             self._widen()
         self.types.append(kind)
         self.roles.append(role)
-        if kind != self._types["message"]:
+        if kind != _MESSAGE:
             rare = _get_rare(record)
             if rare != _NO_RARE or kind in self._replayed:
                 self.rare[row] = rare

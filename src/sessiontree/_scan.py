@@ -128,14 +128,6 @@ _ROLES = {role: _Role(role) for role in (
 """One role holder per message role pi writes."""
 
 
-def _share(record: Record) -> None:
-    """Let the record use the shared type string and role holder (a quarter less memory)."""
-    record.type = _KINDS.get(record.type, record.type)
-    message = record.message
-    if message is not None and type(message.role) is str:
-        record.message = _ROLES.get(message.role, message)
-
-
 _record_decoder = msgspec.json.Decoder(FileRecord)
 _get_type = attrgetter("type")
 _envelope_decoder = msgspec.json.Decoder(Record)
@@ -443,22 +435,27 @@ class Scanner:
     def entry_record(self, line: bytes, offset: int) -> FileRecord:
         """The record of one entry line this library is appending at ``offset``."""
         self.lineno += 1
-        record = self._entry(memoryview(line), offset, True)
+        record = self._entry(line, offset, True)
         if record is None:
             raise ValueError(f"not an entry line: {line[:80]!r}")
         return record
 
-    def _entry(self, line: memoryview, offset: int, terminated: bool) -> FileRecord | None:
+    def _entry(self, line: memoryview | bytes, offset: int, terminated: bool) -> FileRecord | None:
         try:
             record = _record_decoder.decode(line)
         except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            slow = self._entry_slow(line, terminated)
+            slow = self._entry_slow(memoryview(line), terminated)
             if slow is None:
                 return None
             record = slow
-        if record.type == "session":
+        kind = record.type
+        if kind == "session":
             return None  # pi's duplicate header quirk: ignored, not reported
-        _share(record)
+        # shared type strings and role holders: a quarter less memory
+        record.type = _KINDS.get(kind, kind)
+        message = record.message
+        if message is not None and type(message.role) is str:
+            record.message = _ROLES.get(message.role, message)
         record.line = self.lineno
         record.offset = offset
         record.length = len(line)

@@ -338,9 +338,10 @@ class TreeIndex:
     def add(self, rec: Record) -> None:
         """Index a new entry whose parent is indexed (or null) and whose id is new."""
         columns = self._columns
-        row = len(columns)
+        row = len(columns.types)
         columns.append(rec)
-        self._replay(rec.type, rec.target_id, rec.label, rec.name, rec.timestamp)
+        if rec.type in _REPLAYED:
+            self._replay(rec.type, rec.target_id, rec.label, rec.name, rec.timestamp)
         if self._children is not None and self._roots is not None:
             parent = columns.parents[row]
             if parent < 0:

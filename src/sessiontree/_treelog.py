@@ -428,13 +428,14 @@ class TreeLog:
             if not makers:
                 return []
             refused: set[str] = set()
+            taken = self._index.taken()
             while True:
                 ids: list[str] = []
                 lines: list[bytes] = []
                 above, now = parent, iso_now()
                 for make in makers:
-                    entry_id = new_entry_id(_Either(self._index.taken(),
-                                                    _Either(refused, ids)))
+                    entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
+                                            if ids or refused else taken)
                     lines.append(_json.dumps(make(entry_id, above, now)))
                     ids.append(entry_id)
                     above = entry_id

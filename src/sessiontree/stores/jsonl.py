@@ -351,7 +351,7 @@ class JsonlFile:
         scanner = self._scanner
         if scanner is None:
             scanner = self._scanner = Scanner(self.path)
-        before = scanner.state()
+        before = (scanner.lineno, scanner.header, scanner.header_line)  # all that changes here
         parts: list[bytes] = []
         offset = self._size
         if self._needs_newline:
@@ -365,11 +365,12 @@ class JsonlFile:
             scanner.start_after_header(_json.loads(header_line), scanner.lineno)
             offset += len(header_line) + 1
         records: list[FileRecord] = []
+        entry_record = scanner.entry_record
         for line in lines:
-            records.append(scanner.entry_record(line, offset))
-            parts.append(line)
-            parts.append(b"\n")
+            records.append(entry_record(line, offset))
             offset += len(line) + 1
+        if lines:
+            parts += (b"\n".join(lines), b"\n")
         data = b"".join(parts)
         written = 0
         try:
@@ -381,7 +382,7 @@ class JsonlFile:
             if self.durable:
                 os.fsync(self._write_fd)
         except OSError as exc:
-            scanner.resume(before)
+            scanner.lineno, scanner.header, scanner.header_line = before
             # the size just before this write: what the file holds now, less what this write
             # added (pi, taking no lock, may have added lines before it; they stay). Asked
             # only on failure: an append costs one fstat (begin_append's) and one write.
