@@ -17,8 +17,9 @@ The ``core`` suite:
    with the tests) and runs ``node --expose-gc benchmarks/pi_bench.mjs FILE --dist DIST`` per
    file and pi: open, context, tree, path, reopens in the same process, 100 lines appended as
    another program would, reopens, 1,000 appends, the agent loop.
-3. Measures sessiontree on a copy of the same file, each open in a new Python process (so each
-   peak RSS is that open's own, like pi's: both read VmHWM): the first open (no index: it scans and writes the
+3. Measures sessiontree on a copy of the same file, each open in a new Python process
+   (``benchmarks/open_child.py``, which imports nothing of the harness before its peak is read,
+   so each peak RSS is that open's own, like pi's: both read VmHWM): the first open (no index: it scans and writes the
    index), the open without the index (``index=False``, what every open did before it), the
    cold open with helper processes allowed, the reopen of the unchanged file (from the index),
    then the reopen after 100 lines another program appended (three times). Then, in one more
@@ -73,11 +74,14 @@ REPO = HERE.parent
 sys.path.insert(0, str(REPO / "src"))
 from sessiontree.testing.pi import PI_0_73, PI_1_5  # noqa: E402
 
+from open_child import _peak_mib, _rss_mib  # noqa: E402
+
 PI_1_5_VERSION, PI_0_73_VERSION = PI_1_5.version, PI_0_73.version
 DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA") or HERE / ".data")
 """Generated files (git-ignored); ``SESSIONTREE_BENCH_DATA`` puts them elsewhere, so worktrees
 can share one 1.6 GB 1M-entry file."""
 GENERATOR = REPO / "src" / "sessiontree" / "testing" / "generate.py"
+OPEN_CHILD = HERE / "open_child.py"
 
 # generate_session() arguments of each benchmark file
 SIZES: dict[str, dict[str, int]] = {
@@ -129,87 +133,6 @@ def generate(size: str) -> Path:
 
 # -- our side (runs in a fresh process per file) ----------------------------------------------------
 
-def _rss_mib() -> float:
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
-
-
-def _peak_mib() -> float:
-    """This process's peak resident size: Linux's ``VmHWM``, the high-water mark of this
-    program's own memory since it started. Not ``ru_maxrss``: on Linux that is at least the
-    peak of the process that started this one (the kernel carries the old memory's peak over
-    ``exec``; a child of a driver that once held 450 MiB reports 450 MiB however little it
-    used itself)."""
-    try:
-        with open("/proc/self/status") as status:
-            for line in status:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return peak / 2**20 if sys.platform == "darwin" else peak / 1024  # bytes on macOS, KiB elsewhere
-
-
-def _rss_of(pid: int) -> float:
-    try:
-        with open(f"/proc/{pid}/status") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
-
-
-def _is_helper(pid: int) -> bool:
-    """Whether a child process is one of this package's helpers (not some other program this
-    process started: the count must not take, say, a pi that appended lines, for ours)."""
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as listed:
-            return b"sessiontree" in listed.read()
-    except OSError:
-        return False
-
-
-class RssSampler:
-    """The largest sum of this process's and its helper processes' resident sizes, and the
-    largest helper's, sampled every 5 ms (a large file may be scanned with helpers: their
-    memory counts too; other children do not)."""
-
-    def __init__(self) -> None:
-        import threading
-
-        self.peak = 0.0
-        self.helper_peak = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        pid = os.getpid()
-        while not self._stop.is_set():
-            try:
-                with open(f"/proc/{pid}/task/{pid}/children") as listed:
-                    children = [int(c) for c in listed.read().split()]
-            except OSError:
-                children = []
-            helpers = [_rss_of(child) for child in children if _is_helper(child)]
-            self.helper_peak = max([self.helper_peak, *helpers])
-            self.peak = max(self.peak, _rss_of(pid) + sum(helpers))
-            self._stop.wait(0.005)
-
-    def __enter__(self) -> RssSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-
-
 FOREIGN_LINES = 100
 """Lines another program appends before the reopen after growth (``pi_bench.mjs`` appends the
 same ones: same ids, times and text)."""
@@ -245,41 +168,6 @@ def last_id(path: Path | str) -> str:
         return str(json.loads(stream.read().rstrip(b"\n").rsplit(b"\n", 1)[-1])["id"])
 
 
-def measure_open(path: str, phase: str, repeat: int) -> dict[str, Any]:
-    """One open + first context in a fresh process (for its own peak memory), then ``repeat``
-    reopens in this process. ``phase``: ``cold`` (no index yet: scan, write the index),
-    ``today`` (``index=False``: the scan every open did before the index), ``helper`` (a cold
-    scan with ``processes=4``, helpers when a CPU is free), ``warm`` (the index of the unchanged
-    file), ``grown`` (the index, and the lines appended since)."""
-    from sessiontree import Session
-    from sessiontree.testing import context_digest
-
-    options: dict[str, Any] = {"today": {"index": False},
-                               "helper": {"index": False, "processes": 4}}.get(phase, {})
-    out: dict[str, Any] = {"phase": phase, "rss_baseline_mib": _rss_mib()}
-    with RssSampler() as sampler:
-        start = time.perf_counter()
-        session = Session.open(path, **options)
-        out["load_ms"] = (time.perf_counter() - start) * 1000
-        context = session.build_context()
-        out["open_context_ms"] = (time.perf_counter() - start) * 1000
-    out["peak_mib"] = _peak_mib()
-    out["peak_with_helpers_mib"] = sampler.peak
-    out["helper_peak_mib"] = sampler.helper_peak
-    out["indexed_bytes"] = session._log.indexed_bytes  # type: ignore[attr-defined]
-    out["entries"] = len(session)
-    out["context"] = context_digest(context.to_builtins()["messages"])
-    session.close()
-    runs = []
-    for _ in range(repeat):
-        begin = time.perf_counter()
-        with Session.open(path, **options) as again:
-            again.build_context()
-        runs.append((time.perf_counter() - begin) * 1000)
-    out["reopen_ms"] = {"first": runs[0], "median": statistics.median(runs), "min": min(runs)}
-    return out
-
-
 def measure(source: str, repeat: int, loop: int = 0) -> dict[str, Any]:
     """Our figures for one file, in the order pi_bench.mjs takes them: the first open of a fresh copy (no index yet), the context, the tree,
     the path to the deepest leaf, reopens of the unchanged file, 100 foreign lines, reopens of
@@ -301,6 +189,7 @@ def measure(source: str, repeat: int, loop: int = 0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as folder:
         copy = Path(folder) / Path(source).name
         shutil.copyfile(source, copy)  # the append benchmark writes to the copy only
+        _flush(copy)
 
         start = time.perf_counter()
         session = Session.open(copy)
@@ -434,9 +323,9 @@ def _env() -> dict[str, str]:
                                                         os.environ.get("PYTHONPATH")]))}
 
 
-def _child(arguments: list[str], what: str) -> dict[str, Any]:
-    done = subprocess.run([sys.executable, __file__, *arguments], capture_output=True, text=True,
-                          env=_env(), check=False)
+def _child(arguments: list[str], what: str, script: Path = Path(__file__)) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, str(script), *arguments], capture_output=True,
+                          text=True, env=_env(), check=False)
     if done.returncode != 0:
         raise SystemExit(f"the sessiontree measurement failed ({what}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)  # type: ignore[no-any-return]
@@ -449,20 +338,32 @@ def run_ours(path: Path, repeat: int, size: str) -> dict[str, Any]:
     return _child(command, str(path))
 
 
+def _flush(path: Path) -> None:
+    """Write a fresh copy's pages to disk, so that no measured open waits for their writeback."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def run_opens(path: Path, repeat: int) -> dict[str, Any]:
-    """The opens of one copy of ``path``, each in a new process: cold, without the index, cold
-    with helpers allowed, warm, and grown by 100 foreign lines (``GROWN_RUNS`` times)."""
+    """The opens of one copy of ``path``, each in a new process: without the index, cold (no
+    index yet: it writes one), cold with helpers allowed, warm, and grown by 100 foreign lines
+    (``GROWN_RUNS`` times)."""
     opens: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(dir=DATA) as scratch:
         copy = Path(scratch) / path.name
         shutil.copyfile(path, copy)
-        for phase in ("cold", "today", "helper", "warm"):
-            opens[phase] = _child(["--child-open", str(copy), "--phase", phase, "--repeat",
-                                   str(repeat)], f"{phase} open of {copy.name}")
+        _flush(copy)
+        # the open without the index first, so the cold open it is compared with is not the
+        # first read of the copy either
+        for phase in ("today", "cold", "helper", "warm"):
+            opens[phase] = _child([str(copy), phase, str(repeat)], f"{phase} open of {copy.name}",
+                                  OPEN_CHILD)
         append_foreign(copy, last_id(copy))
-        opens["grown"] = [_child(["--child-open", str(copy), "--phase", "grown", "--repeat",
-                                  str(repeat)], f"grown open of {copy.name}")
-                          for _ in range(GROWN_RUNS)]
+        opens["grown"] = [_child([str(copy), "grown", str(repeat)], f"grown open of {copy.name}",
+                                 OPEN_CHILD) for _ in range(GROWN_RUNS)]
         opens["bytes"] = path.stat().st_size
         opens["grown_bytes"] = copy.stat().st_size  # (with the foreign lines)
     return opens
@@ -874,16 +775,11 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="calls per timed operation (median, first)")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
     parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--child-open", help=argparse.SUPPRESS)
-    parser.add_argument("--phase", help=argparse.SUPPRESS)
     parser.add_argument("--child-listing", help=argparse.SUPPRESS)
     parser.add_argument("--loop", type=int, default=0, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
         print(json.dumps(measure(args.child, args.repeat, args.loop)))
-        return
-    if args.child_open:
-        print(json.dumps(measure_open(args.child_open, args.phase, args.repeat)))
         return
     if args.child_listing:
         print(json.dumps(measure_listing(args.child_listing, args.repeat)))
