@@ -252,7 +252,7 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
     Path(index_path(root)).write_bytes(b"not a database at all" * 100)  # damaged
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 2  # built again
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3  # built again
 
 
 def test_a_folder_without_room_for_an_index_is_searched_all_the_same(root: Path) -> None:
@@ -405,8 +405,8 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
 def _tricky(folder: Path) -> None:
     """A session whose text differs from its bytes: escapes (``\\u0065`` for an ASCII
     letter, a control character, ``\\n``) next to words, a Kelvin sign and a dotted capital I
-    (their lowercase holds ASCII letters), words glued to JSON keys, and a line that is not
-    JSON."""
+    (their lowercase holds ASCII letters), words glued to JSON keys, an entry without a time,
+    and a line that is not JSON."""
     texts = ["ERROR in the parser", "isError but not a word here", "tail\nerror after a newline",
              "\u001berror after a colour code", "\u212aelvin scale error", "\u0130stanbul office",
              "errors, not the word", "Ünïcödé error wörds"]
@@ -421,6 +421,8 @@ def _tricky(folder: Path) -> None:
         lines.append(json.dumps(entry, ensure_ascii=n % 2 == 0))
         parent = entry["id"]
     lines.append(lines[-1].replace('"error', '"\\u0065rror'))  # the same id: a duplicate line
+    lines.append(json.dumps({"type": "message", "id": "t0000099", "parentId": parent,  # no time
+                             "message": {"role": "user", "content": "an error of 1970"}}))
     lines.append("{not json error")
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "2026-03-02T09-00-00-000Z_0195a000-0000-7000-8000-0000000071c4.jsonl").write_text(

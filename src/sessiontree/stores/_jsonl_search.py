@@ -40,7 +40,7 @@ __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_NAME", "build", "index_path", "se
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 2
+_VERSION = 3
 _TAIL = 64
 INDEX_BUDGET = 0.5
 """Seconds of indexing a search may spend (what it does not index, it scans: a first search
@@ -56,14 +56,22 @@ _SCHEMA = (
     "CREATE INDEX entries_file ON entries (file)",
     "CREATE VIRTUAL TABLE body USING fts5(text, detail=none, "
     "tokenize='unicode61 remove_diacritics 0')",
+    "CREATE TABLE counter (next INTEGER NOT NULL)",
+    "INSERT INTO counter VALUES (0)",
 )
 
-_QUERY = """
-    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms
+_SHIFT = 36
+_MINUTES = 1 << 27
+"""An entry's row id is its minute (since 1970, clamped to 0 .. 2^27-1: up to the year 2225)
+above a counter of ``_SHIFT`` bits: the index hands over the most recent matches first and
+stops (a query matching most entries reads a thousand rows, not all of them)."""
+
+_QUERY = f"""
+    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}
     FROM body JOIN entries e ON e.id = body.rowid JOIN files f ON f.id = e.file
     WHERE body MATCH :match AND e.ms >= :since AND (:role IS NULL OR e.role = :role)
         AND (:cwd IS NULL OR f.cwd = :cwd)
-    ORDER BY e.ms DESC, f.session_id, e.offset LIMIT :limit"""
+    ORDER BY body.rowid DESC"""
 
 
 class _Header(msgspec.Struct):
@@ -167,17 +175,25 @@ def refresh(conn: sqlite3.Connection, root: str, *,
     """Bring the index up to date with the files (only what changed is read), for at most
     ``budget`` seconds of indexing (``None``: all of it); what is left is returned."""
     deadline = None if budget is None else time.monotonic() + budget
+    stats: dict[str, os.stat_result] = {}
+    for path in session_files(root):
+        try:
+            stats[path] = os.stat(path)
+        except OSError:
+            continue
+    stamps = {row[0]: row[1:] for row in conn.execute(
+        "SELECT path, dev, ino, size, mtime_ns FROM files")}
+    if len(stamps) == len(stats) and all(
+            stamps.get(path) == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            for path, st in stats.items()):
+        return []  # (the check a warm search makes: a stat per file, no lock taken)
     conn.execute("BEGIN IMMEDIATE")  # what is known is read under the lock another search takes
     try:
         known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
             "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd "
             "FROM files")}
         changed: list[tuple[str, os.stat_result, _Known | None]] = []
-        for path in session_files(root):
-            try:
-                st = os.stat(path)
-            except OSError:
-                continue
+        for path, st in stats.items():
             row = known.pop(path, None)
             if row is not None and (row.dev, row.ino, row.size, row.mtime_ns) == \
                     (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
@@ -274,14 +290,16 @@ def _insert(conn: sqlite3.Connection, file_id: int, offset: int, data: bytes) ->
     """The search rows of the entry lines of ``data`` (whole lines, from ``offset``)."""
     entries: list[tuple[int, int, int, int, str, int]] = []
     bodies: list[tuple[int, str]] = []
-    next_id = conn.execute("SELECT coalesce(max(id), 0) + 1 FROM entries").fetchone()[0]
+    count = conn.execute("SELECT next FROM counter").fetchone()[0]
     for line in data.split(b"\n")[:-1]:
         doc = document(line) if line.startswith(b"{") else None
         if doc is not None:
-            entries.append((next_id, file_id, offset, len(line), doc.role, doc.ms))
-            bodies.append((next_id, doc.text))
-            next_id += 1
+            row_id = min(max(doc.ms // 60_000, 0), _MINUTES - 1) << _SHIFT | count
+            entries.append((row_id, file_id, offset, len(line), doc.role, doc.ms))
+            bodies.append((row_id, doc.text))
+            count += 1
         offset += len(line) + 1
+    conn.execute("UPDATE counter SET next = ?", (count,))
     conn.executemany("INSERT INTO entries (id, file, offset, length, role, ms) "
                      "VALUES (?, ?, ?, ?, ?, ?)", entries)
     conn.executemany("INSERT INTO body (rowid, text) VALUES (?, ?)", bodies)
@@ -345,8 +363,8 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     location = os.path.abspath(root)
     match = " AND ".join(f'"{word}"' for word in query.words())
     with _opened(location, INDEX_BUDGET) as (conn, pending):
-        rows = conn.execute(_QUERY, {"match": match, "since": since, "role": role, "cwd": cwd,
-                                     "limit": CANDIDATES}).fetchall()
+        rows = _most_recent(conn.execute(_QUERY, {"match": match, "since": since,
+                                                  "role": role, "cwd": cwd}))
         found = {(path, offset): (key, candidate) for key, path, offset, candidate in
                  _read_lines(rows)}
         for item in _scan(pending, query, role=role, since=since, cwd=cwd):
@@ -377,6 +395,27 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     return hits
 
 
+def _most_recent(cursor: sqlite3.Cursor) -> list[Any]:
+    """The :data:`CANDIDATES` most recent rows of a query that gives them by minute, most
+    recent first: every row of each minute read until there are enough (within a minute the
+    order is not the time's)."""
+    rows: list[Any] = []
+    last = -1
+    while True:
+        batch = cursor.fetchmany(256)
+        for row in batch:
+            if len(rows) >= CANDIDATES and row[6] < last:
+                batch = []
+                break
+            rows.append(row)
+            if len(rows) == CANDIDATES:
+                last = row[6]
+        if not batch:
+            cursor.close()
+            rows.sort(key=lambda row: (-row[5], row[0], row[3]))
+            return rows[:CANDIDATES]
+
+
 def build(root: str | os.PathLike[str]) -> None:
     """Bring the folder's index up to date with every file, however long it takes (what a
     search does only for :data:`INDEX_BUDGET` seconds)."""
@@ -393,7 +432,7 @@ def _read_lines(rows: list[Any]) -> list[tuple[tuple[int, str, int], str, int, C
     found: list[tuple[tuple[int, str, int], str, int, Candidate]] = []
     descriptors: dict[str, int | None] = {}
     try:
-        for session_id, path, session_cwd, offset, length, ms in rows:
+        for session_id, path, session_cwd, offset, length, ms, _ in rows:
             if path not in descriptors:
                 try:
                     descriptors[path] = os.open(path, os.O_RDONLY)
