@@ -47,7 +47,9 @@ asked: it needs ``SESSIONTREE_TEST_POSTGRES``) is ``benchmarks/bench_async.py``:
 AsyncPostgresStore beside a blocking PostgresStore session, in a thread and called directly.
 ``agents`` (only when asked) is ``benchmarks/bench_agents.py``: the OpenAI Agents SDK session
 (1,000 turns of ``get_items()`` + ``add_items()`` to 10,000 items) beside the SDK's own
-``SQLiteSession`` in the same run.
+``SQLiteSession`` in the same run. ``search`` (only when asked: it generates a 785 MB folder
+and 10,000 database sessions) is ``benchmarks/bench_search.py``: full-text search of the folder
+beside ``grep -r -F`` on the same files, and of SQLite and PostgreSQL, in one run.
 """
 
 from __future__ import annotations
@@ -770,7 +772,8 @@ def main() -> None:
                              "html, storage (SQLite and PostgreSQL at scale, a long run: not in "
                              "the default), async (AsyncSession over PostgreSQL; not in the "
                              "default), agents (the Agents SDK session beside the SDK's "
-                             "SQLiteSession; not in the default)")
+                             "SQLiteSession; not in the default), search (full-text search "
+                             "beside grep -r -F; not in the default)")
     parser.add_argument("--sizes", default="1k,10k,100k", help="comma-separated, of 1k, 10k, 100k, 1m")
     parser.add_argument("--repeat", type=int, default=5, help="calls per timed operation (median, first)")
     parser.add_argument("--markdown", type=Path, help="also write the report to this file")
@@ -785,7 +788,7 @@ def main() -> None:
         print(json.dumps(measure_listing(args.child_listing, args.repeat)))
         return
 
-    known = {"core", "listing", "optree", "html", "storage", "async", "agents"}
+    known = {"core", "listing", "optree", "html", "storage", "async", "agents", "search"}
     suites = {s.strip() for s in args.suites.split(",") if s.strip()}
     if suites - known:
         parser.error(f"unknown suite {', '.join(sorted(suites - known))}")
@@ -793,7 +796,7 @@ def main() -> None:
         all_ok = core(args, parser, suites)
     finally:
         shutil.rmtree(CACHE, ignore_errors=True)
-    for suite in ("optree", "html", "storage", "async", "agents"):
+    for suite in ("optree", "html", "storage", "async", "agents", "search"):
         if suite in suites:
             print(f"\n## {suite}\n", flush=True)
             done = subprocess.run([sys.executable, str(HERE / f"bench_{suite}.py")])
