@@ -6,8 +6,9 @@
 
 1. A folder of ``--sessions`` generated sessions in pi's layout (two project folders of a
    sessions root; ``generate_folder``, 20-1,500 entries each: 1,000 sessions are about 785 MB),
-   generated into benchmarks/.data/ unless this generator made it. Five of them get a user
-   message holding the needle phrase, so the phrase query has few hits, as a user's would.
+   generated into benchmarks/.data/ (or ``$SESSIONTREE_BENCH_DATA``) unless this generator
+   made it. Five of them get a user message holding the needle phrase, so the phrase query
+   has few hits, as a user's would.
 2. For each query (the rare phrase, and a word found in most sessions), in one new process
    (its peak RSS is the search's own, read as ``VmHWM``): the first search (no index: it
    indexes for ``INDEX_BUDGET`` and scans the rest of the bytes), the whole index built as a
@@ -43,7 +44,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
 sys.path.insert(0, str(REPO / "src"))
-DATA = HERE / ".data"
+DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA") or HERE / ".data")
+"""Generated folders, as run.py's (``SESSIONTREE_BENCH_DATA`` puts them outside the worktree)."""
 GENERATOR = REPO / "src" / "sessiontree" / "testing" / "generate.py"
 NEEDLE = "pelican webhook retry"
 QUERIES = {"phrase": f'"{NEEDLE}"', "common word": "error"}
@@ -131,7 +133,7 @@ def _child_folder(root: str, query: str, repeat: int, grow_list: str) -> None:
 def _peak_mib() -> float:
     """This process's peak resident size (``VmHWM``: ``ru_maxrss`` would carry over the peak
     of the process that started it)."""
-    from run import _peak_mib as peak
+    from open_child import _peak_mib as peak
 
     return peak()
 
