@@ -246,11 +246,14 @@ class TreeIndex:
             if row < start:
                 break
             replayed.append(row)
+        codes = columns.type_codes
+        label_code, info_code = codes.get("label", -1), codes.get("session_info", -1)
+        types = columns.types
         for row in reversed(replayed):
-            kind = columns.type_of(row)
-            if row not in dead and kind in _REPLAYED:
+            code = types[row]
+            if (code == label_code or code == info_code) and row not in dead:
                 _, target, label, name = rare[row]
-                self._replay(kind, target, label, name, columns.timestamp(row))
+                self._replay(columns.type_of(row), target, label, name, columns.timestamp(row))
         if check_cycles:
             self._break_cycles(problems)
 
