@@ -12,9 +12,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
 
-from sessiontree import Session
+from sessiontree import InvalidEntry, Session
 from sessiontree._json import loads
+from sessiontree.cli import cli
 from sessiontree.testing.pi import run_node_script
 
 from .test_listing import PROBE, pi15  # noqa: F401 - the fixture
@@ -144,3 +146,58 @@ def test_a_chosen_session_id_is_one_pi_1_5_accepts(tmp_path: Path, pi15: Pi) -> 
             ours = False
         assert ours == pi_accepts, candidate
     assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing written, nothing outside
+
+
+def test_a_fork_without_a_conversation_is_written_at_its_first_message(tmp_path: Path,
+                                                                      pi15: Pi) -> None:
+    """Issue 16 point 6, gap 2: pi 1.5.2 writes a fork's file only once its path holds a user or
+    assistant message; entries appended before wait with it, and the message writes them all."""
+    source = write(
+        tmp_path / "source.jsonl",
+        entry("model_change", "m1", None, provider="p", modelId="x"),
+        entry("label", "l1", "m1", targetId="m1", label="start"),
+        entry("thinking_level_change", "t1", "l1", thinkingLevel="high"),
+        entry("message", "r1", "t1", message={"role": "toolResult", "toolCallId": "c", "toolName": "ls",
+                                              "content": [{"type": "text", "text": "x"}], "isError": False,
+                                              "timestamp": 1}),
+        entry("custom_message", "cm", "r1", customType="note", content="not said", display=True),
+        message("u1", "m1", "user", "another branch talks"),
+    )
+    theirs = run_node_script(PROBE, str(pi15.modules), "forkappend", str(source), "cm")
+    with Session.open(source, warn=False) as opened:
+        fork = opened.create_branched_session("cm")
+        assert fork.file is not None
+        written = [os.path.exists(fork.file)]
+        fork.append_thinking_level_change("low")
+        written.append(os.path.exists(fork.file))
+        fork.append_message({"role": "user", "content": [{"type": "text", "text": "hi"}], "timestamp": 1})
+        written.append(os.path.exists(fork.file))
+        fork.close()
+        assert written == theirs["written"] == [False, False, True]
+        copied = set(opened.ids())
+
+    def comparable(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [{k: v for k, v in row.items() if row.get("id") in copied or
+                 k not in ("id", "parentId", "timestamp")} for row in rows]
+
+    ours = lines(fork.file)
+    assert comparable(ours) == comparable(theirs["lines"])
+    assert [row.get("parentId") for row in ours[2:]] == [row["id"] for row in ours[1:-1]]  # one path
+    with Session.open(source, warn=False) as opened:  # closed before a message: no file at all
+        untouched = opened.create_branched_session("t1")
+        untouched.set_label("t1", "kept in memory only")
+        assert untouched.file is not None and len(untouched) == 4
+        untouched.close()
+        assert not os.path.exists(untouched.file)
+    with Session.open(source, warn=False) as opened, opened.create_branched_session("t1") as late:
+        assert late.file is not None
+        Path(late.file).write_text("someone else's\n")  # a file appeared where the fork goes
+        with pytest.raises(InvalidEntry):
+            late.append_message({"role": "user", "content": "hi", "timestamp": 1})
+        assert Path(late.file).read_text() == "someone else's\n" and len(late) == 3
+    with Session.open(source, warn=False) as opened, opened.create_branched_session("u1") as talked:
+        assert talked.file is not None and os.path.exists(talked.file)  # a conversation: at once
+    before = sorted(tmp_path.iterdir())
+    done = CliRunner().invoke(cli, ["fork", str(source), "cm", "--json"])
+    assert done.exit_code == 0 and json.loads(done.stdout)["file"] is None
+    assert "nothing was written" in done.stderr and sorted(tmp_path.iterdir()) == before

@@ -14,7 +14,10 @@ Invariants:
   18.3), named ``<timestamp>_<session id>.jsonl`` unless the caller names it; its header has a
   new UUIDv7 id, the current time, the working directory resolved as pi resolves it, and
   ``parentSession`` = the source file's absolute path.
-* A fork with no entries creates no file (decision f): it is written on its first append.
+* A fork of one path (``create_branched_session``) whose path has no user or assistant
+  message creates no file: it is written whole at the append that brings one (pi 1.5.2's
+  rule; :mod:`sessiontree.stores.pending`). ``fork_from`` of every branch writes at once, as
+  pi's ``forkFrom`` does.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from ._time import iso_now, new_entry_id, uuid7
 from .entries import SessionHeader
 from .errors import InvalidEntry, ReadOnlyStore, SessionTreeError
 from .events import BranchEvent, BranchPreparation, OperationCancelled
+from .stores.pending import PendingFile, has_conversation
 
 if TYPE_CHECKING:
     from .session import Session
@@ -239,8 +243,11 @@ def _write(header: SessionHeader, lines: Sequence[bytes], target: str) -> str:
 
 def _materialize(session: Session, header: SessionHeader, lines: Sequence[bytes], *,
                  in_memory: bool, path: str | os.PathLike[str] | None,
-                 directory: str | os.PathLike[str] | None, overwrite: bool = False) -> Session:
-    """The fork, a session of the source's own class (``Session`` or a subclass of it)."""
+                 directory: str | os.PathLike[str] | None, overwrite: bool = False,
+                 until_conversation: bool = False) -> Session:
+    """The fork, a session of the source's own class (``Session`` or a subclass of it);
+    ``until_conversation``: its file is not written while no line is a user or assistant
+    message (pi 1.5.2's ``createBranchedSession``), but at the append that brings one."""
     from .stores.memory import MemoryLog
 
     make = type(session)
@@ -249,10 +256,8 @@ def _materialize(session: Session, header: SessionHeader, lines: Sequence[bytes]
             return make(MemoryLog(), header=header)
         return make(MemoryLog([_json.dumps(header), *lines]))
     target = _target_path(header, path, directory, overwrite)
-    if not lines:  # decision f: no file until the first entry
-        from .stores.jsonl import JsonlFile
-
-        return make(JsonlFile(target), header=header)
+    if until_conversation and not any(map(has_conversation, lines)):
+        return make(PendingFile(target, [_json.dumps(header), *lines]))
     return make.open(_write(header, lines, target))
 
 
@@ -315,7 +320,9 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
     it, with their original timestamps; the children of dropped label entries are re-parented
     so the fork is one connected path (decision i). The header's ``parentSession`` is the
     source file's absolute path. The source is not changed; the fork is returned open (its leaf
-    is its last entry) and the caller closes it.
+    is its last entry) and the caller closes it. As pi 1.5.2 does, a fork whose path has no
+    user or assistant message is not written yet: its :attr:`~Session.file` names the file
+    the append that brings the first one writes (closed before, it leaves no file).
 
     Args:
         leaf_id: the last entry of the path to copy.
@@ -342,7 +349,8 @@ def create_branched_session(session: Session, leaf_id: str, *, in_memory: bool |
     _refuse_read_only(session, memory, path, directory)
     fork = _into_store(session, header, lines, memory, path, directory) or \
         _materialize(session, header, lines, in_memory=memory, path=path,
-                     directory=_default_directory(session, directory, cwd))
+                     directory=_default_directory(session, directory, cwd),
+                     until_conversation=True)
     _after(session, fork, leaf_id, "path")
     return fork
 

@@ -12,6 +12,10 @@
 //                                                          SessionManager.create(CWD, DIR) in one process
 //   node pi_listing.mjs PI_NODE_MODULES fork FILE LEAF  -> {header, file}: createBranchedSession(LEAF) of
 //                                                          SessionManager.open(FILE)
+//   node pi_listing.mjs PI_NODE_MODULES forkappend FILE LEAF -> {file, written, lines}: createBranchedSession(LEAF),
+//                                                          then a thinking level change ("low") and a user
+//                                                          message ("hi", timestamp 1) appended; written: whether
+//                                                          the file existed after the fork and after each append
 //   node pi_listing.mjs PI_NODE_MODULES forkfrom FILE CWD DIR -> {header, file}: forkFrom(FILE, CWD, DIR)
 //   node pi_listing.mjs PI_NODE_MODULES ids ID...        -> [whether assertValidSessionId accepts each ID]
 //   node pi_listing.mjs PI_NODE_MODULES context FILE... -> [buildSessionContext().messages] of each FILE
@@ -54,6 +58,17 @@ if (command === "list") {
 	const manager = SessionManager.open(file);
 	const forked = manager.createBranchedSession(leaf);
 	process.stdout.write(JSON.stringify({ file: forked, header: header(forked) }));
+} else if (command === "forkappend") {
+	const [file, leaf] = args;
+	const manager = SessionManager.open(file);
+	const forked = manager.createBranchedSession(leaf);
+	const written = [existsSync(forked)];
+	manager.appendThinkingLevelChange("low");
+	written.push(existsSync(forked));
+	manager.appendMessage({ role: "user", content: [{ type: "text", text: "hi" }], timestamp: 1 });
+	written.push(existsSync(forked));
+	const lines = readFileSync(forked, "utf8").split("\n").filter((l) => l).map((l) => JSON.parse(l));
+	process.stdout.write(JSON.stringify({ file: forked, written, lines }));
 } else if (command === "forkfrom") {
 	const [file, cwd, dir] = args;
 	const forked = SessionManager.forkFrom(file, cwd, dir).getSessionFile();

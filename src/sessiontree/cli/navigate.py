@@ -6,6 +6,7 @@ branch summary, a copied entry, or a new session file; the file stays loadable b
 
 from __future__ import annotations
 
+import os
 from typing import TYPE_CHECKING, Any
 
 import click
@@ -167,18 +168,26 @@ def fork(file: str, entry_id: str | None, by_label: str | None, output: str | No
          cwd: str | None, as_json: bool) -> None:
     """Start a new session from FILE: the path from the root to entry ID (pi's /fork), or every
     branch when ID is not given (pi's --fork). FILE is not changed. A session in a database
-    forks into the same database (its address is printed) unless -o names a file."""
+    forks into the same database (its address is printed) unless -o names a file. As pi
+    1.5.2's /fork, a path without a user or assistant message is not written (a warning says
+    so; --json: "file" is null)."""
     from ..fork import fork_from
 
     with open_session(file) as session, copying(len(session)):
         entry_id = pick_entry(session, entry_id, by_label, required=False)
         new = fork_from(session, entry_id, cwd=cwd, path=output)
         with new:
+            written = new.file is None or os.path.exists(new.file)
+            if not written:
+                click.echo(f"warning: the path to {entry_id} has no user or assistant message, "
+                           "so the fork is not written (pi 1.5.2 writes a fork's file at its "
+                           "first message); nothing was written", err=True)
             if as_json:
                 parent = new.header.parent_session
-                echo_json(_json.dumps({"file": new.file, "url": new.url, "id": new.id,
+                echo_json(_json.dumps({"file": new.file if written else None,
+                                       "url": new.url if written else None, "id": new.id,
                                        "leafId": new.leaf_id, "entries": len(new),
                                        "parentSession": parent if isinstance(parent, str)
                                        else None}))
-            else:
+            elif written:
                 click.echo(new.url)  # the file, or the fork's address in the source's database
