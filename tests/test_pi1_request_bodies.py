@@ -3,7 +3,10 @@
 own providers build (``stream`` of ``api/openai-completions.js``, ``api/openai-responses.js``,
 ``api/anthropic-messages.js``, captured at ``onPayload``: ``tests/pi/pi1_payloads.mjs``) from
 the same context of generated pi 1.x sessions, with and without a prompt and tools given by
-the caller (issue 16 point 8).
+the caller (issue 16 point 8). The system prompt and tools replayed from the session's system
+messages (``current_system_message``) and their collapse into one leading system message
+(``collapse_system_messages``) are compared with pi-ai's ``getCurrentSystemMessage`` and
+``collapseSystemMessages`` on the same contexts.
 
 Deliberate differences, each undone on pi-ai's body before the comparison (``as_ours``):
 
@@ -31,16 +34,22 @@ from pathlib import Path
 from typing import Any
 
 import msgspec
+from msgspec import UNSET
 
 from sessiontree import (
     AssistantMessage,
     Session,
     SessionContext,
+    SystemMessage,
     ToolCall,
     ToolResultMessage,
     UserMessage,
+    collapse_system_messages,
+    current_system_message,
 )
+from sessiontree._json import dumps
 from sessiontree.providers import anthropic_request, chat_request, responses_request
+from sessiontree.system_prompt import system_message_text
 from sessiontree.testing.generate import generate_session
 from sessiontree.testing.pi import run_node_script
 
@@ -94,6 +103,9 @@ def test_whole_bodies_equal_pi_ais(tmp_path: Path) -> None:
     with_system = failed = 0
     for (spec, context), pi in zip(made, answers, strict=True):
         with_system += any(m["role"] == "system" for m in spec["messages"])
+        assert dumps(current_system_message(spec["messages"])) == dumps(pi["current"])
+        if not spec["system"] and not spec["tools"]:  # (pi-ai's collapse adds the caller's)
+            assert dumps(collapse_system_messages(spec["messages"])) == dumps(pi["collapsed"])
         for api, body in ours(spec, context).items():
             if "error" in pi[api]:
                 assert api == "responses" and "JSON" in pi[api]["error"]
@@ -219,3 +231,24 @@ def test_a_system_message_among_tool_results_follows_them_as_in_pi_ai() -> None:
     assert body["messages"][4]["content"] == \
         'Removed system prompt section "a".\n\nUpdated system prompt section "b":\n\nB'
     assert "tools" not in body  # the only tool was removed
+
+
+def test_prompt_text_is_content_then_sections() -> None:
+    head = {"role": "system", "content": "Base.", "sections": {"b": "B", "1": "one", "x": None},
+            "timestamp": 0}
+    assert system_message_text(head) == "Base.\n\none\n\nB"
+
+
+def test_to_llm_keeps_system_messages_in_place_or_collapses_them() -> None:
+    session = Session.in_memory()
+    session.append_system_message("Base.", sections={"a": "A"}, tools_added=[EXTRA])
+    session.append_message(UserMessage.of("hi"))
+    session.append_system_message(sections={"a": None, "b": "B"}, tools_removed=["web"])
+    session.append_message(UserMessage.of("again"))
+    context = session.build_context()
+    assert [m.role for m in context.to_llm()] == ["system", "user", "system", "user"]
+    collapsed = context.to_llm(collapse=True)
+    assert [m.role for m in collapsed] == ["system", "user", "user"]
+    head = collapsed[0]
+    assert isinstance(head, SystemMessage)
+    assert head.content == "Base." and head.sections == {"b": "B"} and head.tools_added is UNSET

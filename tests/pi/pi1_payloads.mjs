@@ -2,7 +2,9 @@
 // pi-ai 1.5.2's own request bodies (@earendil-works/pi-ai dist/api), for comparison with the
 // request builders of sessiontree.providers.
 //   node pi1_payloads.mjs PI_NODE_MODULES < {target, cases: [{system, tools, messages, midConvo}]}
-//       -> [{chat, responses, anthropic}, ...]  (a body pi-ai fails to build is {error: message})
+//       -> [{chat, responses, anthropic, current, collapsed}, ...]  (a body pi-ai fails to build is
+//          {error: message}); `current` = getCurrentSystemMessage(messages) (null without one),
+//          `collapsed` = collapseSystemMessages(context).messages (pi-ai's utils/transcript.js)
 // Each body is the params the provider's `stream` hands to `onPayload` (captured, then the
 // request is stopped) for context = normalizeContext({systemPrompt: system, tools, messages});
 // `midConvo` sets the model's compat.supportsMidConvoSystemMessages (pi's default is false).
@@ -13,7 +15,7 @@ import { pathToFileURL } from "node:url";
 const [modules] = process.argv.slice(2);
 const dist = join(modules, "@earendil-works", "pi-ai", "dist");
 const load = (name) => import(pathToFileURL(join(dist, name)).href);
-const { normalizeContext } = await load("utils/transcript.js");
+const { normalizeContext, collapseSystemMessages, getCurrentSystemMessage } = await load("utils/transcript.js");
 const streams = {
   chat: ["openai-completions", (await load("api/openai-completions.js")).stream],
   responses: ["openai-responses", (await load("api/openai-responses.js")).stream],
@@ -41,7 +43,7 @@ async function capture([api, stream], context, midConvo) {
 const out = [];
 for (const { system, tools, messages, midConvo } of cases) {
   const context = normalizeContext({ systemPrompt: system ?? undefined, tools: tools ?? undefined, messages });
-  const row = {};
+  const row = { current: getCurrentSystemMessage(messages) ?? null, collapsed: collapseSystemMessages(context).messages };
   for (const [key, entry] of Object.entries(streams)) row[key] = await capture(entry, context, !!midConvo);
   out.push(row);
 }
