@@ -298,20 +298,16 @@ def _patterns(query: Query) -> list[re.Pattern[str]]:
     return [re.compile(r"[\W_]+".join(map(re.escape, term))) for term in query.terms]
 
 
-def _is_word(char: str) -> bool:
-    return char.isalnum()
-
-
 def _spans(doc_text: str, patterns: list[re.Pattern[str]]) -> list[tuple[int, int]] | None:
     """The character spans of every occurrence of every term; ``None`` when one is missing."""
     low = doc_text.lower()
     if len(low) != len(doc_text):  # a letter whose lowercase is longer: go letter by letter
         low = "".join(c.lower() if len(c.lower()) == 1 else c for c in doc_text)
     spans: list[tuple[int, int]] = []
+    padded = f" {low} "  # (a letter before or after a match: low[a - 1], low[b] in one test)
     for pattern in patterns:
         found = [(a, b) for a, b in (m.span() for m in pattern.finditer(low))
-                 if (a == 0 or not _is_word(low[a - 1])) and
-                 (b == len(low) or not _is_word(low[b]))]
+                 if not padded[a].isalnum() and not padded[b + 1].isalnum()]
         if not found:
             return None
         spans.extend(found)
