@@ -123,7 +123,7 @@ def test_browse_shows_the_session_totals(tmp_path: Path) -> None:
 
 # -- the stores' listings: the same totals as the folder's (issue 16 point 5) ----------------
 
-STORE_BACKENDS = ["sqlite", "postgres"]
+STORE_BACKENDS = ["sqlite", "postgres", "redis", "redis-cluster"]
 
 
 def odd_values(path: Path) -> Path:
@@ -190,6 +190,9 @@ def test_store_listings_carry_the_folders_totals(kind: str, request: pytest.Fixt
                 kept = dict(conn.execute("SELECT session_id, usage_input FROM "
                                          "sessiontree_sessions").fetchall())
             assert kept == {"totals": 51_784, "odd-totals": None}
+        else:  # in the session's hash, or (beyond 64 bits) counted
+            assert kept_in_redis(store, "totals") == b"51784"
+            assert kept_in_redis(store, "odd-totals") is None
         if kind == "postgres":
             assert as_rows(asyncio.run(async_listing(url))) == expected
         with Session.open(f"{url}#totals") as stored:
@@ -211,6 +214,45 @@ def test_store_listings_carry_the_folders_totals(kind: str, request: pytest.Fixt
             assert b'"text":"ok"' not in session.raw_line("e0000001")
         (row,) = [r for r in store.list_sessions() if r.id == "appended"]
         assert row.usage == list_sessions(folder)[1].usage
+
+
+def kept_in_redis(store: Any, session_id: str) -> bytes | None:
+    """The input token total a Redis session's hash keeps."""
+    return store._client.hget(store.keys(session_id)[0], "usage_input")  # type: ignore[no-any-return]
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_redis_sessions_stored_before_the_totals_get_them(kind: str, tmp_path: Path,
+                                                         request: pytest.FixtureRequest) -> None:
+    """A session whose hash has no totals (as earlier versions stored it) is counted from its
+    lines when listed; a writable store keeps what it counted, and appends add to it."""
+    from sessiontree.stores.redis import RedisStore
+    from sessiontree.transfer import copy_sessions
+
+    folder = tmp_path / "folder"
+    every_kind(folder / "2026-11-01T00-00-00-000Z_totals.jsonl")
+    odd_values(folder / "2026-11-02T00-00-00-000Z_odd-totals.jsonl")
+    expected = listed(str(folder))
+    url = store_url(kind, request, tmp_path)
+    copy_sessions(str(folder), url)
+    with RedisStore.from_url(url) as store:
+        fields = ("usage_input", "usage_output", "usage_cache_read", "usage_cache_write",
+                  "usage_cost")
+        store._client.hdel(store.keys("totals")[0], *fields)
+        with RedisStore.from_url(url, read_only=True) as reader:
+            assert as_rows(reader.list_sessions()) == expected
+        assert kept_in_redis(store, "totals") is None  # a reader writes nothing
+        assert listed(url) == expected  # ls opens it read-only
+        assert kept_in_redis(store, "totals") is None
+        assert as_rows(store.list_sessions()) == expected
+        assert kept_in_redis(store, "totals") == b"51784"  # kept from now on
+        with Session.open(f"{url}#totals") as session:
+            session.append_usage("warm", "p", "m", usage(10, 0.25))
+        (row,) = [r for r in store.list_sessions() if r.id == "totals"]
+        assert row.usage is not None and row.usage.input == 51_794
+        with Session.open(f"{url}#totals") as session:
+            assert row.usage == session_usage(session) == session.listing().usage
+        assert kept_in_redis(store, "totals") == b"51794"
 
 
 async def async_listing(url: str) -> list[Any]:

@@ -52,9 +52,9 @@ from .usage import RawUsage, UsageTotals, raw_usage
 if TYPE_CHECKING:
     from .stores.base import SessionListing
 
-__all__ = ["ListingLine", "ListingStats", "ListingWarning", "cwd_matches", "js_date_ms",
-           "listing_line", "listing_row", "message_text", "node_mtime_ms", "pi_order",
-           "resolve_path", "row_of_lines"]
+__all__ = ["ListingLine", "ListingStats", "ListingWarning", "cost_steps", "cwd_matches",
+           "js_date_ms", "listed_usage", "listing_line", "listing_row", "message_text",
+           "node_mtime_ms", "pi_order", "resolve_path", "row_of_lines"]
 
 
 class ListingWarning(UserWarning):
@@ -256,6 +256,29 @@ class ListingStats:
         if header_ms is not None:
             return header_ms, "created"
         return math.floor((mtime_ms or 0) + 0.5), "file"  # node's stats.mtime rounds
+
+
+def listed_usage(lines: Iterable[bytes], stats: ListingStats | None = None) -> UsageTotals:
+    """The totals of stored entry lines as a listing counts them (added to ``stats`` when
+    given): what a store that keeps no totals for a session, or counts them again, uses."""
+    stats = stats if stats is not None else ListingStats()
+    stats.add(filter(None, map(listing_line, lines)))
+    assert stats.usage is not None
+    return stats.usage
+
+
+def cost_steps(lines: Iterable[ListingLine]) -> list[float]:
+    """The cost each line adds to the totals, in order, leaving out the lines that add none:
+    a store that adds them one by one to a stored total gets the very double a listing of all
+    the lines gets (floating-point sums depend on their order)."""
+    steps = []
+    for line in lines:
+        one = ListingStats()
+        one.add((line,))
+        assert one.usage is not None
+        if one.usage.cost:
+            steps.append(one.usage.cost)
+    return steps
 
 
 def row_of_lines(header: ListingLine, entries: list[ListingLine], path: str,

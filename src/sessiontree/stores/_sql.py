@@ -27,7 +27,7 @@ from datetime import date, datetime
 from typing import Any, TypeVar, overload
 
 from .. import _json
-from .._listing import ListingStats
+from .._listing import ListingStats, listed_usage
 from .._scan import Record
 from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
 from .._treelog import StoredEntries
@@ -46,7 +46,6 @@ from ._sql_common import (
     check_session_id,
     counted_listing,
     envelopes,
-    listed_usage,
     listing_from_row,
     lock_flow,
     migrate_flow,

@@ -46,7 +46,7 @@ from typing import Any, Literal, NamedTuple, TypeVar
 import msgspec
 
 from .. import _json
-from .._listing import ListingStats, listing_line, listing_row
+from .._listing import ListingStats, listed_usage, listing_line, listing_row
 from .._search import document, tokens
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
@@ -66,7 +66,6 @@ __all__ = [
     "check_session_id",
     "dialect",
     "counted_listing",
-    "listed_usage",
     "listing_from_row",
     "lock_flow",
     "migrate_flow",
@@ -507,15 +506,6 @@ def counted_listing(listing: SessionListing, line_rows: Iterable[Sequence[Any]]
     lines (rows as ``all_lines`` selects them)."""
     return msgspec.structs.replace(listing, usage=listed_usage(
         bytes(row[0]) for row in line_rows))
-
-
-def listed_usage(lines: Iterable[bytes], stats: ListingStats | None = None) -> UsageTotals:
-    """The totals of stored entry lines as a listing counts them (the same rule as a folder's
-    listing, :mod:`sessiontree._listing`), added to ``stats`` when given."""
-    stats = stats if stats is not None else ListingStats()
-    stats.add(filter(None, map(listing_line, lines)))
-    assert stats.usage is not None
-    return stats.usage
 
 
 def listing_from_row(row: Sequence[Any], url: str) -> SessionListing:

@@ -89,7 +89,7 @@ class SessionListing(msgspec.Struct, frozen=True):
     user or assistant message), or the file's modification time (no header time either)."""
     usage: UsageTotals | None = None
     """The session's token and cost totals as pi 1.5.2 counts them (:mod:`sessiontree.usage`);
-    ``None`` where the store does not keep them (Redis, so far)."""
+    every built-in store gives them (``None``: a store of another kind that does not)."""
 
 
 @runtime_checkable

@@ -4,7 +4,9 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
 ``{ID}`` the session id as the hash tag, so that every key of a session is in one slot:
 
 * ``P:{ID}:meta``, a hash: the header line and the listing's fields (cwd, created, parent,
-  name, first message, message and entry counts, latest activity, modified time);
+  name, first message, message and entry counts, latest activity, modified time, token and
+  cost totals: ``_USAGE_FIELDS``, kept by the append script; a session stored before them has
+  them counted and kept at its first listing by a writable store);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
 * ``P:{ID}:lock``, while a writer appends: its token, with a lease;
@@ -63,7 +65,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra ins
 
 from .. import _json
 from .._columns import Columns
-from .._listing import ListingStats, listing_line, listing_row
+from .._listing import ListingLine, ListingStats, cost_steps, listing_line, listing_row
 from .._scan import FileRecord, Record, Scanner
 from .._search import (
     Candidate,
@@ -89,6 +91,7 @@ from ..errors import (
     SessionTreeError,
     StoreUnavailable,
 )
+from ..usage import UsageTotals
 from .base import LoadResult, SessionListing, check_session_id
 
 __all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
@@ -96,12 +99,50 @@ __all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
 
+_USAGE_FIELDS = ("usage_input", "usage_output", "usage_cache_read", "usage_cache_write",
+                 "usage_cost")
+"""The session's token and cost totals in its hash, as a listing counts them (the token counts
+kept by HINCRBY, exact 64-bit integers; the cost as ``%.17g``, which gives the very double back).
+Absent: not kept (a session stored before them, or a token total beyond 64 bits): a listing
+counts the session's lines, and a writable store then keeps what it counted (:data:`_KEEP_USAGE`)."""
+
+# The usage functions of the scripts. A usage spec is the batch's token counts (input, output,
+# cache read, cache write: integers, as text) then the cost each entry adds, in order
+# (:func:`sessiontree._listing.cost_steps`), space-separated: the costs are added one by one,
+# as a listing adds them, so the total is the same double.
+_USAGE_LUA = """
+local USAGE = {%s}
+local function start_usage(meta)
+  redis.call('HSET', meta, USAGE[1], 0, USAGE[2], 0, USAGE[3], 0, USAGE[4], 0, USAGE[5], '0')
+end
+local function add_usage(meta, spec)
+  if redis.call('HEXISTS', meta, USAGE[5]) == 0 then return end
+  local parts = {}
+  for part in string.gmatch(spec, '%%S+') do parts[#parts + 1] = part end
+  for i = 1, 4 do
+    if parts[i] ~= '0' then
+      local done = redis.pcall('HINCRBY', meta, USAGE[i], parts[i])
+      if type(done) == 'table' and done.err then  -- beyond 64 bits: not kept
+        redis.call('HDEL', meta, unpack(USAGE))
+        return
+      end
+    end
+  end
+  if #parts > 4 then
+    local cost = tonumber(redis.call('HGET', meta, USAGE[5]))
+    for i = 5, #parts do cost = cost + tonumber(parts[i]) end
+    redis.call('HSET', meta, USAGE[5], string.format('%%.17g', cost))
+  end
+end
+""" % ", ".join(f"'{field}'" for field in _USAGE_FIELDS)
+
 # KEYS: meta, lines, ids, lock, words, then the listing's sorted sets on one server (on a
 # cluster they are in other slots: updated after the script). ARGV: mode (create | first |
 # append | import), header line, cwd, created, parent, created ms, message count, first
 # message, activity, name set (0/1), name, the writer's lock token ('': no lock), n, then n
-# times: id, parent id ('' for none), line, the line's search words (space-separated).
-_APPEND = """
+# times: id, parent id ('' for none), line, the line's search words (space-separated); last,
+# the batch's usage (_usage_spec).
+_APPEND = _USAGE_LUA + """
 local meta, lines, ids, lock, words = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 local mode, header, token = ARGV[1], ARGV[2], ARGV[12]
 if token ~= '' and redis.call('GET', lock) ~= token then return {'lease'} end
@@ -172,6 +213,8 @@ if activity ~= '' and tonumber(activity) > 0 then modified = math.floor(tonumber
 redis.call('HSET', meta, 'modified', modified)
 local changed = 0
 if modified ~= old or not stored then changed = 1 end
+if not stored then start_usage(meta) end
+add_usage(meta, ARGV[#ARGV])
 if token ~= '' then redis.call('DEL', lock) end
 listed(modified)
 return {'ok', first, modified, changed}
@@ -200,10 +243,12 @@ return cwd
 """
 
 # KEYS: meta, lines, ids, words. ARGV: entry id, its line as read, the new line, the listing's
-# first message as read, the new one, the old line's words, the new line's. Replaces the line in
-# place if it is still the one read, and its words in the index; returns 'ok', 'gone' (no
-# session), 'missing' (no such entry) or 'changed'.
-_REPLACE = """
+# first message as read, the new one, the old line's words, the new line's, the number of lines
+# read, the usage spec of them all (the line replaced). Replaces the line in place if it is still
+# the one read, and its words in the index, and keeps the totals counted again (if no line came
+# since: else they are left to the next listing to count); returns 'ok', 'gone' (no session),
+# 'missing' (no such entry) or 'changed'.
+_REPLACE = _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
@@ -215,7 +260,25 @@ if redis.call('HGET', KEYS[1], 'indexed') then
   for word in string.gmatch(ARGV[7], '%S+') do redis.call('ZADD', KEYS[4], 0, word .. ' ' .. at) end
 end
 if redis.call('HGET', KEYS[1], 'first') == ARGV[4] then redis.call('HSET', KEYS[1], 'first', ARGV[5]) end
+redis.call('HDEL', KEYS[1], unpack(USAGE))
+if redis.call('LLEN', KEYS[2]) == tonumber(ARGV[8]) then
+  start_usage(KEYS[1])
+  add_usage(KEYS[1], ARGV[9])
+end
 return 'ok'
+"""
+
+# KEYS: meta, lines. ARGV: the header line read, the number of lines read, their usage spec.
+# Keeps the totals a listing counted for a session that has none kept, if it is still the
+# session read and no line came since.
+_KEEP_USAGE = _USAGE_LUA + """
+if redis.call('HEXISTS', KEYS[1], USAGE[5]) == 1 or redis.call('HGET', KEYS[1], 'header') ~= ARGV[1]
+    or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then
+  return 0
+end
+start_usage(KEYS[1])
+add_usage(KEYS[1], ARGV[3])
+return 1
 """
 
 # KEYS: meta, lines, words. ARGV: n, then the words of the session's first n lines (an append
@@ -230,7 +293,7 @@ return 1
 """
 
 _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
-                   "activity", "modified")
+                   "activity", "modified", *_USAGE_FIELDS)
 
 
 def redacted(url: str) -> str:
@@ -374,6 +437,7 @@ class RedisStore(StoredEntries):
         self._delete_script = self._client.register_script(_DELETE)
         self._replace_script = self._client.register_script(_REPLACE)
         self._reindex_script = self._client.register_script(_REINDEX)
+        self._keep_usage_script = self._client.register_script(_KEEP_USAGE)
         self._lock_script = self._client.register_script(_LOCK)
         self._unlock_script = self._client.register_script(_UNLOCK)
 
@@ -512,6 +576,7 @@ class RedisStore(StoredEntries):
             _text(stats.name or ""), token, len(lines)]
         for record, line in zip(records, lines):
             args += [_text(record.id), _text(record.parent_id or ""), line, _words(line)]
+        args.append(_usage_spec(stats, parsed))
         reply = self._run_append(session_id, args, cwd)
         status = reply[0].decode()
         where = self.session_url(session_id)
@@ -582,16 +647,43 @@ class RedisStore(StoredEntries):
                 key, 0, -1 if limit is None else max(0, limit - 1))] if limit != 0 else []
         rows = self._query(lambda pipe: [pipe.hmget(self.keys(sid)[0], _LISTING_FIELDS)
                                          for sid in ids])
-        listings = [self._listing(sid, row) for sid, row in zip(ids, rows) if row[0] is not None]
+        present = [(sid, row) for sid, row in zip(ids, rows) if row[0] is not None]
+        listings = [self._listing(sid, row) for sid, row in present]
+        uncounted = [at for at, row in enumerate(listings) if row.usage is None]
+        if uncounted:  # totals not kept: counted from the lines (and kept from now on)
+            counted = self._count_usage([(present[at][0], present[at][1][0])
+                                         for at in uncounted])
+            for at, usage in zip(uncounted, counted):
+                listings[at] = msgspec.structs.replace(listings[at], usage=usage)
         listings.sort(key=lambda item: item.modified_ms, reverse=True)
         return listings
 
+    def _count_usage(self, sessions: Sequence[tuple[str, bytes | None]]) -> list[UsageTotals]:
+        """The totals of sessions (id, header line read) that keep none, counted from their
+        lines; a writable store keeps each where it can (:data:`_KEEP_USAGE`: the same
+        session, no line since)."""
+        found = self._query(lambda pipe: [pipe.lrange(self.keys(sid)[1], 0, -1)
+                                          for sid, _ in sessions])
+        totals = []
+        for (session_id, header), lines in zip(sessions, found):
+            stats = ListingStats()
+            parsed = [line for line in map(listing_line, lines) if line is not None]
+            stats.add(parsed)
+            assert stats.usage is not None
+            totals.append(stats.usage)
+            if not self.read_only:
+                meta, lines_key, _, _ = self.keys(session_id)
+                with self._errors(writing=True):
+                    self._keep_usage_script(keys=[meta, lines_key], args=[
+                        header, len(lines), _usage_spec(stats, parsed)], client=self._client)
+        return totals
+
     def _listing(self, session_id: str, row: Sequence[bytes | None]) -> SessionListing:
         values = [None if v is None else v.decode("utf-8", "surrogatepass") for v in row]
-        _, cwd, created, parent, name, first, messages, entries, activity, _ = values
+        _, cwd, created, parent, name, first, messages, entries, activity, _, *usage = values
         stats = ListingStats(int(messages or 0), first or "",
                              float(activity) if activity else None, name or None)
-        stats.usage = None  # not kept by this store yet
+        stats.usage = _kept_usage(usage)
         fields = {"id": session_id, "cwd": cwd, "timestamp": created,
                   "parentSession": parent or None}
         listing = listing_row(fields, stats, self.session_url(session_id), None,
@@ -703,12 +795,14 @@ class RedisStore(StoredEntries):
         old = lines[int(position) - 1]
         lines[int(position) - 1] = line
         stats = ListingStats()
-        stats.add(filter(None, map(listing_line, lines)))
+        parsed = [found for found in map(listing_line, lines) if found is not None]
+        stats.add(parsed)
         with self._errors(writing=True):
             status = self._replace_script(
                 keys=[meta, lines_key, ids, self.words_key(session_id)],
                 args=[_text(entry_id), old, line, first, _text(stats.first), _words(old),
-                      _words(line)], client=self._client).decode()
+                      _words(line), len(lines), _usage_spec(stats, parsed)],
+                client=self._client).decode()
         if status in ("gone", "missing"):
             raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
         if status == "changed":
@@ -824,6 +918,26 @@ def _field(header: Mapping[str, Any], key: str) -> str:
     """A header's text field ('' when missing or not a string)."""
     value = header.get(key)
     return value if isinstance(value, str) else ""
+
+
+def _kept_usage(values: Sequence[str | None]) -> UsageTotals | None:
+    """The totals a session's hash keeps (``_USAGE_FIELDS``' values); ``None`` for none."""
+    tokens_in, tokens_out, cache_read, cache_write, cost = values
+    if tokens_in is None or tokens_out is None or cache_read is None or cache_write is None \
+            or cost is None:
+        return None
+    return UsageTotals(input=int(tokens_in), output=int(tokens_out), cache_read=int(cache_read),
+                       cache_write=int(cache_write), cost=float(cost))
+
+
+def _usage_spec(stats: ListingStats, lines: Sequence[ListingLine]) -> bytes:
+    """The usage spec the scripts take (see ``_USAGE_LUA``) of ``lines``, counted in
+    ``stats``: their token counts, then each one's cost, in order."""
+    usage = stats.usage
+    assert usage is not None
+    parts = [usage.input, usage.output, usage.cache_read, usage.cache_write,
+             *cost_steps(lines)]
+    return " ".join(map(repr, parts)).encode()
 
 
 def _words(line: bytes) -> str:
