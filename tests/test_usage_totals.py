@@ -126,21 +126,28 @@ def test_browse_shows_the_session_totals(tmp_path: Path) -> None:
 STORE_BACKENDS = ["sqlite", "postgres", "redis", "redis-cluster"]
 
 
-def odd_values(path: Path) -> Path:
-    """A session whose totals no BIGINT column holds (a store lists them all the same)."""
-    header = {"type": "session", "version": 3, "id": "odd-totals",
-              "timestamp": "2026-11-02T00:00:00.000Z", "cwd": "/w"}
-    entries = [
-        {"type": "message", "id": "a", "parentId": None, "timestamp": "2026-11-02T00:00:01.000Z",
-         "message": {"role": "user", "content": "hi", "timestamp": 1}},
-        {"type": "usage", "id": "b", "parentId": "a", "timestamp": "2026-11-02T00:00:02.000Z",
-         "kind": "x", "provider": "p", "model": "m",
-         "usage": {"input": 2**70, "output": "12", "cacheRead": 1.9, "cost": {"total": "1"}}},
-        {"type": "usage", "id": "c", "parentId": "b", "timestamp": "2026-11-02T00:00:03.000Z",
-         "kind": "x", "provider": "p", "model": "m", "usage": usage(3, 0.5)},
-    ]
-    path.write_text("".join(json.dumps(e) + "\n" for e in [header, *entries]), "utf-8")
-    return path
+def odd_values(folder: Path) -> None:
+    """A session whose totals no BIGINT column holds (a store lists them all the same), and
+    one whose cost is beyond the doubles (Infinity in pi; ``null`` in JSON, as JSON.stringify
+    writes it)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for session_id, usages in (
+            ("odd-totals", [{"input": 2**70, "output": "12", "cacheRead": 1.9,
+                             "cost": {"total": "1"}}, usage(3, 0.5)]),
+            ("inf-cost", [usage(0, 0.5), {"input": 0, "cost": {"total": 10**400}},
+                          usage(0, 0.25)])):
+        header = {"type": "session", "version": 3, "id": session_id,
+                  "timestamp": "2026-11-02T00:00:00.000Z", "cwd": "/w"}
+        entries: list[dict[str, Any]] = [
+            {"type": "message", "id": "a", "parentId": None,
+             "timestamp": "2026-11-02T00:00:01.000Z",
+             "message": {"role": "user", "content": "hi", "timestamp": 1}}]
+        for n, counted in enumerate(usages):
+            entries.append({"type": "usage", "id": f"u{n}", "parentId": entries[-1]["id"],
+                            "timestamp": f"2026-11-02T00:00:0{n + 2}.000Z", "kind": "x",
+                            "provider": "p", "model": "m", "usage": counted})
+        (folder / f"2026-11-02T00-00-00-000Z_{session_id}.jsonl").write_text(
+            "".join(json.dumps(e) + "\n" for e in [header, *entries]), "utf-8")
 
 
 def store_url(kind: str, request: pytest.FixtureRequest, tmp_path: Path) -> str:
@@ -163,8 +170,11 @@ def listed(location: str) -> list[dict[str, Any]]:
 
 
 def as_rows(listings: list[Any]) -> list[dict[str, Any]]:
-    return sorted(({k: v for k, v in msgspec.to_builtins(row).items() if k != "path"}
-                   for row in listings), key=lambda row: row["id"])
+    """Listing rows as ``ls --json`` writes them (an infinite cost is ``null``), by id."""
+    from sessiontree import _json
+
+    return sorted(({k: v for k, v in row.items() if k != "path"}
+                   for row in json.loads(_json.dumps(listings))), key=lambda row: row["id"])
 
 
 @pytest.mark.parametrize("kind", STORE_BACKENDS)
@@ -177,9 +187,12 @@ def test_store_listings_carry_the_folders_totals(kind: str, request: pytest.Fixt
 
     folder = tmp_path / "folder"
     every_kind(folder / "2026-11-01T00-00-00-000Z_totals.jsonl")
-    odd_values(folder / "2026-11-02T00-00-00-000Z_odd-totals.jsonl")
+    odd_values(folder)
     expected = listed(str(folder))
-    assert [row["usage"]["input"] for row in expected] == [2**70 + 3, 51_784]  # odd first
+    assert [row["id"] for row in expected] == ["inf-cost", "odd-totals", "totals"]
+    assert [row["usage"]["input"] for row in expected] == [0, 2**70 + 3, 51_784]
+    assert expected[0]["usage"]["cost"] is None and expected[1]["usage"]["cost"] == 0.5
+    (folder_totals,) = [row.usage for row in list_sessions(folder) if row.id == "totals"]
     url = store_url(kind, request, tmp_path)
     copy_sessions(str(folder), url)  # whole sessions at once
     assert listed(url) == expected
@@ -189,21 +202,22 @@ def test_store_listings_carry_the_folders_totals(kind: str, request: pytest.Fixt
             with store._reading() as conn:
                 kept = dict(conn.execute("SELECT session_id, usage_input FROM "
                                          "sessiontree_sessions").fetchall())
-            assert kept == {"totals": 51_784, "odd-totals": None}
+            assert kept == {"totals": 51_784, "odd-totals": None, "inf-cost": 0}
         else:  # in the session's hash, or (beyond 64 bits) counted
             assert kept_in_redis(store, "totals") == b"51784"
             assert kept_in_redis(store, "odd-totals") is None
+            assert kept_in_redis(store, "inf-cost") == b"0"
         if kind == "postgres":
             assert as_rows(asyncio.run(async_listing(url))) == expected
         with Session.open(f"{url}#totals") as stored:
-            assert stored.listing().usage == list_sessions(folder)[1].usage
+            assert stored.listing().usage == folder_totals
         # entry by entry, as appends come
         lines = (folder / "2026-11-01T00-00-00-000Z_totals.jsonl").read_text().splitlines()
         store.create(SessionHeader(id="appended", timestamp="2026-11-03T00:00:00.000Z", cwd="/w"))
         for line in lines[1:]:
             store.append("appended", [json.loads(line)])
         (row,) = [r for r in store.list_sessions() if r.id == "appended"]
-        assert row.usage == list_sessions(folder)[1].usage
+        assert row.usage == folder_totals
     # a purge rewrites an assistant message's line in place: counted again, its usage kept
     with Session.open(f"{url}#appended") as session:
         assert session.leaf_id == "e0000010" and "e0000001" in session.path_ids("e0000010")
@@ -213,7 +227,7 @@ def test_store_listings_carry_the_folders_totals(kind: str, request: pytest.Fixt
         with Session(store.open_log("appended")) as session:
             assert b'"text":"ok"' not in session.raw_line("e0000001")
         (row,) = [r for r in store.list_sessions() if r.id == "appended"]
-        assert row.usage == list_sessions(folder)[1].usage
+        assert row.usage == folder_totals
 
 
 def kept_in_redis(store: Any, session_id: str) -> bytes | None:
@@ -231,7 +245,7 @@ def test_redis_sessions_stored_before_the_totals_get_them(kind: str, tmp_path: P
 
     folder = tmp_path / "folder"
     every_kind(folder / "2026-11-01T00-00-00-000Z_totals.jsonl")
-    odd_values(folder / "2026-11-02T00-00-00-000Z_odd-totals.jsonl")
+    odd_values(folder)
     expected = listed(str(folder))
     url = store_url(kind, request, tmp_path)
     copy_sessions(str(folder), url)
@@ -290,7 +304,7 @@ def test_a_database_of_the_old_schema_lists_the_totals(driver: str, tmp_path: Pa
 
     folder = tmp_path / "folder"
     every_kind(folder / "2026-11-01T00-00-00-000Z_totals.jsonl")
-    odd_values(folder / "2026-11-02T00-00-00-000Z_odd-totals.jsonl")
+    odd_values(folder)
     expected = listed(str(folder))
     if driver == "sqlite":
         import sqlite3
@@ -320,7 +334,7 @@ def test_a_database_of_the_old_schema_lists_the_totals(driver: str, tmp_path: Pa
         assert as_rows(store.list_sessions()) == expected
         with Session.open(f"{url}#totals") as stored:
             assert stored.listing().usage is not None
-            assert msgspec.to_builtins(stored.listing().usage) == expected[1]["usage"]
+            assert msgspec.to_builtins(stored.listing().usage) == expected[2]["usage"]
     assert listed(url) == expected  # ls opens it read-only
     if driver == "postgres":
         assert as_rows(asyncio.run(async_listing(url))) == expected
@@ -329,6 +343,6 @@ def test_a_database_of_the_old_schema_lists_the_totals(driver: str, tmp_path: Pa
         with store._reading() as conn:
             kept = dict(conn.execute("SELECT session_id, usage_input FROM "
                                      "sessiontree_sessions").fetchall())
-        assert kept == {"totals": 51_784, "odd-totals": None}
+        assert kept == {"totals": 51_784, "odd-totals": None, "inf-cost": 0}
         assert as_rows(store.list_sessions()) == expected
     assert listed(url) == expected

@@ -65,8 +65,10 @@ class UsageTotals(msgspec.Struct, kw_only=True):
         cost = usage.cost
         if cost is not None:
             total = cost.total
-            if type(total) is float or type(total) is int:
+            if type(total) is float:
                 self.cost += total
+            elif type(total) is int:
+                self.cost += _number(total)
 
 
 class _Cost(msgspec.Struct):
@@ -105,6 +107,14 @@ def _tokens(count: int) -> str:
     if count < 10_000_000:
         return f"{count / 1_000_000:.1f}M"
     return f"{math.floor(count / 1_000_000 + 0.5)}M"
+
+
+def _number(value: int) -> float:
+    """An integer as JavaScript's number holds it: beyond the doubles, an infinity."""
+    try:
+        return float(value)
+    except OverflowError:
+        return math.inf if value > 0 else -math.inf
 
 
 def _count(value: Any) -> int:
