@@ -423,7 +423,8 @@ class TreeLog:
         fresh = self._log.begin_append()
         records: Sequence[Any] = ()
         try:
-            self._integrate(fresh)
+            if fresh is not None:
+                self._integrate(fresh)
             parent, makers = plan()
             if not makers:
                 return []
@@ -451,8 +452,9 @@ class TreeLog:
                 self._header_data = _json.loads(header)
         finally:
             self._log.end_append()
+        add = self._index.add
         for record in records:
-            self._index.add(record)
+            add(record)
         self._leaf = ids[-1]
         return ids
 

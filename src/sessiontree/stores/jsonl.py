@@ -352,26 +352,26 @@ class JsonlFile:
         if scanner is None:
             scanner = self._scanner = Scanner(self.path)
         before = (scanner.lineno, scanner.header, scanner.header_line)  # all that changes here
-        parts: list[bytes] = []
+        data = b"\n".join(lines) + b"\n" if lines else b""
         offset = self._size
-        if self._needs_newline:
-            parts.append(b"\n")
-            offset += 1
-        if scanner.header is None:
-            if header_line is None:
-                raise ValueError("the log has no header and none was given")
-            parts.append(header_line + b"\n")
-            scanner.lineno += 1
-            scanner.start_after_header(_json.loads(header_line), scanner.lineno)
-            offset += len(header_line) + 1
+        if self._needs_newline or scanner.header is None:  # (rare: the usual append is above)
+            parts: list[bytes] = []
+            if self._needs_newline:
+                parts.append(b"\n")
+                offset += 1
+            if scanner.header is None:
+                if header_line is None:
+                    raise ValueError("the log has no header and none was given")
+                parts.append(header_line + b"\n")
+                scanner.lineno += 1
+                scanner.start_after_header(_json.loads(header_line), scanner.lineno)
+                offset += len(header_line) + 1
+            data = b"".join([*parts, data])
         records: list[FileRecord] = []
         entry_record = scanner.entry_record
         for line in lines:
             records.append(entry_record(line, offset))
             offset += len(line) + 1
-        if lines:
-            parts += (b"\n".join(lines), b"\n")
-        data = b"".join(parts)
         written = 0
         try:
             written = os.write(self._write_fd, data)
