@@ -338,6 +338,17 @@ def test_the_search_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert "heartbeat" in snippet
     done = runner.invoke(cli, ["search", "heartbeat", str(root), "--since", "2026-03-02"])
     assert done.exit_code == 0 and done.stdout.startswith("no entry holds heartbeat")
+    from sessiontree.stores import _jsonl_search
+
+    monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)  # a search indexes nothing
+    other = root.parent / "other"
+    handmade(other / "--p--")
+    done = runner.invoke(cli, ["search", "handshake", str(other), "--json"])
+    assert done.exit_code == 0 and len(json.loads(done.stdout)) == 2
+    assert not any(_index_rows(other).values())  # found by a scan of the files
+    done = runner.invoke(cli, ["search", "handshake", str(other), "--json", "--index"])
+    assert done.exit_code == 0 and len(json.loads(done.stdout)) == 2
+    assert [len(rows) for rows in _index_rows(other).values()] == [9]  # the whole index
     done = runner.invoke(cli, ["search", "--", "--", str(root)])
     assert done.exit_code == 1 and "nothing to search for" in done.stderr
     assert search_sessions(str(root), "handshake", cwd="/srv/app") == []

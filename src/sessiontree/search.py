@@ -20,7 +20,8 @@ __all__ = ["SearchHit", "search_sessions"]
 
 def search_sessions(location: str | os.PathLike[str] | None, query: str, *,
                     cwd: str | None = None, role: str | None = None,
-                    since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
+                    since: datetime | date | None = None, limit: int = 20,
+                    build_index: bool = False) -> list[SearchHit]:
     """Entries holding every word and "exact phrase" of ``query``, in every session and on
     every branch of the store at ``location`` (a folder, pi's sessions root with all its
     projects, ``sqlite:///x.db``, ``postgresql://...``; ``None``: pi's sessions root), best
@@ -33,6 +34,9 @@ def search_sessions(location: str | os.PathLike[str] | None, query: str, *,
         role: only ``user``, ``assistant``, ``tool``, ``custom``, ``summary`` or ``label``.
         since: only entries from this time on (a naive time is local).
         limit: at most this many hits.
+        build_index: first bring a folder's whole search index up to date
+            (:meth:`~sessiontree.stores.jsonl.JsonlStore.build_search_index`), so that this
+            search and the next read only what changed (a database's index is always whole).
 
     Raises:
         InvalidQuery: no word in ``query``.
@@ -40,7 +44,7 @@ def search_sessions(location: str | os.PathLike[str] | None, query: str, *,
             that cannot search.
         SessionNotFound: no such folder or database file.
     """
-    from .stores.jsonl import default_sessions_root
+    from .stores.jsonl import JsonlStore, default_sessions_root
 
     where = parse_location(location if location is not None else default_sessions_root())
     if where.session_id is not None or (where.kind == "jsonl" and os.path.isfile(where.store)):
@@ -54,4 +58,6 @@ def search_sessions(location: str | os.PathLike[str] | None, query: str, *,
         if not isinstance(store, SearchableStore):
             raise InvalidLocation(f"{type(store).__name__} cannot search its sessions",
                                   path=str(location))
+        if build_index and isinstance(store, JsonlStore):
+            store.build_search_index()
         return store.search(query, cwd=cwd, role=role, since=since, limit=limit)

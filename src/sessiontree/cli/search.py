@@ -27,10 +27,13 @@ _ROLES = ("user", "assistant", "tool", "custom", "summary", "label")
               metavar="DATE", help="Only entries from DATE on (local time).")
 @click.option("--limit", "-n", type=click.IntRange(min=1), default=20, show_default=True,
               help="At most this many hits.")
+@click.option("--index", "build_index", is_flag=True,
+              help="First build a folder's whole search index (it can take minutes on a large "
+                   "folder; every later search is then fast).")
 @json_option
 @reports_errors
 def search(query: str, store: str | None, cwd: str | None, role: str | None,
-           since: _dt.datetime | None, limit: int, as_json: bool) -> None:
+           since: _dt.datetime | None, limit: int, build_index: bool, as_json: bool) -> None:
     """Find the entries holding every word and "exact phrase" of QUERY in every session and on
     every branch of STORE (a folder, pi's sessions root with all its projects, sqlite:///x.db,
     postgresql://...; default: pi's sessions root), best first: relevance, then recency.
@@ -38,12 +41,16 @@ def search(query: str, store: str | None, cwd: str | None, role: str | None,
     Message text, thinking, tool calls and results, summaries and labels are searched. Each
     hit shows its time, role, session and entry ('*': on the session's current branch), and
     the text around the match. A folder keeps its index in .sessiontree-cache (only what
-    changed since the last search is read); databases keep theirs as they are written.
+    changed since the last search is read); a search indexes for half a second and reads the
+    rest of the files as grep would (same hits), so the first searches of a large folder take
+    about a grep each until the index is whole (--index builds it at once). Databases keep
+    theirs as they are written.
     """
     from ..search import search_sessions
 
     wanted = os.path.abspath(cwd) if cwd is not None else None
-    hits = search_sessions(store, query, cwd=wanted, role=role, since=since, limit=limit)
+    hits = search_sessions(store, query, cwd=wanted, role=role, since=since, limit=limit,
+                           build_index=build_index)
     if as_json:
         echo_json(_json.dumps(msgspec.to_builtins(hits)))
         return
