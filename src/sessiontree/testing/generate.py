@@ -160,6 +160,19 @@ def _png(width: int, height: int, rgb: tuple[int, int, int]) -> bytes:
             + chunk(b"IDAT", zlib.compress(row * height)) + chunk(b"IEND", b""))
 
 
+def _signature(api: str, thinking: str, data: bytes) -> str:
+    """A thinking block's ``thinkingSignature`` as pi-ai writes it for ``api``: for OpenAI
+    Responses the reasoning output item, JSON-encoded (``JSON.stringify(item)`` of
+    ``response.output_item.done``; its summary is the thinking text, its id and encrypted content
+    drawn from ``data``); for the others the provider's opaque base64 signature."""
+    if api != "openai-responses":
+        return base64.b64encode(data).decode()
+    item = {"id": "rs_" + data[:25].hex(), "type": "reasoning",
+            "encrypted_content": "gAAAAAB" + base64.urlsafe_b64encode(data).decode(),
+            "summary": [{"type": "summary_text", "text": thinking}]}
+    return _json.dumps(item).decode()
+
+
 class GeneratedSession(msgspec.Struct, frozen=True):
     """What :func:`generate_session` wrote: the file and the counts of what is in it."""
 
@@ -493,9 +506,10 @@ class _Generator:
         provider, model, api = self.model[:3]
         blocks: list[dict[str, Any]] = []
         if self.thinking != "off" and rng.random() < 0.7:
-            blocks.append({"type": "thinking", "thinking": self._prose(rng.randint(1, 8)),
-                           "thinkingSignature": base64.b64encode(
-                               rng.randbytes(rng.randint(48, 240))).decode()})
+            thinking = self._prose(rng.randint(1, 8))
+            blocks.append({"type": "thinking", "thinking": thinking,
+                           "thinkingSignature": _signature(api, thinking, rng.randbytes(
+                               rng.randint(48, 240)))})
         calls: list[tuple[str, str]] = []
         stop = "stop"
         failure = rng.random()
