@@ -1,13 +1,15 @@
 #!/usr/bin/env node
 // pi-ai 1.5.2's own request bodies (@earendil-works/pi-ai dist/api), for comparison with the
 // request builders of sessiontree.providers.
-//   node pi1_payloads.mjs PI_NODE_MODULES < {target, cases: [{system, tools, messages, midConvo}]}
+//   node pi1_payloads.mjs PI_NODE_MODULES < {target, cases: [{system, tools, messages, midConvo, compat}]}
 //       -> [{chat, responses, anthropic, current, collapsed}, ...]  (a body pi-ai fails to build is
 //          {error: message}); `current` = getCurrentSystemMessage(messages) (null without one),
 //          `collapsed` = collapseSystemMessages(context).messages (pi-ai's utils/transcript.js)
 // Each body is the params the provider's `stream` hands to `onPayload` (captured, then the
 // request is stopped) for context = normalizeContext({systemPrompt: system, tools, messages});
-// `midConvo` sets the model's compat.supportsMidConvoSystemMessages (pi's default is false).
+// `midConvo` sets the model's compat.supportsMidConvoSystemMessages (pi's default is false);
+// `compat` adds other compat flags (supportsAdditionalTools, supportsToolSearch,
+// supportsMidConvoToolChanges).
 import { readFileSync } from "node:fs";
 import { join } from "node:path";
 import { pathToFileURL } from "node:url";
@@ -23,12 +25,12 @@ const streams = {
 };
 const { target, cases } = JSON.parse(readFileSync(0, "utf8"));
 
-async function capture([api, stream], context, midConvo) {
+async function capture([api, stream], context, midConvo, compat) {
   const model = {
     id: target[api].model, provider: target[api].provider, api, name: "probe",
     baseUrl: "http://127.0.0.1:9", reasoning: false, input: ["text", "image"],
     cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 }, contextWindow: 200000,
-    maxTokens: 24576, compat: { supportsMidConvoSystemMessages: midConvo },
+    maxTokens: 24576, compat: { supportsMidConvoSystemMessages: midConvo, ...compat },
   };
   let params = null;
   const events = stream(model, context, {
@@ -41,10 +43,10 @@ async function capture([api, stream], context, midConvo) {
 }
 
 const out = [];
-for (const { system, tools, messages, midConvo } of cases) {
+for (const { system, tools, messages, midConvo, compat } of cases) {
   const context = normalizeContext({ systemPrompt: system ?? undefined, tools: tools ?? undefined, messages });
   const row = { current: getCurrentSystemMessage(messages) ?? null, collapsed: collapseSystemMessages(context).messages };
-  for (const [key, entry] of Object.entries(streams)) row[key] = await capture(entry, context, !!midConvo);
+  for (const [key, entry] of Object.entries(streams)) row[key] = await capture(entry, context, !!midConvo, compat ?? {});
   out.push(row);
 }
 process.stdout.write(JSON.stringify(out));

@@ -12,10 +12,16 @@ The conversion is pi 0.73.1's ``anthropic-messages`` provider:
   when a result is text only; blocks, with ``"(see attached image)"`` first when there is no
   text, when it has images);
 * tool call ids from other providers are normalized to ``[a-zA-Z0-9_-]``, at most 64
-  characters, as the API requires.
+  characters, as the API requires;
+* system messages (pi 1.x) are replayed into the ``system`` prompt and ``tools``, or, for a
+  model that takes them mid-conversation, kept in place as pi-ai 1.5.2 sends them
+  (``system_in_place``, with tool changes in place: ``tool_changes``; see
+  :func:`anthropic_request`).
 
-Invariant: the body validates against the ``anthropic`` package's
-``MessageCreateParamsNonStreaming`` with unknown keys forbidden (tests check it).
+Invariant: the body of the default form validates against the ``anthropic`` package's
+``MessageCreateParamsNonStreaming`` with unknown keys forbidden (tests check it); the in-place
+forms (``system`` role messages, ``tool_addition`` blocks) are checked against pi-ai 1.5.2's
+bodies instead.
 """
 
 from __future__ import annotations
@@ -23,21 +29,26 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
+import msgspec
+
 from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
     StopReason,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
     ToolResultMessage,
     UnknownMessage,
 )
+from ..system_prompt import system_message_text, system_update_text
 from ._common import (
     RequestSource,
     ToolSpec,
     as_tool_spec,
+    in_place_prompt,
     prepare_messages,
     replayed_prompt,
     request_target,
@@ -47,13 +58,26 @@ from ._common import (
 from ._http import AnthropicEndpoint
 from .base import Assembly, HttpModel
 
-__all__ = ["API", "DEFAULT_MAX_TOKENS", "AnthropicModel", "anthropic_messages", "anthropic_request", "anthropic_tools"]
+__all__ = ["API", "DEFAULT_MAX_TOKENS", "INLINE_TOOLS_BETA", "AnthropicModel", "anthropic_messages",
+           "anthropic_request", "anthropic_tools"]
 
 API = "anthropic-messages"
 """pi's name for this API (the ``api`` of the assistant messages it produces)."""
 
 DEFAULT_MAX_TOKENS = 8192
 """The output budget when none is given (the API requires one)."""
+
+INLINE_TOOLS_BETA = "inline-tools-2026-09-15"
+"""The beta feature of tool changes in place (``tool_addition`` and ``tool_removal`` blocks)."""
+
+
+def _deferred_placeholder() -> dict[str, Any]:
+    """pi-ai's ``DEFERRED_TOOL_PLACEHOLDER``: a deferred tool never loaded, declared whenever
+    tools change in place so that the first change keeps the cached prefix."""
+    return {"name": "__pi_deferred_placeholder__",
+            "description": "Reserved placeholder. Never available. Never call this.",
+            "input_schema": {"type": "object", "properties": {}, "required": []},
+            "defer_loading": True}
 
 
 def _normalize_id(call_id: str, _source: AssistantMessage) -> str:
@@ -98,8 +122,28 @@ def _assistant_blocks(message: AssistantMessage) -> list[dict[str, Any]]:
     return blocks
 
 
+def _system_update(message: SystemMessage, tool_changes: bool) -> dict[str, Any] | None:
+    """A later system message in place (pi-ai's ``convertMessages``): its update text, and
+    with ``tool_changes`` a ``tool_removal`` per tool removed and not defined again, then a
+    ``tool_addition`` per tool added; ``None`` when that is nothing."""
+    plain = msgspec.to_builtins(message)
+    text = system_update_text(plain)
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": sanitize(text)}] if text else []
+    if tool_changes:
+        added = plain.get("toolsAdded", [])
+        redefined = {tool["name"] for tool in added}
+        blocks.extend({"type": "tool_removal",
+                       "tool": {"type": "tool_reference", "name": tool["name"]}}
+                      for tool in plain.get("toolsRemoved", []) if tool["name"] not in redefined)
+        blocks.extend({"type": "tool_addition", "tool": {"type": "tool_definition",
+                                                         "definition": definition}}
+                      for definition in anthropic_tools(added))
+    return {"role": "system", "content": blocks} if blocks else None
+
+
 def anthropic_messages(messages: Sequence[AgentMessage | UnknownMessage], *,
-                       provider: str | None = None, model: str | None = None
+                       provider: str | None = None, model: str | None = None,
+                       system_in_place: bool = False, tool_changes: bool = False
                        ) -> list[dict[str, Any]]:
     """The ``messages`` array of a Messages request.
 
@@ -107,15 +151,24 @@ def anthropic_messages(messages: Sequence[AgentMessage | UnknownMessage], *,
         messages: context messages, oldest first.
         provider: the target provider (decides which replies are the same model's).
         model: the target model.
+        system_in_place: send system messages as ``system`` role messages, each held back to
+            just before the next assistant message sent (Anthropic wants tool results right
+            after their call) or the end; otherwise they are left out.
+        tool_changes: with ``system_in_place``, declare their tool changes in place too.
     """
     prepared = prepare_messages(messages, api=API, provider=provider, model=model,
-                                normalize_id=_normalize_id)
+                                normalize_id=_normalize_id, system_in_place=system_in_place)
     out: list[dict[str, Any]] = []
+    held: list[dict[str, Any]] = []
     index = 0
     while index < len(prepared):
         message = prepared[index]
         index += 1
-        if isinstance(message, ToolResultMessage):
+        if isinstance(message, SystemMessage):
+            update = _system_update(message, tool_changes)
+            if update is not None:
+                held.append(update)
+        elif isinstance(message, ToolResultMessage):
             results = [message]
             while index < len(prepared) and isinstance(prepared[index], ToolResultMessage):
                 results.append(prepared[index])  # type: ignore[arg-type]
@@ -126,6 +179,8 @@ def anthropic_messages(messages: Sequence[AgentMessage | UnknownMessage], *,
         elif isinstance(message, AssistantMessage):
             blocks = _assistant_blocks(message)
             if blocks:
+                out.extend(held)
+                held.clear()
                 out.append({"role": "assistant", "content": blocks})
         else:
             content = message.content
@@ -138,7 +193,7 @@ def anthropic_messages(messages: Sequence[AgentMessage | UnknownMessage], *,
                            if not isinstance(b, TextContent) or b.text.strip()]
             if user_blocks:
                 out.append({"role": "user", "content": user_blocks})
-    return out
+    return out + held
 
 
 def anthropic_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
@@ -163,7 +218,8 @@ def anthropic_tools(tools: Sequence[ToolSpec | Any]) -> list[dict[str, Any]]:
 def anthropic_request(source: RequestSource, *,
                       model: str | None = None, provider: str | None = None,
                       system: str | None = None, tools: Sequence[ToolSpec | Any] = (),
-                      max_tokens: int | None = None) -> dict[str, Any]:
+                      max_tokens: int | None = None, system_in_place: bool = False,
+                      tool_changes: bool = False) -> dict[str, Any]:
     """A whole Messages request body (without ``stream``).
 
     Args:
@@ -175,17 +231,46 @@ def anthropic_request(source: RequestSource, *,
         system: the system prompt, if any.
         tools: the tools the model may call.
         max_tokens: the output budget (default :data:`DEFAULT_MAX_TOKENS`; the API requires it).
+        system_in_place: for a model that takes system messages mid-conversation (pi-ai's
+            ``compat.supportsMidConvoSystemMessages``): ``system`` and ``tools`` lead, the
+            leading system message (the given prompt, or the context's first message) makes
+            ``system``, each later one is a ``system`` role message with pi-ai's update text
+            (content, then each section change named) held back to just before the next
+            assistant message sent or the end, and ``tools`` are the ones current at the end.
+            Otherwise (the default, as pi-ai's) all of them are replayed into ``system``.
+        tool_changes: with ``system_in_place``, for a model that also takes tool changes
+            mid-conversation (``compat.supportsMidConvoToolChanges``), when the leading system
+            message declares tools: ``tools`` stay the leading ones plus pi-ai's deferred
+            placeholder, each later system message withdraws tools (``tool_removal``) and
+            defines added ones (``tool_addition``) in place, and ``betas`` (the
+            ``anthropic-beta`` header's features, as the SDK's beta client takes them) names
+            :data:`INLINE_TOOLS_BETA`.
     """
     messages, model, provider = request_target(source, model, provider)
-    messages, system, tools = replayed_prompt(messages, system, tools)
+    leading: dict[str, Any] | None = None
+    if system_in_place:
+        messages, tools = in_place_prompt(messages, system, tools)
+        if messages and isinstance(messages[0], SystemMessage):
+            leading = msgspec.to_builtins(messages[0])
+            messages = messages[1:]
+        system = system_message_text(leading) if leading is not None else None
+    else:
+        messages, system, tools = replayed_prompt(messages, system, tools)
+    leading_tools = leading.get("toolsAdded", []) if leading is not None else []
+    native = tool_changes and bool(leading_tools)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model
     body["max_tokens"] = max_tokens if max_tokens is not None else DEFAULT_MAX_TOKENS
+    if native:
+        body["betas"] = [INLINE_TOOLS_BETA]
     if system:
         body["system"] = sanitize(system)
-    body["messages"] = anthropic_messages(messages, provider=provider, model=model)
-    if tools:
+    body["messages"] = anthropic_messages(messages, provider=provider, model=model,
+                                          system_in_place=system_in_place, tool_changes=native)
+    if native:
+        body["tools"] = [*anthropic_tools(leading_tools), _deferred_placeholder()]
+    elif tools:
         body["tools"] = anthropic_tools(tools)
     return body
 

@@ -15,10 +15,15 @@ The conversion is pi 0.73.1's ``openai-responses`` provider:
 * a tool result becomes a ``function_call_output`` whose ``output`` is the text, or a list of
   ``input_text``/``input_image`` parts when the result has images;
 * tool call ids from other providers are normalized to ``[a-zA-Z0-9_-]``, at most 64
-  characters, without trailing underscores.
+  characters, without trailing underscores;
+* system messages (pi 1.x) are replayed into the leading prompt item and ``tools``, or, for a
+  model that takes them mid-conversation, kept in place as pi-ai 1.5.2 sends them
+  (``system_in_place``, with tools declared in ``additional_tools`` items or loaded by client
+  tool search; see :func:`responses_request`).
 
-Invariant: the body validates against the ``openai`` package's
-``ResponseCreateParamsNonStreaming`` with unknown keys forbidden (tests check it).
+Invariant: the body of the default form validates against the ``openai`` package's
+``ResponseCreateParamsNonStreaming`` with unknown keys forbidden (tests check it); the in-place
+forms are checked against pi-ai 1.5.2's bodies instead.
 """
 
 from __future__ import annotations
@@ -27,10 +32,13 @@ import json
 from collections.abc import AsyncIterator, Sequence
 from typing import Any, Literal
 
+import msgspec
+
 from ..messages import (
     AgentMessage,
     AssistantMessage,
     ImageContent,
+    SystemMessage,
     TextContent,
     ThinkingContent,
     ToolCall,
@@ -38,10 +46,12 @@ from ..messages import (
     UnknownMessage,
     UserMessage,
 )
+from ..system_prompt import current_tools, system_message_text, system_update_text
 from ._common import (
     RequestSource,
     ToolSpec,
     as_tool_spec,
+    in_place_prompt,
     json_arguments,
     prepare_messages,
     replayed_prompt,
@@ -53,7 +63,8 @@ from ._http import OpenAIEndpoint
 from .base import Assembly, HttpModel
 
 __all__ = [
-    "API", "OpenAIResponsesModel", "responses_input", "responses_request", "responses_tools", "short_hash",
+    "API", "OpenAIResponsesModel", "ToolChanges", "responses_input", "responses_request",
+    "responses_tools", "short_hash",
 ]
 
 API = "openai-responses"
@@ -135,9 +146,126 @@ def _text_item(block: TextContent, index: int, nth: int) -> dict[str, Any]:
     return item
 
 
+ToolChanges = Literal["none", "changes", "additions"]
+"""How a request with system messages in place declares tool changes (pi-ai's
+``getResponsesToolSupport``): ``none``, the top-level ``tools`` are the current ones; ``changes``,
+every system message declares its tools in ``additional_tools`` items (no top-level tools) and
+removals are announced as text; ``additions``, added tools are loaded by client ``tool_search``
+items and the top-level ``tools`` are the tool set after the last removal or redefinition."""
+
+
+def _tool_changes(system_in_place: bool, additional_tools: bool, tool_search: bool) -> ToolChanges:
+    if system_in_place and additional_tools:
+        return "changes"
+    return "additions" if tool_search else "none"
+
+
+def _tool_names(message: dict[str, Any], key: str) -> list[Any]:
+    tools = message.get(key)
+    return [t.get("name") for t in tools if isinstance(t, dict)] if isinstance(tools, list) else []
+
+
+def _tool_plan(messages: Sequence[Any], changes: ToolChanges) -> tuple[list[Any], int]:
+    """pi-ai's ``resolveTranscriptTools``: the top-level tools of the request, and how many
+    leading system messages are folded into them (the later ones declare their tools in place)."""
+    systems = [msgspec.to_builtins(m) for m in messages if isinstance(m, SystemMessage)]
+    if changes == "none":
+        return current_tools(systems), len(systems)
+    if changes == "changes":
+        return [], 0
+    declared: set[Any] = set()
+    last = -1  # the last one that removes or declares again (findLastNonAdditiveToolChange)
+    for number, message in enumerate(systems):
+        if _tool_names(message, "toolsRemoved"):
+            last = number
+        for name in _tool_names(message, "toolsAdded"):
+            if name in declared:
+                last = number
+            declared.add(name)
+    leading = 1 if messages and isinstance(messages[0], SystemMessage) else 0
+    folded = max(leading, last + 1)
+    return current_tools(systems[:folded]), folded
+
+
+class _SystemInPlace:
+    """System messages kept in place (pi-ai's ``convertResponsesMessages``): the first whole,
+    later ones as updates; those after the ``folded`` first declare their tools in place (an
+    ``additional_tools`` item per message that adds tools, each after the first preceded by the
+    incremental notice, or a client ``tool_search`` call and output) and announce true
+    removals in their text."""
+
+    def __init__(self, changes: ToolChanges, folded: int, role: str) -> None:
+        self.changes = changes
+        self.folded = folded
+        self.role = role
+        self.seen = 0
+        self.declared = False
+        self.unavailable: dict[Any, None] = {}  # a JavaScript Set: insertion order
+
+    def items(self, message: SystemMessage, *, leading: bool, index: int) -> list[dict[str, Any]]:
+        """The items of one system message; ``index`` is pi's ``msgIndex`` there."""
+        plain = msgspec.to_builtins(message)
+        anchored = self.seen >= self.folded
+        self.seen += 1
+        out = self.additions(plain, f"system:{index}") if anchored else []
+        parts = [system_message_text(plain) if leading else system_update_text(plain)]
+        if anchored:
+            parts.append(self.removals(plain))
+        text = "\n\n".join(part for part in parts if part)
+        if text:
+            out.append({"role": self.role, "content": sanitize(text)})
+        return out
+
+    def additions(self, message: dict[str, Any], seed: str) -> list[dict[str, Any]]:
+        tools = message.get("toolsAdded")
+        tools = tools if isinstance(tools, list) else []
+        for name in _tool_names(message, "toolsAdded"):
+            self.unavailable.pop(name, None)
+        if not tools:
+            return []
+        if self.changes == "changes":
+            items: list[dict[str, Any]] = []
+            if self.declared:
+                items.append({"role": self.role, "content": self._notice()})
+            self.declared = True
+            items.append({"type": "additional_tools", "role": "developer",
+                          "tools": responses_tools(tools)})
+            return items
+        if self.changes != "additions":
+            return []
+        names = [str(n) for n in _tool_names(message, "toolsAdded")]
+        call_id = f"pi_tool_load_{short_hash(seed + ':' + ','.join(names))}"
+        return [{"type": "tool_search_call", "call_id": call_id, "execution": "client",
+                 "status": "completed",
+                 "arguments": {"query": " ".join(names), "limit": len(names)}},
+                {"type": "tool_search_output", "call_id": call_id, "execution": "client",
+                 "status": "completed",
+                 "tools": [{**t, "defer_loading": True} for t in responses_tools(tools)]}]
+
+    def removals(self, message: dict[str, Any]) -> str:
+        added = set(_tool_names(message, "toolsAdded"))
+        removed = [n for n in _tool_names(message, "toolsRemoved") if n not in added]
+        for name in removed:
+            self.unavailable[name] = None
+        if not removed:
+            return ""
+        return "The following tools are no longer available. Do not call them:\n" + \
+            "\n".join(f"- {name}" for name in removed)
+
+    def _notice(self) -> str:
+        notice = ("This is an incremental tools update. Previously declared tools remain "
+                  "available unless explicitly marked unavailable. A tool declared again here is "
+                  "available again, and its latest definition replaces the earlier one.")
+        if self.unavailable:
+            notice += f"\nStill unavailable: {', '.join(map(str, self.unavailable))}."
+        return notice
+
+
 def responses_input(messages: Sequence[AgentMessage | UnknownMessage], *, system: str | None = None,
                     provider: str | None = None, model: str | None = None,
-                    system_role: Literal["system", "developer"] = "system") -> list[dict[str, Any]]:
+                    system_role: Literal["system", "developer"] = "system",
+                    system_in_place: bool = False,
+                    tool_changes: ToolChanges = "none") -> list[dict[str, Any]]:
     """The ``input`` items of a Responses request.
 
     Args:
@@ -146,15 +274,23 @@ def responses_input(messages: Sequence[AgentMessage | UnknownMessage], *, system
         provider: the target provider (decides which replies are the same model's).
         model: the target model.
         system_role: ``system``, or ``developer`` (OpenAI's reasoning models).
+        system_in_place: send system messages where they are (see :func:`responses_request`);
+            otherwise they are left out.
+        tool_changes: how system messages in place declare their tools (:data:`ToolChanges`).
     """
     prepared = prepare_messages(messages, api=API, provider=provider, model=model,
-                                normalize_id=_normalize_id)
+                                normalize_id=_normalize_id, system_in_place=system_in_place)
     items: list[dict[str, Any]] = []
     if system:
         items.append({"role": system_role, "content": sanitize(system)})
-    index = 0  # pi's msgIndex: counts the messages that produced items
-    for message in prepared:
+    in_place = _SystemInPlace(tool_changes, _tool_plan(prepared, tool_changes)[1], system_role)
+    index = 0  # pi's msgIndex: counts the messages that produced items, and system messages
+    for number, message in enumerate(prepared):
         produced = len(items)
+        if isinstance(message, SystemMessage):
+            items.extend(in_place.items(message, leading=number == 0, index=index))
+            index += number != 0
+            continue
         if isinstance(message, UserMessage):
             content = message.content
             parts: list[TextContent | ImageContent] = \
@@ -216,7 +352,9 @@ def responses_request(source: RequestSource, *,
                       model: str | None = None, provider: str | None = None,
                       system: str | None = None, tools: Sequence[ToolSpec | Any] = (),
                       max_tokens: int | None = None,
-                      system_role: Literal["system", "developer"] = "system") -> dict[str, Any]:
+                      system_role: Literal["system", "developer"] = "system",
+                      system_in_place: bool = False, additional_tools: bool = False,
+                      tool_search: bool = False) -> dict[str, Any]:
     """A whole Responses request body (without ``stream``), with ``store: false`` as pi sends
     it (the conversation lives in the session, not on the server).
 
@@ -230,14 +368,35 @@ def responses_request(source: RequestSource, *,
         tools: the tools the model may call.
         max_tokens: the output budget (``max_output_tokens``), if any.
         system_role: see :func:`responses_input`.
+        system_in_place: for a model that takes system messages mid-conversation (pi-ai's
+            ``compat.supportsMidConvoSystemMessages``): ``system`` and ``tools`` lead, each
+            system message of the context stays where it is (after the results of tool calls
+            pending there), the first one sent whole and later ones as pi-ai renders an update
+            (content, then each section change named), and ``tools`` are the ones current at
+            the end. Otherwise (the default, as pi-ai's) all of them are replayed into one
+            leading prompt.
+        additional_tools: with ``system_in_place``, for a model that also takes
+            ``additional_tools`` items (``compat.supportsAdditionalTools``): each system message
+            declares the tools it adds in place, removals are announced in its text, and there
+            are no top-level ``tools``.
+        tool_search: with ``system_in_place`` (and without ``additional_tools``), for a model
+            that takes client tool search (``compat.supportsToolSearch``): tools added after the
+            last removal or redefinition are loaded by ``tool_search`` items in place.
     """
     messages, model, provider = request_target(source, model, provider)
-    messages, system, tools = replayed_prompt(messages, system, tools)
+    changes = _tool_changes(system_in_place, additional_tools, tool_search)
+    if system_in_place:
+        messages, _ = in_place_prompt(messages, system, tools)
+        system = None
+        tools, _ = _tool_plan(messages, changes)
+    else:
+        messages, system, tools = replayed_prompt(messages, system, tools)
     body: dict[str, Any] = {}
     if model:
         body["model"] = model
     body["input"] = responses_input(messages, system=system, provider=provider, model=model,
-                                    system_role=system_role)
+                                    system_role=system_role, system_in_place=system_in_place,
+                                    tool_changes=changes)
     if tools:
         body["tools"] = responses_tools(tools)
     if max_tokens is not None:
