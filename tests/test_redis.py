@@ -25,7 +25,8 @@ from sessiontree.errors import (
     SessionLockedError,
     StoreUnavailable,
 )
-from sessiontree.stores.redis import RedisStore, cluster_seeds, redacted
+from sessiontree.stores._address import redacted, take_option
+from sessiontree.stores.redis import RedisStore, cluster_seeds
 from sessiontree.stores.url import open_store, parse_location
 from sessiontree.testing.generate import generate_folder
 from sessiontree._json import dumps
@@ -61,6 +62,18 @@ def test_addresses_parse_and_keep_the_session_id() -> None:
         RedisStore.from_url("redis://127.0.0.1:1?prefix=a{b}")
     with pytest.raises(InvalidLocation):
         parse_location("redis://h/0#a/b")
+
+
+def test_a_parameter_of_ours_is_taken_out_the_same_way_for_every_database() -> None:
+    """Redis's ``prefix=`` and PostgreSQL's ``schema=`` (one helper): the first one counts, the
+    driver's parameters stay as written, and a shown address has no password."""
+    assert take_option("redis://h:1/0?socket_keepalive=on&prefix=a%2Eb&prefix=c#s", "prefix") == \
+        ("redis://h:1/0?socket_keepalive=on", "a.b")
+    assert take_option("postgresql://u@h/db?application_name=my%20app+x&schema=S", "schema") == \
+        ("postgresql://u@h/db?application_name=my%20app+x", "S")
+    assert take_option("redis://h", "prefix") == ("redis://h", None)
+    assert [redacted(u) for u in ("postgresql://:pw@h/db", "redis://u:pw@h?x=1#y")] == \
+        ["postgresql://h/db", "redis://u@h?x=1"]
 
 
 def test_every_key_of_a_session_is_in_its_slot(store: RedisStore) -> None:

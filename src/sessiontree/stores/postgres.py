@@ -24,7 +24,7 @@ from contextlib import AsyncExitStack, asynccontextmanager, contextmanager
 from datetime import date, datetime
 from typing import Any, TypeVar
 from math import ceil
-from urllib.parse import unquote, urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 try:
     import psycopg
@@ -50,6 +50,7 @@ from .. import _json
 from .._codec import decode_line, entry_builtins
 from .._search import SearchHit
 from ..entries import AnyEntry, SessionHeader
+from ._address import redacted, take_option
 from ._sql import SqlStore
 from ._sql_common import (
     Flow,
@@ -81,16 +82,8 @@ def split_schema(dsn: str) -> tuple[str, str | None]:
     Raises:
         InvalidLocation: a schema name that is not a plain identifier, or PostgreSQL's own.
     """
-    parts = urlsplit(dsn)
-    kept: list[str] = []
-    schema = None
-    for item in parts.query.split("&") if parts.query else ():
-        key, _, value = item.partition("=")
-        if unquote(key) != "schema":
-            kept.append(item)
-        elif schema is None:
-            schema = _checked_schema(unquote(value), dsn)
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, "&".join(kept), "")), schema
+    rest, schema = take_option(dsn, "schema")
+    return rest, _checked_schema(schema, dsn) if schema is not None else None
 
 
 def _checked_schema(schema: str, dsn: str) -> str:
@@ -101,10 +94,10 @@ def _checked_schema(schema: str, dsn: str) -> str:
     """
     if not _SCHEMA.fullmatch(schema):
         raise InvalidLocation(f"not a plain schema name: {schema!r} (letters, digits and '_', "
-                              "at most 63, not starting with a digit)", path=_redacted(dsn))
+                              "at most 63, not starting with a digit)", path=redacted(dsn))
     if schema.startswith("pg_") or schema == "information_schema":
         raise InvalidLocation(f"schema {schema} is PostgreSQL's own (pg_* and "
-                              "information_schema are reserved): name another", path=_redacted(dsn))
+                              "information_schema are reserved): name another", path=redacted(dsn))
     return schema
 
 
@@ -160,7 +153,7 @@ def _settings(dsn: str, schema: str | None, read_only: bool, durable: bool
         given = conninfo_to_dict(dsn).get("options")
     except psycopg.ProgrammingError as exc:
         raise InvalidLocation(f"not a PostgreSQL address: {_one_line(exc)}",
-                              path=_redacted(dsn)) from None
+                              path=redacted(dsn)) from None
     options = [str(given)] if given else []
     if schema is not None:
         options.append(f'-c search_path="{schema}"')  # quoted: the case is kept
@@ -194,19 +187,10 @@ def _setup_statements(schema: str | None) -> list[tuple[sql.Composable | str, tu
 
 
 def _public_url(dsn: str, schema: str | None) -> str:
-    base = _redacted(dsn)
+    base = redacted(dsn)
     if schema is None:
         return base
     return base + ("&" if urlsplit(base).query else "?") + f"schema={schema}"
-
-
-def _redacted(dsn: str) -> str:
-    parts = urlsplit(dsn)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, host = netloc.rsplit("@", 1)
-        netloc = f"{user.split(':', 1)[0]}@{host}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
 
 
 class PostgresStore(SqlStore):

@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
 from typing import Any
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 import msgspec
 
@@ -92,9 +92,10 @@ from ..errors import (
     StoreUnavailable,
 )
 from ..usage import UsageTotals
+from ._address import redacted, take_option
 from .base import LoadResult, SessionListing, check_session_id
 
-__all__ = ["RedisLog", "RedisStore", "cluster_seeds", "redacted"]
+__all__ = ["RedisLog", "RedisStore", "cluster_seeds"]
 
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
@@ -296,17 +297,6 @@ _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messa
                    "activity", "modified", *_USAGE_FIELDS)
 
 
-def redacted(url: str) -> str:
-    """``url`` without its password (the user name is kept)."""
-    parts = urlsplit(url)
-    netloc = parts.netloc
-    if "@" in netloc:
-        user, hosts = netloc.rsplit("@", 1)
-        name = user.split(":", 1)[0]
-        netloc = f"{name}@{hosts}" if name else hosts
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, ""))
-
-
 def cluster_seeds(url: str) -> list[tuple[str, int]]:
     """The seed nodes a ``redis+cluster://host:port,host:port`` URL names.
 
@@ -332,16 +322,13 @@ def _split_prefix(url: str, prefix: str | None) -> tuple[str, str]:
     Raises:
         InvalidLocation: a prefix that could hold a hash tag or is not plain.
     """
-    parts = urlsplit(url)
-    query = parse_qsl(parts.query, keep_blank_values=True)
-    found = [value for key, value in query if key == "prefix"]
-    chosen = prefix if prefix is not None else (found[0] if found else "sessiontree")
+    rest, found = take_option(url, "prefix")
+    chosen = prefix if prefix is not None else found if found is not None else "sessiontree"
     if not _PREFIX.fullmatch(chosen):
         raise InvalidLocation(f"not a plain key prefix: {chosen!r} (letters, digits, '.', '_', "
                               "':' and '-', at most 64; no braces, which would be a hash tag)",
                               path=redacted(url))
-    rest = urlencode([(k, v) for k, v in query if k != "prefix"])
-    return urlunsplit((parts.scheme, parts.netloc, parts.path, rest, "")), chosen
+    return rest, chosen
 
 
 def _error(exc: Exception, url: str, *, writing: bool) -> SessionTreeError | None:
