@@ -273,6 +273,8 @@ def cost_steps(lines: Iterable[ListingLine]) -> list[float]:
     the lines gets (floating-point sums depend on their order)."""
     steps = []
     for line in lines:
+        if line.usage is None and (line.message is None or line.message.usage is None):
+            continue  # nothing to count (most lines)
         one = ListingStats()
         one.add((line,))
         assert one.usage is not None
