@@ -25,6 +25,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from . import _json
+from ._time import iso_to_ms
 from .context import convert_to_llm
 from .system_prompt import current_system_message
 from .entries import (
@@ -34,7 +35,7 @@ from .entries import (
     as_json_object,
     entry_from_builtins,
 )
-from .errors import SessionTreeError
+from .errors import EntryNotFound, SessionTreeError
 from .messages import AgentMessage, Cost, UnknownMessage, Usage, message_from_builtins
 from .summarize.base import (
     CancelToken,
@@ -963,6 +964,35 @@ def context_tokens(session: Session, leaf_id: str | None | UnsetType = UNSET) ->
 
 
 # -- the one function that writes ---------------------------------------------------------------
+
+
+def compaction_entry(session: Session, summary: str, first_kept_entry_id: str,
+                     tokens_before: int, details: FileDetails | Any = UNSET,
+                     from_hook: bool = False, usage: Usage | UnsetType = UNSET
+                     ) -> Callable[[str, str | None, str], dict[str, Any]]:
+    """What ``Session.append_compaction`` writes at the leaf, given the new id, parent and time:
+    as pi 1.5.2 does, a compaction carries the system prompt and tools replayed at the leaf
+    (``systemMessage``, stamped with the compaction's time; none when the context has no
+    system message and no tool), its checkpoint for the compacted context.
+
+    Raises:
+        EntryNotFound: ``first_kept_entry_id`` is not on the current path.
+    """
+    if first_kept_entry_id not in session.path_ids():
+        raise EntryNotFound(f"first kept entry {first_kept_entry_id!r} is not on the current "
+                            "path", path=session.file, entry_id=first_kept_entry_id)
+    checkpoint = current_system_message(session.build_context().to_builtins()["messages"])
+
+    def make(i: str, p: str | None, t: str) -> dict[str, Any]:
+        entry = msgspec.to_builtins(Compaction(
+            id=i, parent_id=p, timestamp=t, summary=summary,
+            first_kept_entry_id=first_kept_entry_id, tokens_before=tokens_before,
+            details=details, usage=usage, from_hook=from_hook))
+        if checkpoint is not None:
+            entry["systemMessage"] = {**checkpoint, "timestamp": iso_to_ms(t)}
+        return entry  # type: ignore[no-any-return]
+
+    return make
 
 
 def _path_dicts(session: Session, leaf_id: str | None | UnsetType = UNSET

@@ -351,6 +351,28 @@ def apply_edit(messages: list[Any], edit: Mapping[str, Any]) -> list[Any]:
     return out
 
 
+def context_edit(target_id: str, replacement: Any, *, entry_type: str, role: str | None,
+                 on_branch: bool, path: str | None = None) -> dict[str, Any]:
+    """The ``targetId`` and ``replacement`` of a ``context_edit`` of an entry of ``entry_type``
+    (a message's ``role``), checked as pi 1.5.2's ``appendContextEdit`` checks them
+    (``on_branch``: the target is on the path the edit is appended to).
+
+    Raises:
+        InvalidEntry: the target is not on the branch, gives no editable content (only user,
+            assistant, tool result and custom messages do), or the replacement holds no
+            string or list content.
+    """
+    if not on_branch:
+        raise InvalidEntry(f"entry {target_id} is not on the current branch", path=path,
+                           entry_id=target_id)
+    editable = "custom" if entry_type == "custom_message" else \
+        role if entry_type == "message" else None
+    if editable not in ("user", "assistant", "toolResult", "custom"):
+        raise InvalidEntry(f"entry {target_id} does not contribute editable model content",
+                           path=path, entry_id=target_id)
+    return {"targetId": target_id, "replacement": edit_replacement(editable, replacement)}
+
+
 def edit_replacement(role: str, replacement: Any) -> dict[str, Any] | None:
     """The ``replacement`` a ``context_edit`` of an entry of ``role`` stores, as pi 1.5.2's
     ``appendContextEdit`` writes it: ``None`` (omit), else ``{"content": ...}`` with a string

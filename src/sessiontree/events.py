@@ -395,6 +395,26 @@ def context_with_messages(context: SessionContext, messages: Sequence[AgentMessa
     return SessionContext(data, getattr(context, "_thinking_level"), context.model)
 
 
+def for_model(session: Session, leaf_id: str | None, context: SessionContext) -> SessionContext:
+    """``context`` as the session's ``context`` handlers leave it, just before a model call
+    (``Session.build_context(for_model=True)``); the session itself is never changed.
+
+    Raises:
+        HookFailed: a handler raised.
+    """
+    messages = session.events.emit("context", ContextEvent(
+        session=session, leaf_id=leaf_id, messages=context.copy_messages()))
+    return context_with_messages(context, messages)
+
+
+async def afor_model(session: Session, leaf_id: str | None, context: SessionContext
+                     ) -> SessionContext:
+    """:func:`for_model` for async code: coroutine handlers awaited in the running loop."""
+    messages = await session.events.aemit("context", ContextEvent(
+        session=session, leaf_id=leaf_id, messages=context.copy_messages()))
+    return context_with_messages(context, messages)
+
+
 def handler_name(handler: Callable[..., Any]) -> str:
     """``module.qualname`` of a handler, for error messages."""
     target = getattr(handler, "func", handler)  # functools.partial

@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -30,6 +31,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from . import _json
 from ._fs import atomic_write, make_private_dirs
 from ._time import iso_now, new_entry_id, uuid7
+from ._treelog import LoadWarning
 from .entries import SessionHeader
 from .errors import InvalidEntry, ReadOnlyStore, SessionTreeError
 from .events import BranchEvent, BranchPreparation, OperationCancelled
@@ -45,6 +47,7 @@ __all__ = [
     "export_branch",
     "export_subtree",
     "fork_from",
+    "open_source",
     "subtree_lines",
 ]
 
@@ -397,6 +400,19 @@ def fork_from(source: Session, entry_id: str | None = None, *, cwd: str | None =
         return create_branched_session(source, entry_id, in_memory=in_memory, path=path,
                                        directory=directory, cwd=cwd)
     return _fork_all(source, cwd=cwd, in_memory=in_memory, path=path, directory=directory)
+
+
+def open_source(make: type[Session], source: str | os.PathLike[str]) -> Session:
+    """A fork's source opened by its file or address, as pi reads one: never migrated (an
+    old-version file is refused: ``sessiontree migrate`` it first), its bad lines simply not
+    copied (so no :class:`~sessiontree.LoadWarning`). The caller closes it.
+
+    Raises:
+        SessionNotFound, CorruptHeader, UnsupportedVersion: as ``Session.open``.
+    """
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", LoadWarning)
+        return make.open(source, migrate=False)
 
 
 def _fork_all(session: Session, *, cwd: str | None, in_memory: bool,

@@ -24,6 +24,7 @@ import os
 from typing import Any
 
 from . import _fs, _json
+from .context import context_edit as check_edit
 from .errors import InvalidEntry, SessionTreeError
 from .session import Session
 
@@ -36,30 +37,6 @@ REDACTED = "[redacted]"
 class PurgeError(SessionTreeError):
     """Nothing to purge with: the entry has no edit on the current branch, or the session has
     no stored lines (an in-memory session)."""
-
-
-def _editable_role(session: Session, target_id: str) -> str:
-    """The role whose content an edit of ``target_id`` replaces (``custom`` for a custom
-    message), as pi 1.5.2 allows it.
-
-    Raises:
-        EntryNotFound: no such entry.
-        InvalidEntry: not on the current branch, or no editable content.
-    """
-    entry = session.entry(target_id)
-    leaf = session.leaf_id
-    if leaf is None or target_id not in session.path_ids(leaf):
-        raise InvalidEntry(f"entry {target_id} is not on the current branch",
-                           entry_id=target_id, path=session.file)
-    data = _json.loads(session.raw_line(target_id))
-    message = data.get("message") if isinstance(data, dict) else None
-    role = message.get("role") if isinstance(message, dict) else None
-    if entry.type == "custom_message":
-        return "custom"
-    if entry.type == "message" and role in ("user", "assistant", "toolResult"):
-        return str(role)
-    raise InvalidEntry(f"entry {target_id} does not contribute editable model content",
-                       entry_id=target_id, path=session.file)
 
 
 def context_edit(session: Session, target_id: str, content: str | list[Any] | None) -> str:
@@ -76,11 +53,7 @@ def context_edit(session: Session, target_id: str, content: str | list[Any] | No
     """
     if content is not None and not isinstance(content, (str, list)):
         raise InvalidEntry("a context edit's content is text or a list of content blocks")
-    role = _editable_role(session, target_id)
-    if isinstance(content, str) and role in ("assistant", "toolResult"):
-        content = [{"type": "text", "text": content}]
-    return session.append_entry({"type": "context_edit", "targetId": target_id,
-                                 "replacement": None if content is None else {"content": content}})
+    return session.append_context_edit(target_id, content)
 
 
 def redact(session: Session, target_id: str, text: str | None = REDACTED) -> str:
@@ -137,7 +110,9 @@ def purge(location: str | os.PathLike[str], target_id: str, *,
     from .stores.url import is_url, open_store, parse_location
 
     with Session.open(location, warn=False) as session:
-        _editable_role(session, target_id)
+        entry = session.entry(target_id)  # EntryNotFound, then pi's checks of a context edit
+        check_edit(target_id, None, entry_type=entry.type, role=session.role(target_id),
+                   on_branch=target_id in session.path_ids(), path=session.file)
         old = session.raw_line(target_id)
         new = _purged_line(old, _latest_edit(session, target_id).get("replacement"))
         session_id = session.id

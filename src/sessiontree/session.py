@@ -16,7 +16,6 @@ Invariants:
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -44,7 +43,7 @@ from .entries import (
     ThinkingLevelChange,
     UsageEntry,
 )
-from .errors import EntryNotFound, InvalidEntry, InvalidLocation
+from .errors import InvalidEntry, InvalidLocation
 from .messages import (
     AgentMessage,
     CustomMessage,
@@ -456,11 +455,9 @@ class Session(TreeLog):
         else:
             context = self._context(target).share()
         if for_model and self._hooked("context"):
-            from .events import ContextEvent, context_with_messages
+            from .events import for_model as hooked
 
-            messages = self.events.emit("context", ContextEvent(
-                session=self, leaf_id=target, messages=context.copy_messages()))
-            context = context_with_messages(context, messages)
+            context = hooked(self, target, context)
         return context
 
     def build_projection(self, leaf_id: str | None | UnsetType = UNSET) -> SessionProjection:
@@ -488,13 +485,10 @@ class Session(TreeLog):
         Raises:
             EntryNotFound: ``at`` is not in the session.
         """
-        data = self._system_message_data(at)
-        return None if data is None else message_from_builtins(data)  # type: ignore[return-value]
-
-    def _system_message_data(self, at: str | None | UnsetType = UNSET) -> dict[str, Any] | None:
         from .system_prompt import current_system_message
 
-        return current_system_message(self.build_context(at).to_builtins()["messages"])
+        data = current_system_message(self.build_context(at).to_builtins()["messages"])
+        return None if data is None else message_from_builtins(data)  # type: ignore[return-value]
 
     def _context(self, target: str) -> SessionContext:
         """The context of ``target``, built or remembered (:meth:`ContextMemo.context`)."""
@@ -581,23 +575,10 @@ class Session(TreeLog):
         Raises:
             EntryNotFound: ``first_kept_entry_id`` is not on the current path.
         """
-        from ._time import iso_to_ms
+        from .compaction import compaction_entry
 
-        if first_kept_entry_id not in self.path_ids():
-            raise EntryNotFound(f"first kept entry {first_kept_entry_id!r} is not on the current "
-                                "path", path=self.file, entry_id=first_kept_entry_id)
-        checkpoint = self._system_message_data()
-
-        def make(i: str, p: str | None, t: str) -> dict[str, Any]:
-            entry = msgspec.to_builtins(Compaction(
-                id=i, parent_id=p, timestamp=t, summary=summary,
-                first_kept_entry_id=first_kept_entry_id, tokens_before=tokens_before,
-                details=details, usage=usage, from_hook=from_hook))
-            if checkpoint is not None:
-                entry["systemMessage"] = {**checkpoint, "timestamp": iso_to_ms(t)}
-            return entry  # type: ignore[no-any-return]
-
-        return self._append(make)
+        return self._append(compaction_entry(self, summary, first_kept_entry_id, tokens_before,
+                                             details, from_hook, usage))
 
     def append_custom(self, custom_type: str, data: Any = UNSET) -> str:
         """Append extension state: stored in the tree, never sent to the model."""
@@ -670,21 +651,13 @@ class Session(TreeLog):
                 (only user, assistant, tool result and custom messages do), or the replacement
                 holds no string or list content.
         """
-        from .context import edit_replacement
+        from .context import context_edit
 
         record = self._record(target_id)
-        if target_id not in self.path_ids():
-            raise InvalidEntry(f"entry {target_id} is not on the current branch",
-                               path=self.file, entry_id=target_id)
-        role = "custom" if record.type == "custom_message" else \
-            record.role if record.type == "message" else None
-        if role not in ("user", "assistant", "toolResult", "custom"):
-            raise InvalidEntry(f"entry {target_id} does not contribute editable model content",
-                               path=self.file, entry_id=target_id)
-        stored = edit_replacement(role, replacement)
+        edit = context_edit(target_id, replacement, entry_type=record.type, role=record.role,
+                            on_branch=target_id in self.path_ids(), path=self.file)
         return self._append(lambda i, p, t: {"type": "context_edit", "id": i, "parentId": p,
-                                             "timestamp": t, "targetId": target_id,
-                                             "replacement": stored})
+                                             "timestamp": t, **edit})
 
     def set_label(self, target_id: str, label: str | None) -> str:
         """Label an entry (``None`` or ``""`` clears it); appends a ``label`` entry at the leaf.
@@ -828,7 +801,7 @@ class Session(TreeLog):
             EntryNotFound, ForkError, OperationCancelled, HookFailed: as
                 :func:`~sessiontree.fork.fork_from`.
         """
-        from .fork import fork_from
+        from .fork import fork_from, open_source
 
         def fork(opened: Session) -> Session:
             return fork_from(opened, entry_id, cwd=cwd, in_memory=in_memory, path=path,
@@ -836,10 +809,7 @@ class Session(TreeLog):
 
         if isinstance(source, Session):
             return fork(source)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", LoadWarning)  # bad lines are simply not copied, as pi
-            opened = cls.open(source, migrate=False)
-        with opened:
+        with open_source(cls, source) as opened:
             forked = fork(opened)
             owned = opened._owned_store  # a database opened for the source by its address
             if owned is not None and getattr(forked._log, "store", None) is owned:
@@ -872,12 +842,9 @@ class Session(TreeLog):
         context = await (offload or inline)(lambda: self.build_context(leaf_id))
         if not self._hooked("context"):
             return context
-        from .events import ContextEvent, context_with_messages
+        from .events import afor_model
 
-        target = self._leaf if leaf_id is UNSET else leaf_id
-        messages = await self.events.aemit("context", ContextEvent(
-            session=self, leaf_id=target, messages=context.copy_messages()))
-        return context_with_messages(context, messages)
+        return await afor_model(self, self._leaf if leaf_id is UNSET else leaf_id, context)
 
     # -- compaction (compaction.py) --
 
