@@ -480,3 +480,27 @@ def test_a_search_without_time_to_index_finds_what_the_index_finds(
     scanned.build_search_index()
     assert sorted(map(len, _index_rows(scanned_root).values())) == \
         sorted(map(len, _index_rows(root).values()))
+
+
+def test_a_search_while_another_process_holds_the_index_scans_instead(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index another process keeps locked is neither waited for without end nor taken for
+    damaged: the search scans the files, and the index is kept."""
+    from sessiontree.stores import _jsonl_search
+
+    store = JsonlStore(root)
+    expected = _comparable(store.search("handshake"))
+    with Session.open(next((root / "--srv-app--").glob("*.jsonl"))) as session:
+        session.append_message(UserMessage.of("a handshake on the way out"))
+    monkeypatch.setattr(_jsonl_search, "_BUSY_TIMEOUT", 0.05)
+    inode = os.stat(index_path(root)).st_ino
+    holder = sqlite3.connect(index_path(root), isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        found = _comparable(store.search("handshake"))
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    assert found[1:] == expected and "way out" in found[0]["snippet"]
+    assert os.stat(index_path(root)).st_ino == inode  # kept, not deleted as damaged
+    assert _comparable(store.search("handshake")) == found

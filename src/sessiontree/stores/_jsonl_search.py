@@ -42,6 +42,9 @@ CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
 _VERSION = 3
 _TAIL = 64
+_BUSY_TIMEOUT = 30.0
+"""Seconds a search waits for another process's write to the index (a build commits every
+second) before it does without the index."""
 INDEX_BUDGET = 0.5
 """Seconds of indexing a search may spend (what it does not index, it scans: a first search
 costs about a ``grep -r`` of the folder, and each one leaves the index more complete)."""
@@ -101,7 +104,7 @@ def index_path(root: str | os.PathLike[str]) -> str:
 
 
 def _connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=30.0)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT)
     conn.execute("PRAGMA synchronous = OFF")  # a cache: a lost write is found stale next time
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version != _VERSION:
@@ -145,13 +148,19 @@ def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connectio
                 conn = _connect(":memory:")  # a folder we may not write to: no index kept
                 kept = False
             pending = refresh(conn, root, budget=budget if kept else 0.0)
-        except sqlite3.DatabaseError:
+            while budget is None and kept and pending:  # a whole build: a transaction a
+                pending = refresh(conn, root, budget=1.0)  # second, searches wait little
+        except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
-            if attempt:
+            if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
+                conn = _connect(":memory:")  # another process kept it too long: not damage,
+                pending = refresh(conn, root, budget=0.0)  # this search scans instead
+            elif attempt:
                 raise
-            _remove(path)  # damaged: built again
-            continue
+            else:
+                _remove(path)  # damaged: built again
+                continue
         try:
             yield conn, pending
         finally:
@@ -418,7 +427,7 @@ def _most_recent(cursor: sqlite3.Cursor) -> list[Any]:
 
 def build(root: str | os.PathLike[str]) -> None:
     """Bring the folder's index up to date with every file, however long it takes (what a
-    search does only for :data:`INDEX_BUDGET` seconds)."""
+    search does only for :data:`INDEX_BUDGET` seconds), committing every second or so."""
     with _opened(os.path.abspath(root), None):
         pass
 
