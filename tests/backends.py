@@ -83,41 +83,62 @@ def postgres_url() -> Iterator[str]:
         admin.close()
 
 
+class RedisDeployments:
+    """This run's Redis deployments, each started when a test first asks for it and stopped at
+    the end: ``redis``, one server; ``redis-cluster``, a six-node cluster. One that cannot start
+    fails the test that asked."""
+
+    def __init__(self, folders: pytest.TempPathFactory) -> None:
+        self._folders = folders
+        self._started: dict[str, Any] = {}
+
+    def url(self, kind: str) -> str:
+        from .servers import RedisCluster, RedisServer, ServerFailed
+
+        if kind not in self._started:
+            make = {"redis": RedisServer, "redis-cluster": RedisCluster}[kind]
+            try:
+                self._started[kind] = make(self._folders.mktemp(kind))
+            except ServerFailed as exc:
+                pytest.fail(f"the test {kind} did not start: {exc}")
+        url: str = self._started[kind].url
+        return url
+
+    def stop(self) -> None:
+        for started in self._started.values():
+            started.stop()
+
+
 @pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a Redis server started for this run (stopped at the end); a server that
-    cannot start fails the run."""
-    from .servers import RedisServer, ServerFailed
-
+def redis_deployments(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisDeployments]:
+    deployments = RedisDeployments(tmp_path_factory)
     try:
-        server = RedisServer(tmp_path_factory.mktemp("redis"))
-    except ServerFailed as exc:
-        pytest.fail(f"the test Redis server did not start: {exc}")
-    try:
-        yield server.url
+        yield deployments
     finally:
-        server.stop()
-
-
-@pytest.fixture(scope="session")
-def redis_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """The URL of a six-node Redis Cluster started for this run (stopped at the end)."""
-    from .servers import RedisCluster, ServerFailed
-
-    try:
-        cluster = RedisCluster(tmp_path_factory.mktemp("redis-cluster"))
-    except ServerFailed as exc:
-        pytest.fail(f"the test Redis cluster did not start: {exc}")
-    try:
-        yield cluster.url
-    finally:
-        cluster.stop()
+        deployments.stop()
 
 
 def redis_store_url(request: pytest.FixtureRequest, kind: str) -> str:
-    """A Redis store URL with a key prefix of its own (an empty store) for one test."""
-    base = request.getfixturevalue("redis_cluster" if kind == "redis-cluster" else "redis_server")
+    """A Redis store URL (``kind``: ``redis`` or ``redis-cluster``) with a key prefix of its own
+    (an empty store) for one test."""
+    base = request.getfixturevalue("redis_deployments").url(kind)
     return f"{base}?prefix=t{uuid.uuid4().hex[:12]}"
+
+
+def handle_store(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> str | None:
+    """The store argument an agent-SDK session handle takes on each backend: ``None``
+    (``memory``), a folder (``root``: a sessions root in pi's layout), an SQLite URL, a
+    PostgreSQL URL (a schema of its own), a Redis URL (a key prefix of its own)."""
+    if kind == "memory":
+        return None
+    if kind == "root":
+        return str(tmp_path / "sessions")
+    if kind == "sqlite":
+        return f"sqlite:///{tmp_path}/conversations.db"
+    if kind.startswith("redis"):
+        return redis_store_url(request, kind)
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
 
 
 @pytest.fixture

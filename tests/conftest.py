@@ -16,8 +16,7 @@ from .backends import (  # noqa: F401 (fixtures)
     fresh_postgres_url,
     make_backend,
     postgres_url,
-    redis_cluster,
-    redis_server,
+    redis_deployments,
 )
 
 TESTS = Path(__file__).resolve().parent

@@ -102,8 +102,8 @@ KINDS = ["memory", "root", "folder", "sqlite", "postgres", "redis", "redis-clust
 @pytest.fixture(params=KINDS)
 def stores(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backends]:
     kind = request.param
-    redis = request.getfixturevalue("redis_cluster" if kind == "redis-cluster" else
-                                    "redis_server") if kind.startswith("redis") else None
+    redis = request.getfixturevalue("redis_deployments").url(kind) if kind.startswith("redis") \
+        else None
     backends = Backends(kind, tmp_path, redis)
     yield backends
     backends.close()

@@ -24,6 +24,7 @@ from sessiontree.export.markdown import export_markdown
 from sessiontree.integrations.openai_agents import SessionTreeSession
 from sessiontree.usage import session_usage
 
+from .backends import handle_store
 from .fake_llm import OPENAI_KEY, FakeLLM, Reply
 
 set_tracing_disabled(True)
@@ -41,15 +42,7 @@ def lookup(city: str) -> str:
 
 @pytest.fixture(params=["memory", "root", "sqlite", "postgres"])
 def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
-    kind = request.param
-    if kind == "memory":
-        return None
-    if kind == "root":
-        return str(tmp_path / "sessions")
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/conversations.db"
-    url: str = request.getfixturevalue("fresh_postgres_url")
-    return url
+    return handle_store(request, tmp_path, request.param)
 
 
 @pytest.fixture

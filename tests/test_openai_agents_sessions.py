@@ -24,7 +24,7 @@ from sessiontree.errors import InvalidLocation, SessionLockedError, SessionNotFo
 from sessiontree.integrations.openai_agents import SessionTreeSession
 from sessiontree.stores.sqlite import SqliteStore
 
-from .backends import redis_store_url
+from .backends import handle_store
 from .fake_llm import OPENAI_KEY, FakeLLM, Reply
 
 set_tracing_disabled(True)
@@ -37,17 +37,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> str | None:
     """The store argument of each backend: ``None`` (memory), a folder (a sessions root in
     pi's layout), an SQLite URL, a PostgreSQL URL (a schema of this run), a Redis Cluster URL
     (a key prefix of its own)."""
-    kind = request.param
-    if kind == "memory":
-        return None
-    if kind == "root":
-        return str(tmp_path / "sessions")
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/conversations.db"
-    if kind.startswith("redis"):
-        return redis_store_url(request, kind)
-    url: str = request.getfixturevalue("fresh_postgres_url")
-    return url
+    return handle_store(request, tmp_path, request.param)
 
 
 def items(*texts: str) -> list[Any]:
@@ -184,14 +174,8 @@ SHARED = ["root", "sqlite", "postgres", "redis-cluster"]
 @pytest.fixture(params=SHARED)
 def shared(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     """A store several handles and processes open the same session in."""
-    kind = request.param
-    if kind == "root":
-        return str(tmp_path / "sessions")
-    if kind == "sqlite":
-        return f"sqlite:///{tmp_path}/conversations.db"
-    if kind.startswith("redis"):
-        return redis_store_url(request, kind)
-    url: str = request.getfixturevalue("fresh_postgres_url")
+    url = handle_store(request, tmp_path, request.param)
+    assert url is not None
     return url
 
 

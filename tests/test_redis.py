@@ -248,7 +248,7 @@ def test_a_read_only_store_refuses_every_write(store_url: str) -> None:
         assert store.session_ids() == [session.id] and len(list(store.read(session.id))) == 1
 
 
-def test_passwords_never_show(redis_server: str, tmp_path: Path,
+def test_passwords_never_show(tmp_path: Path,
                               caplog: pytest.LogCaptureFixture) -> None:
     from .servers import RedisServer
 
@@ -286,8 +286,7 @@ def test_passwords_never_show(redis_server: str, tmp_path: Path,
         server.stop()
 
 
-def test_durable_appends_wait_for_a_replica(request: pytest.FixtureRequest,
-                                             redis_server: str) -> None:
+def test_durable_appends_wait_for_a_replica(request: pytest.FixtureRequest) -> None:
     with RedisStore.from_url(redis_store_url(request, "redis-cluster"), durable=True) as store:
         session = Session.create(cwd="/w", store=store)
         session.append_message(UserMessage.of("on two machines"))
