@@ -58,7 +58,6 @@ from .messages import (
     stored_message,
     validate_message,
 )
-from .stores._follow import follow_log
 from .stores.base import SessionLog, Store, check_new_session_id
 from .stores.jsonl import (
     JsonlFile,
@@ -67,7 +66,6 @@ from .stores.jsonl import (
     open_file,
     session_file_name,
 )
-from .stores.memory import MemoryLog
 from .stores.url import is_url
 
 if TYPE_CHECKING:
@@ -304,6 +302,8 @@ class Session(TreeLog):
     @classmethod
     def in_memory(cls, cwd: str | None = None, *, session_id: str | None = None) -> Session:
         """A session that lives only in memory (nothing is ever written to disk)."""
+        from .stores.memory import MemoryLog
+
         header = SessionHeader(id=session_id or uuid7(), timestamp=iso_now(),
                                cwd=cwd if cwd is not None else os.getcwd())
         return cls(MemoryLog(), header=header)
@@ -338,6 +338,8 @@ class Session(TreeLog):
             poll: seconds between looks.
             stop: also stop once this returns true (asked whenever nothing new came).
         """
+        from .stores._follow import follow_log
+
         return follow_log(self._log, idle_timeout=idle_timeout, poll=poll, stop=stop)
 
     def follow(self, *, idle_timeout: float | None = None, poll: float = 0.2,

@@ -20,15 +20,17 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
-from typing import Any, Literal, Protocol, TypeGuard, Union, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, Union, runtime_checkable
 
 import msgspec
 
 from .._scan import Problem, Record
-from .._search import SearchHit
 from ..entries import AnyEntry, SessionHeader
 from ..errors import InvalidLocation
 from ..usage import UsageTotals
+
+if TYPE_CHECKING:
+    from .._search import SearchHit  # search is loaded when a store searches
 
 __all__ = [
     "FollowableLog",
