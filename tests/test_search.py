@@ -199,7 +199,7 @@ def _index_rows(root: Path) -> dict[str, list[int]]:
                             "ORDER BY e.id").fetchall()
     found: dict[str, list[int]] = {}
     for path, entry in rows:
-        found.setdefault(path, []).append(entry)
+        found.setdefault(str(root / path), []).append(entry)
     return found
 
 
@@ -252,7 +252,7 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
     Path(index_path(root)).write_bytes(b"not a database at all" * 100)  # damaged
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 3  # built again
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4  # built again
 
 
 def test_a_folder_without_room_for_an_index_is_searched_all_the_same(root: Path) -> None:
@@ -504,3 +504,15 @@ def test_a_search_while_another_process_holds_the_index_scans_instead(
     assert found[1:] == expected and "way out" in found[0]["snippet"]
     assert os.stat(index_path(root)).st_ino == inode  # kept, not deleted as damaged
     assert _comparable(store.search("handshake")) == found
+
+
+def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:
+    """The index names files relative to its folder: the same folder through a link is not
+    indexed again (a different root string once made every file look gone and new)."""
+    expected = _comparable(JsonlStore(root).search("handshake"))
+    before = _index_rows(root)
+    link = tmp_path / "link"
+    link.symlink_to(root)
+    hits = JsonlStore(link).search("handshake")
+    assert _comparable(hits) == expected and hits[0].session.startswith(str(link))
+    assert _index_rows(root) == before

@@ -40,7 +40,7 @@ __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_NAME", "build", "index_path", "se
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 3
+_VERSION = 4
 _TAIL = 64
 _BUSY_TIMEOUT = 30.0
 """Seconds a search waits for another process's write to the index (a build commits every
@@ -51,6 +51,8 @@ costs about a ``grep -r`` of the folder, and each one leaves the index more comp
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 
 _SCHEMA = (
+    # a file's path is relative to the folder: the index stays good for the folder reached
+    # by another path (a link, a mount)
     "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dev INTEGER, "
     "ino INTEGER, size INTEGER, mtime_ns INTEGER, indexed_to INTEGER, tail BLOB, "
     "session_id TEXT, cwd TEXT, branch BLOB)",
@@ -185,9 +187,10 @@ def refresh(conn: sqlite3.Connection, root: str, *,
     ``budget`` seconds of indexing (``None``: all of it); what is left is returned."""
     deadline = None if budget is None else time.monotonic() + budget
     stats: dict[str, os.stat_result] = {}
+    start = len(os.path.join(root, ""))
     for path in session_files(root):
         try:
-            stats[path] = os.stat(path)
+            stats[path[start:]] = os.stat(path)
         except OSError:
             continue
     stamps = {row[0]: row[1:] for row in conn.execute(
@@ -214,7 +217,7 @@ def refresh(conn: sqlite3.Connection, root: str, *,
         pending: list[Pending] = []
         changed.sort(key=lambda item: item[1].st_size - (item[2].indexed_to if item[2] else 0))
         for path, st, row in changed:  # the least to read first: appends before new files
-            left = _index_file(conn, path, st, row, deadline)
+            left = _index_file(conn, root, path, st, row, deadline)
             if left is not None:
                 pending.append(left)
     except BaseException:
@@ -230,10 +233,11 @@ def _drop(conn: sqlite3.Connection, file_id: int) -> None:
     conn.execute("DELETE FROM entries WHERE file = ?", (file_id,))
 
 
-def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result, row: _Known | None,
-                deadline: float | None) -> Pending | None:
-    """Index what the file holds beyond what is indexed, a chunk at a time until
-    ``deadline``; what is left, if anything."""
+def _index_file(conn: sqlite3.Connection, root: str, name: str, st: os.stat_result,
+                row: _Known | None, deadline: float | None) -> Pending | None:
+    """Index what the file ``name`` (in ``root``) holds beyond what is indexed, a chunk at a
+    time until ``deadline``; what is left, if anything."""
+    path = os.path.join(root, name)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
@@ -256,7 +260,7 @@ def _index_file(conn: sqlite3.Connection, path: str, st: os.stat_result, row: _K
                 session_id, cwd = _session_of(data)
             if row is None:
                 row = _Known(int(conn.execute("INSERT INTO files (path) VALUES (?) RETURNING id",
-                                              (path,)).fetchone()[0]),
+                                              (name,)).fetchone()[0]),
                              0, 0, 0, 0, 0, b"", session_id, cwd)
             if not data or session_id is None:  # the end, or not a session: nothing to index
                 done = True
@@ -375,7 +379,7 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
         rows = _most_recent(conn.execute(_QUERY, {"match": match, "since": since,
                                                   "role": role, "cwd": cwd}))
         found = {(path, offset): (key, candidate) for key, path, offset, candidate in
-                 _read_lines(rows)}
+                 _read_lines(location, rows)}
         for item in _scan(pending, query, role=role, since=since, cwd=cwd):
             place = item.key[2]
             found[(item.session, place)] = (item.key, Candidate(
@@ -386,7 +390,7 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
 
         def current(candidate: Candidate) -> set[str]:
             stored = conn.execute("SELECT branch FROM files WHERE path = ?",
-                                  (candidate.session,)).fetchone()
+                                  (os.path.relpath(candidate.session, location),)).fetchone()
             if stored is not None and stored[0] is not None:
                 return set(_ids.decode(stored[0]))
             ids = computed[candidate.session] = branch(candidate.session)
@@ -397,7 +401,8 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
             try:
                 with conn:
                     conn.executemany("UPDATE files SET branch = ? WHERE path = ?",
-                                     [(_ids_encoder.encode(sorted(ids)), path)
+                                     [(_ids_encoder.encode(sorted(ids)),
+                                       os.path.relpath(path, location))
                                       for path, ids in computed.items()])
             except sqlite3.OperationalError:
                 pass  # busy or read-only: computed again next time
@@ -436,12 +441,15 @@ _ids = msgspec.msgpack.Decoder(list[str])
 _ids_encoder = msgspec.msgpack.Encoder()
 
 
-def _read_lines(rows: list[Any]) -> list[tuple[tuple[int, str, int], str, int, Candidate]]:
-    """Each candidate with its line read again from its file, and its recency order."""
+def _read_lines(root: str, rows: list[Any]
+                ) -> list[tuple[tuple[int, str, int], str, int, Candidate]]:
+    """Each candidate with its line read again from its file (in ``root``), and its recency
+    order."""
     found: list[tuple[tuple[int, str, int], str, int, Candidate]] = []
     descriptors: dict[str, int | None] = {}
     try:
-        for session_id, path, session_cwd, offset, length, ms, _ in rows:
+        for session_id, name, session_cwd, offset, length, ms, _ in rows:
+            path = os.path.join(root, name)
             if path not in descriptors:
                 try:
                     descriptors[path] = os.open(path, os.O_RDONLY)
