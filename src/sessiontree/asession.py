@@ -47,7 +47,6 @@ from ._scan import Problem
 from ._tree import TreeNode
 from .context import SessionContext
 from .entries import AnyEntry, Compaction, Custom, FileDetails, SessionHeader
-from .errors import InvalidLocation
 from .messages import (
     AgentMessage,
     ImageContent,
@@ -60,7 +59,7 @@ from .messages import (
 )
 from .session import Session
 from .stores.base import SessionListing, SessionLog, Store
-from .stores.url import is_url, parse_location
+from .stores.url import is_url, parse_location, stored_session_id
 
 if TYPE_CHECKING:
     from .compaction import CompactionPreparation, CompactionSettings
@@ -127,13 +126,10 @@ class AsyncSession:
         """
         options: dict[str, Any] = {"strict": strict, "warn": warn, "cache_bytes": cache_bytes}
         if store is None and is_url(path) and parse_location(path).kind == "postgres":
-            where = parse_location(path)
-            if where.session_id is None:
-                raise InvalidLocation(f"{path}: name the session with #SESSION_ID (see "
-                                      "'sessiontree ls URL')")
-            owned = await _open_postgres(where.store, read_only=read_only)
+            session_id = stored_session_id(path)
+            owned = await _open_postgres(parse_location(path).store, read_only=read_only)
             try:
-                session = await cls.open(where.session_id, store=owned, **options)
+                session = await cls.open(session_id, store=owned, **options)
             except BaseException:
                 await owned.aclose()
                 raise

@@ -181,15 +181,12 @@ class Session(TreeLog):
     def _open_stored(cls, url: str, *, strict: bool, durable: bool, warn: bool,
                      cache_bytes: int, read_only: bool) -> Session:
         """A session of a database store, by URL; closing the session closes the store."""
-        from .stores.url import open_store, parse_location
+        from .stores.url import open_store, stored_session_id
 
-        where = parse_location(url)
-        if where.session_id is None:
-            raise InvalidLocation(f"{url}: name the session with #SESSION_ID (see "
-                                  "'sessiontree ls URL')")
+        session_id = stored_session_id(url)
         store = open_store(url, durable=durable, read_only=read_only)
         try:
-            log = store.open_log(where.session_id)
+            log = store.open_log(session_id)
         except BaseException:
             store.close()
             raise

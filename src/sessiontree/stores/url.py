@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from .redis import RedisStore
     from .sqlite import SqliteStore
 
-__all__ = ["Location", "check_session_id", "is_url", "open_store", "parse_location"]
+__all__ = ["Location", "check_session_id", "is_url", "open_store", "parse_location",
+           "stored_session_id"]
 
 Kind = Literal["jsonl", "sqlite", "postgres", "redis"]
 _POSTGRES = ("postgresql://", "postgres://")
@@ -65,6 +66,19 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
     if base.startswith(_REDIS):
         return Location("redis", base, session_id)
     return Location("postgres", base, session_id)
+
+
+def stored_session_id(url: str) -> str:
+    """The session id an address of one stored session ends with (``...#SESSION_ID``).
+
+    Raises:
+        InvalidLocation: no ``#SESSION_ID``, or as :func:`parse_location`.
+    """
+    session_id = parse_location(url).session_id
+    if session_id is None:
+        raise InvalidLocation(f"{url}: name the session with #SESSION_ID (see "
+                              "'sessiontree ls URL')")
+    return session_id
 
 
 def open_store(text: str | os.PathLike[str], *, read_only: bool = False, durable: bool = False
