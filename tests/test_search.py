@@ -516,3 +516,15 @@ def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_pat
     hits = JsonlStore(link).search("handshake")
     assert _comparable(hits) == expected and hits[0].session.startswith(str(link))
     assert _index_rows(root) == before
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from(list("abAB _-.1\u0130K\u00e9\u0307\u212a\u03c3\u03a3\u03c2")), max_size=20),
+       st.lists(st.sampled_from(["a", "ab", "b", "1", "\u00e9", "i", "k", "\u03c3", "\u03c2", "ab1"]),
+                min_size=1, max_size=3))
+def test_a_candidate_holds_every_word_among_its_words(text: str, words: list[str]) -> None:
+    """The candidate test looks each word up where it is whole, without listing the text's
+    words: the same answer as the words listed."""
+    from sessiontree._search import holds_words, tokens
+
+    assert holds_words(text, words) == (set(words) <= set(tokens(text)))

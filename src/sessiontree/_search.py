@@ -23,6 +23,7 @@ Invariants:
 from __future__ import annotations
 
 import datetime as _dt
+import functools
 import math
 import re
 from collections.abc import Callable, Container, Iterable, Sequence
@@ -70,10 +71,17 @@ def tokens(text: str) -> list[str]:
 
 
 def holds_words(text: str, words: Iterable[str]) -> bool:
-    """Whether each of ``words`` is one of the words of ``text``: what makes an entry an
+    """Whether each of ``words`` is one of the words of ``text`` (``set(words) <=
+    set(tokens(text))``, without listing every word of a long text): what makes an entry an
     index's candidate (every backend's index finds these, and a scan of bytes too)."""
-    have = set(tokens(text))
-    return all(word in have for word in words)
+    low = text.lower()
+    return all(_whole_word(word).search(low) for word in words)
+
+
+@functools.lru_cache(maxsize=256)
+def _whole_word(word: str) -> re.Pattern[str]:
+    """The word where it is a whole word: a run of letters and digits no longer than it."""
+    return re.compile(rf"(?<![^\W_]){re.escape(word)}(?![^\W_])")
 
 
 class Query(NamedTuple):
