@@ -40,7 +40,7 @@ def main() -> None:
             try:
                 if store is None:
                     store = RedisStore.from_url(url, durable=durable, timeout=2.0,
-                                                lock_timeout=10.0, lease=2.0)
+                                                lock_timeout=10.0)
                 store.append(session_id, [entry])
                 acked.write(entry_id + "\n")
                 break

@@ -96,7 +96,7 @@ def secret_bytes(backend: Backend, session: Session) -> list[str]:
             return found + [f"search row {row[0]}" for row in rows.fetchall()]
     if backend.kind.startswith("redis"):
         store = backend.store
-        meta, lines, _, _ = store.keys(session.id)
+        meta, lines, _ = store.keys(session.id)
         found = [f"line {n}" for n, line in enumerate(store._client.lrange(lines, 0, -1))
                  if SECRET.encode() in line]
         found += [f"listing {key!r}" for key, value in store._client.hgetall(meta).items()

@@ -30,7 +30,14 @@ from ._time import iso_now, new_entry_id, uuid7
 from ._tree import TreeIndex
 from .entries import AnyEntry, Custom, SessionHeader
 from .errors import CorruptLine, DuplicateId, EntryNotFound, InvalidEntry
-from .stores.base import LoadResult, SessionListing, SessionLog, is_indexed, is_refreshable
+from .stores.base import (
+    LoadResult,
+    LogBehind,
+    SessionListing,
+    SessionLog,
+    is_indexed,
+    is_refreshable,
+)
 
 __all__ = ["EntryMaker", "LoadWarning", "TreeLog", "current_branch", "entry_maker"]
 
@@ -381,6 +388,24 @@ class TreeLog:
             InvalidEntry: a duplicate id, a missing parent, or no type.
         """
         items = [dict(e) if isinstance(e, Mapping) else entry_builtins(e) for e in entries]
+        while True:
+            try:
+                records = self._extend_once(items)
+                break
+            except LogBehind:  # others appended first: their lines are read, check again
+                continue
+        for record in records:
+            self._index.add(record)
+        if records:
+            self._leaf = records[-1].id
+        return [r.id for r in records]
+
+    def _extend_once(self, items: list[dict[str, Any]]) -> Sequence[Record]:
+        """One try of :meth:`extend`: the written records.
+
+        Raises:
+            LogBehind: the log refused the lines (see :class:`~.stores.base.LogBehind`).
+        """
         fresh = self._log.begin_append()
         try:
             self._integrate(fresh)
@@ -404,12 +429,7 @@ class TreeLog:
                 self._header_data = _json.loads(header)
         finally:
             self._log.end_append()
-        for record in records:
-            self._index.add(record)
-        if records:
-            self._leaf = records[-1].id
-        return [r.id for r in records]
-
+        return records
 
     def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
         """Write the entry ``make`` makes as the leaf's child; it becomes the leaf."""
@@ -419,7 +439,21 @@ class TreeLog:
     def _append_chain(self, plan: Callable[[], tuple[str | None, Sequence[EntryMaker]]]) -> list[str]:
         """Write the entries ``plan`` makes, each the child of the one before and the first
         under the parent it names, in one write under the writer's lock; ``plan`` runs under
-        the lock, after other writers' entries were read in."""
+        the lock, after other writers' entries were read in (a log without a lock refuses a
+        write that others overtook, and ``plan`` runs again with their entries read in)."""
+        while True:
+            try:
+                return self._append_once(plan)
+            except LogBehind:
+                continue
+
+    def _append_once(self, plan: Callable[[], tuple[str | None, Sequence[EntryMaker]]]
+                     ) -> list[str]:
+        """One try of :meth:`_append_chain`.
+
+        Raises:
+            LogBehind: the log refused the lines (see :class:`~.stores.base.LogBehind`).
+        """
         fresh = self._log.begin_append()
         records: Sequence[Any] = ()
         try:

@@ -504,7 +504,9 @@ class Session(TreeLog):
         Under the writer's lock, with every entry other writers appended read in, the leaf
         moves to the last stored entry and ``plan(leaf)`` returns the parent of the first new
         entry and the entries (on-disk dicts, as for :meth:`append_entry`; each the child of
-        the one before). They are written together; the leaf is the last of them.
+        the one before). They are written together; the leaf is the last of them. Where appends
+        take no lock (Redis: a compare and append), ``plan`` runs again whenever another writer
+        appended first, with their entries read in; only its last answer is written.
 
         Returns:
             The new entries' ids (``[]`` when ``plan`` returned none).

@@ -314,6 +314,7 @@ class SessionTreeSession:
         popped: list[bytes] = []
 
         def plan(branch: _Branch) -> tuple[bool, str | None, list[Any]] | None:
+            popped.clear()  # a plan may run again (Redis: overtaken): only the last one counts
             if not branch.ids:
                 return None
             popped[:] = branch.blobs[-1:]

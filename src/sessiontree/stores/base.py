@@ -38,6 +38,7 @@ __all__ = [
     "IndexedLog",
     "LineStore",
     "LoadResult",
+    "LogBehind",
     "LogHead",
     "LogStore",
     "RefreshableLog",
@@ -113,13 +114,21 @@ class SessionLog(Protocol):
         """Take the writer's lock; return what other writers appended since the last scan."""
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None) -> Sequence[Record]:
-        """Append whole lines (the header first when the log has none); return their records."""
+        """Append whole lines (the header first when the log has none); return their records.
+        A log that takes no lock raises :class:`LogBehind` when others appended first."""
 
     def end_append(self) -> None:
         """Release the writer's lock."""
 
     def close(self) -> None:
         """Release every resource; reads after this fail."""
+
+
+class LogBehind(Exception):
+    """:meth:`SessionLog.write` of a log that appends without a lock (Redis: a compare and
+    append) refused the lines because other writers appended since the log last looked.
+    Nothing was written; the log has read their lines, and the next
+    :meth:`SessionLog.begin_append` hands them over, so the caller plans again."""
 
 
 class LogHead(msgspec.Struct):

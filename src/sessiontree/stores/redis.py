@@ -9,28 +9,36 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   them counted and kept at its first listing by a writable store);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
-* ``P:{ID}:lock``, while a writer appends: its token, with a lease;
 * ``P:{ID}:words``, a sorted set: the search index, ``word position`` for each distinct word
   of each entry (split by :mod:`sessiontree._search`), written by the append script (the hash's
   ``indexed`` field marks a session that has it);
+* ``P:{ID}:tree`` and ``P:{ID}:labels``, hashes: the tree index (position to parent position,
+  segment, depth and the path's last compaction, thinking level change and model source
+  depths; entry id to its current label), written by the append script; the meta hash's
+  ``tree`` field marks a session that has it, which then opens as a :class:`RedisTreeLog`
+  (head, paths and entries read as asked for), else as a :class:`RedisLog` (every line read:
+  sessions stored before it, until :meth:`RedisStore.migrate`);
 * ``P:sessions`` and ``P:cwd:<sha1 of the cwd>``, sorted sets: session ids by modified time,
   what a listing reads instead of the entries.
 
 Invariants:
-* Writers of one session serialize on its lock key, as database writers do on a row lock: a
-  writer takes it (``SET NX PX``, a lease) and reads what others appended in one script, decides,
-  and appends in another, which checks that it still holds the lock and releases it. A writer
-  that dies holding it delays the others by the lease at most.
+* An append is one script, one round trip, and takes no lock (optimistic, as a compare and
+  set): the writer sends how many lines it has read, and the script refuses the batch if the
+  session holds more, returning those lines; the writer reads them in and plans again
+  (:class:`~sessiontree.stores.base.LogBehind`), so a plan always sees every stored line, as
+  under a lock, and a writer that dies mid-append holds nobody up. (Earlier versions took a
+  ``P:{ID}:lock`` key with a lease; it expires by itself and delete removes it.)
 * The append script checks that the session is the one the caller saw (same header line), that
   every id is new and every parent stored (or earlier in the batch), and only then pushes the
   lines and updates the counts, so an append lands whole under the leaf its caller saw or not at
-  all. Sending the same batch again (a retry after a lost reply) finds its lines stored and
-  writes nothing.
+  all. Sending the same batch again (a retry after a lost reply) finds its lines stored where
+  the writer expected them and writes nothing (found anywhere else: ``DuplicateId``).
 * On one server the append script updates the listing's sorted sets too. On a cluster they live
-  in other slots and are updated after the script, as separate commands: a writer that dies in
-  between leaves the session's row right but its place in the order stale until its next
-  append; a listing reads each row from the session's hash, so names and counts are never
-  stale, and skips ids without one.
+  in other slots: ``ZADD XX GT`` to them is sent beside the script (one round trip, not
+  atomic with it): a writer that dies before it leaves the session's place in the order stale
+  until its next append, a refused append may have raised it to the time of the messages it
+  did not store; a listing reads each row from the session's hash, so names and counts are
+  never stale, and skips ids without one.
 * ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
   holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
 * Passwords never appear in :attr:`RedisStore.url`, errors or logs.
@@ -40,13 +48,14 @@ from __future__ import annotations
 
 import hashlib
 import io
+import math
 import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
-from typing import Any
+from typing import Any, overload
 from urllib.parse import unquote, urlsplit
 
 import msgspec
@@ -93,9 +102,9 @@ from ..errors import (
 )
 from ..usage import UsageTotals
 from ._address import redacted, take_option
-from .base import LoadResult, SessionListing, check_session_id
+from .base import LoadResult, LogBehind, LogHead, SessionListing, check_session_id
 
-__all__ = ["RedisLog", "RedisStore", "cluster_seeds"]
+__all__ = ["RedisLog", "RedisStore", "RedisTreeLog", "cluster_seeds"]
 
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
@@ -137,64 +146,103 @@ local function add_usage(meta, spec)
 end
 """ % ", ".join(f"'{field}'" for field in _USAGE_FIELDS)
 
-# KEYS: meta, lines, ids, lock, words, then the listing's sorted sets on one server (on a
-# cluster they are in other slots: updated after the script). ARGV: mode (create | first |
-# append | import), header line, cwd, created, parent, created ms, message count, first
-# message, activity, name set (0/1), name, the writer's lock token ('': no lock), n, then n
-# times: id, parent id ('' for none), line, the line's search words (space-separated); last,
-# the batch's usage (_usage_spec).
-_APPEND = _USAGE_LUA + """
-local meta, lines, ids, lock, words = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
-local mode, header, token = ARGV[1], ARGV[2], ARGV[12]
-if token ~= '' and redis.call('GET', lock) ~= token then return {'lease'} end
+# The tree index, shared by the append and the migration scripts: entry ``p`` (its position,
+# from 1) gets ``tree[p] = "parent position, segment, depth, last compaction, thinking level
+# change and model source depths"`` (0: none). A segment is a run of consecutive positions each
+# the child of the one before; it is named by its first position, so the path to an entry is
+# a few ranges of the lines list, one per segment, found by hopping from segment to segment.
+# ``kind``: 'c' compaction, 't' thinking level change, 'm' model source, '' other. A label
+# entry sets (value: '[label, timestamp]' JSON) or clears ('' ) ``labels[target]``.
+_INDEX_ENTRY = """
+local function index_entry(ids, tree, labels, p, parent, kind, target, value)
+  local ppos, seg, depth, lc, lt, lm = 0, p, 1, 0, 0, 0
+  if parent ~= '' then
+    local at = redis.call('HGET', ids, parent)
+    if at then
+      ppos = tonumber(at)
+      local f = {}
+      for v in string.gmatch(redis.call('HGET', tree, ppos), '%d+') do f[#f + 1] = tonumber(v) end
+      if ppos == p - 1 then seg = f[2] end
+      depth, lc, lt, lm = f[3] + 1, f[4], f[5], f[6]
+    end
+  end
+  if kind == 'c' then lc = depth elseif kind == 't' then lt = depth elseif kind == 'm' then lm = depth end
+  redis.call('HSET', tree, p, ppos .. ' ' .. seg .. ' ' .. depth .. ' ' .. lc .. ' ' .. lt .. ' ' .. lm)
+  if target ~= '' then
+    if value ~= '' then redis.call('HSET', labels, target, value) else redis.call('HDEL', labels, target) end
+  end
+end
+"""
+
+# KEYS: meta, lines, ids, words, tree, labels, then the listing's sorted sets on one server (on
+# a cluster they are in other slots: updated beside the script). ARGV: mode (create | first |
+# append | import | more: an import's later chunk, parents not checked), header line, cwd,
+# created, parent, created ms, message count, first message, activity, name set (0/1), name,
+# the number of lines the writer has read ('': no check), whether a new session's tree can be
+# indexed (1/0: an import whose parents do not all come before their children), n, then n
+# times: id, parent id ('' for none), line, the line's search words (space-separated), kind,
+# label target, label value (see _INDEX_ENTRY); last, the batch's usage (_usage_spec).
+_APPEND = _USAGE_LUA + _INDEX_ENTRY + """
+local meta, lines, ids, words, tree, labels = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local mode, header, seen = ARGV[1], ARGV[2], ARGV[12]
 local stored = redis.call('HGET', meta, 'header')
-if mode == 'append' then
+if mode == 'append' or mode == 'more' then
   if not stored then return {'gone'} end
   if stored ~= header then return {'recreated'} end
-elseif stored and (mode ~= 'first' or stored ~= header) then
+elseif stored and mode == 'first' and stored ~= header then
+  return {'behind', stored, redis.call('LRANGE', lines, 0, -1)}  -- another writer created it
+elseif stored and mode ~= 'first' then
   return {'exists'}
 end
 local function listed(modified)
   local sid = string.match(meta, '{([^}]*)}')
-  for i = 6, #KEYS do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
+  for i = 7, #KEYS do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
 end
-local n = tonumber(ARGV[13])
+local n = tonumber(ARGV[14])
 local batch = {}
 local again = 0
 local first_again = nil
 for i = 0, n - 1 do
-  local id, parent, line = ARGV[14 + 4 * i], ARGV[15 + 4 * i], ARGV[16 + 4 * i]
+  local id, parent, line = ARGV[15 + 7 * i], ARGV[16 + 7 * i], ARGV[17 + 7 * i]
   local at = redis.call('HGET', ids, id)
   if batch[id] then return {'dup', id} end
   if at then
     if redis.call('LINDEX', lines, tonumber(at) - 1) ~= line then return {'dup', id} end
     again = again + 1
     first_again = first_again or tonumber(at)
-  elseif mode ~= 'import' and parent ~= '' and not batch[parent]
+  elseif mode ~= 'import' and mode ~= 'more' and parent ~= '' and not batch[parent]
       and redis.call('HEXISTS', ids, parent) == 0 then
     return {'orphan', id, parent}
   end
   batch[id] = true
 end
 if again > 0 then
-  if again < n then return {'dup', ARGV[14]} end
-  if token ~= '' then redis.call('DEL', lock) end
+  if again < n then return {'dup', ARGV[15]} end
   local modified = tonumber(redis.call('HGET', meta, 'modified'))
   listed(modified)
-  return {'ok', first_again, modified, 1}
+  return {'ok', first_again, modified, 1, 1}
+end
+local first = redis.call('LLEN', lines) + 1
+if seen ~= '' and first - 1 ~= tonumber(seen) then
+  return {'behind', stored or false, redis.call('LRANGE', lines, tonumber(seen), -1)}
 end
 if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
              'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
              'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0,
              'indexed', 1)
+  if ARGV[13] == '1' then redis.call('HSET', meta, 'tree', 1) end
 end
-local first = redis.call('LLEN', lines) + 1
+local indexing = redis.call('HGET', meta, 'tree') == '1'
 for i = 0, n - 1 do
-  redis.call('RPUSH', lines, ARGV[16 + 4 * i])
-  redis.call('HSET', ids, ARGV[14 + 4 * i], first + i)
-  for word in string.gmatch(ARGV[17 + 4 * i], '%S+') do
+  local at = 15 + 7 * i
+  redis.call('RPUSH', lines, ARGV[at + 2])
+  redis.call('HSET', ids, ARGV[at], first + i)
+  for word in string.gmatch(ARGV[at + 3], '%S+') do
     redis.call('ZADD', words, 0, word .. ' ' .. (first + i))
+  end
+  if indexing then
+    index_entry(ids, tree, labels, first + i, ARGV[at + 1], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6])
   end
 end
 redis.call('HINCRBY', meta, 'entries', n)
@@ -216,30 +264,72 @@ local changed = 0
 if modified ~= old or not stored then changed = 1 end
 if not stored then start_usage(meta) end
 add_usage(meta, ARGV[#ARGV])
-if token ~= '' then redis.call('DEL', lock) end
 listed(modified)
-return {'ok', first, modified, changed}
+return {'ok', first, modified, changed, 0}
 """
 
-# KEYS: lock, meta, lines. ARGV: token, lease ms, lines known. Takes the writer's lock and
-# returns {1, header, the lines after the known ones}, or {0} while another writer holds it.
-_LOCK = """
-if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return {0} end
-return {1, redis.call('HGET', KEYS[2], 'header'), redis.call('LRANGE', KEYS[3], ARGV[3], -1)}
+# KEYS: meta, lines, ids, tree, labels. ARGV: n, then for each stored line in order: parent id,
+# kind, label target, label value. Builds the tree index of a session stored before it had
+# one, if it still has n lines; returns 'ok', 'gone' or 'changed'.
+_INDEX_TREE = _INDEX_ENTRY + """
+if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
+local n = tonumber(ARGV[1])
+if redis.call('LLEN', KEYS[2]) ~= n then return 'changed' end
+redis.call('DEL', KEYS[4], KEYS[5])
+for p = 1, n do
+  local at = 2 + 4 * (p - 1)
+  index_entry(KEYS[3], KEYS[4], KEYS[5], p, ARGV[at], ARGV[at + 1], ARGV[at + 2], ARGV[at + 3])
+end
+redis.call('HSET', KEYS[1], 'tree', 1)
+return 'ok'
 """
 
-# KEYS: lock. ARGV: token. Releases the lock if this writer still holds it.
-_UNLOCK = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
+# KEYS: meta, lines. A session's header line, entry count, name, whether it has a tree index
+# ('1') and last line; {} when there is no session.
+_HEAD = """
+local m = redis.call('HMGET', KEYS[1], 'header', 'entries', 'name', 'tree')
+if not m[1] then return {} end
+return {m[1], m[2] or '0', m[3] or '', m[4] or '', redis.call('LINDEX', KEYS[2], -1) or ''}
 """
 
-# KEYS: meta, lines, ids, lock, words. Returns the session's cwd, or false when there is no
-# session.
+# KEYS: ids, lines. ARGV: an entry id. {position, line}, or false for no such entry.
+_RECORD = """
+local at = redis.call('HGET', KEYS[1], ARGV[1])
+if not at then return false end
+return {at, redis.call('LINDEX', KEYS[2], tonumber(at) - 1)}
+"""
+
+# KEYS: meta, ids, tree. ARGV: an entry id. The path to the entry as segments, from its own
+# back to the root's: {last compaction, thinking and model depths, depth, then for each
+# segment: its first position and the position where the path leaves it}; {} when there is
+# no such entry or the session has no tree index.
+_PATH = """
+local at = redis.call('HGET', KEYS[2], ARGV[1])
+if not at or redis.call('HGET', KEYS[1], 'tree') ~= '1' then return {} end
+local function fields(p)
+  local f = {}
+  for v in string.gmatch(redis.call('HGET', KEYS[3], p), '%d+') do f[#f + 1] = tonumber(v) end
+  return f
+end
+local p = tonumber(at)
+local f = fields(p)
+local out = {f[4], f[5], f[6], f[3]}
+while true do
+  out[#out + 1] = f[2]
+  out[#out + 1] = p
+  local parent = fields(f[2])[1]
+  if parent == 0 then return out end
+  p = parent
+  f = fields(p)
+end
+"""
+
+# KEYS: every key of the session (meta first). Returns the session's cwd, or false when there
+# is no session.
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
-redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
+redis.call('DEL', unpack(KEYS))
 return cwd
 """
 
@@ -362,7 +452,7 @@ class RedisStore(StoredEntries):
 
     def __init__(self, url: str, *, prefix: str | None = None, read_only: bool = False,
                  durable: bool = False, replicas: int = 1, timeout: float = 5.0,
-                 lock_timeout: float = 10.0, lease: float = 5.0) -> None:
+                 lock_timeout: float = 10.0) -> None:
         """Connect and check that the server answers.
 
         Args:
@@ -373,8 +463,8 @@ class RedisStore(StoredEntries):
             replicas: how many replicas a durable append waits for.
             timeout: seconds for a connection and a reply; a durable append's ``WAIT`` waits
                 half of it.
-            lock_timeout: seconds an append waits for another writer of the session.
-            lease: seconds a writer's lock lasts if it dies holding it.
+            lock_timeout: seconds an append keeps trying while other writers of the session
+                append first (:class:`~sessiontree.errors.SessionLockedError` after).
 
         Raises:
             InvalidLocation: not a Redis address, or a bad prefix.
@@ -390,7 +480,6 @@ class RedisStore(StoredEntries):
         self.replicas = replicas
         self._timeout = timeout
         self.lock_timeout = lock_timeout
-        self._lease_ms = max(1, int(lease * 1000))
         self.cluster = "+cluster://" in base
         options: dict[str, Any] = {"socket_timeout": timeout,
                                    "socket_connect_timeout": timeout}
@@ -425,16 +514,18 @@ class RedisStore(StoredEntries):
         self._replace_script = self._client.register_script(_REPLACE)
         self._reindex_script = self._client.register_script(_REINDEX)
         self._keep_usage_script = self._client.register_script(_KEEP_USAGE)
-        self._lock_script = self._client.register_script(_LOCK)
-        self._unlock_script = self._client.register_script(_UNLOCK)
+        self._index_tree_script = self._client.register_script(_INDEX_TREE)
+        self._path_script = self._client.register_script(_PATH)
+        self._head_script = self._client.register_script(_HEAD)
+        self._record_script = self._client.register_script(_RECORD)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str | None = None, read_only: bool = False,
                  durable: bool = False, replicas: int = 1, timeout: float = 5.0,
-                 lock_timeout: float = 10.0, lease: float = 5.0) -> RedisStore:
+                 lock_timeout: float = 10.0) -> RedisStore:
         """The store at ``url``; use it as a context manager. See :meth:`__init__`."""
         return cls(url, prefix=prefix, read_only=read_only, durable=durable,
-                   replicas=replicas, timeout=timeout, lock_timeout=lock_timeout, lease=lease)
+                   replicas=replicas, timeout=timeout, lock_timeout=lock_timeout)
 
     @property
     def url(self) -> str:
@@ -447,15 +538,29 @@ class RedisStore(StoredEntries):
 
     # -- keys and commands ------------------------------------------------------------------
 
-    def keys(self, session_id: str) -> tuple[str, str, str, str]:
-        """The session's meta, lines, ids and lock keys (one slot: the id is their hash tag)."""
+    def keys(self, session_id: str) -> tuple[str, str, str]:
+        """The session's meta, lines and ids keys (one slot: the id is their hash tag)."""
         tag = f"{self.prefix}:{{{session_id}}}"
-        return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids", f"{tag}:lock"
+        return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids"
 
     def words_key(self, session_id: str) -> str:
         """The session's search index: a sorted set of ``word position`` members (all at score
         0, so a word's positions are one ``ZRANGEBYLEX``), in the session's slot."""
         return f"{self.prefix}:{{{session_id}}}:words"
+
+    def tree_keys(self, session_id: str) -> tuple[str, str]:
+        """The session's tree index (see ``_INDEX_ENTRY``): a hash of position to parent
+        position, segment, depth and the path's last compaction, thinking level change and
+        model source; and a hash of entry id to its current label (``[label, timestamp]``)."""
+        tag = f"{self.prefix}:{{{session_id}}}"
+        return f"{tag}:tree", f"{tag}:labels"
+
+    def session_keys(self, session_id: str) -> list[str]:
+        """Every key a session may have (all in its slot), what deleting it removes: the lock
+        key is one earlier versions took while appending."""
+        tag = f"{self.prefix}:{{{session_id}}}"
+        return [*self.keys(session_id), self.words_key(session_id), *self.tree_keys(session_id),
+                f"{tag}:lock"]
 
     def _index_keys(self, cwd: str | None) -> list[str]:
         keys = [f"{self.prefix}:sessions"]
@@ -479,39 +584,83 @@ class RedisStore(StoredEntries):
             raise ReadOnlyStore("the store was opened read-only; nothing was written",
                                 path=self.url)
 
-    def _run_append(self, session_id: str, args: list[Any], cwd: str) -> list[Any]:
-        """The append script on the session's slot (``WAIT`` after it when durable); on one
-        server it updates the listing's sorted sets too."""
-        keys = [*self.keys(session_id), self.words_key(session_id)]
+    def _run_append(self, session_id: str, args: list[Any], cwd: str,
+                    listed: int | None = None) -> tuple[list[Any], bool]:
+        """The append script on the session's slot (``WAIT`` after it when durable), and
+        whether the listing's sorted sets are updated: on one server the script does it; on a
+        cluster, when ``listed`` (the batch's modified time) is given and the append is not
+        durable, ``ZADD XX GT`` to them is sent beside the script, every node written to
+        before any reply is read (one round trip); the script alone again, redirections
+        followed, if its node did not run it."""
+        keys = [*self.keys(session_id), self.words_key(session_id), *self.tree_keys(session_id)]
         with self._errors(writing=True):
             if not self.cluster:
-                return self._pipelined(self._client, keys + self._index_keys(cwd), args)
-            node = self._client.get_node_from_key(keys[0])
-            asking = False
-            for attempt in range(10):
+                return self._pipelined(self._client, keys + self._index_keys(cwd), args), True
+            if listed is not None and not self.durable:
+                script = ("EVALSHA", self._append_script.sha, len(keys), *keys, *args)
+                sends = [(keys[0], script)] + [(key, ("ZADD", key, "XX", "GT", listed, session_id))
+                                               for key in self._index_keys(cwd)]
+                replies = self._side_by_side(sends)
+                if not isinstance(replies[0], Exception):
+                    return replies[0], not any(isinstance(r, Exception) for r in replies[1:])
+            return self._redirected(session_id, keys, args), False
+
+    def _side_by_side(self, sends: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
+        """One command per key, each to the node holding the key's slot: all written before
+        any reply is read; the replies in order (a redis error in place of its reply)."""
+        taken: list[tuple[Any, Any]] = []
+        replies: list[Any] = []
+        try:
+            for key, command in sends:
+                node = self._client.get_node_from_key(key)
+                pool = self._client.get_redis_connection(node).connection_pool
+                connection = pool.get_connection()
+                taken.append((pool, connection))
+                connection.send_command(*command)
+            for _, connection in taken:
                 try:
-                    return self._pipelined(self._client.get_redis_connection(node), keys, args,
-                                           asking=asking)
-                except rx.MovedError:
+                    replies.append(connection.read_response())
+                except rx.ResponseError as exc:  # MOVED, ASK, NOSCRIPT, ...: the caller decides
+                    replies.append(exc)
+        except BaseException:
+            for _, connection in taken:
+                connection.disconnect()  # a reply may be left unread on it
+            raise
+        finally:
+            for pool, connection in taken:
+                pool.release(connection)
+        return replies
+
+    def _redirected(self, session_id: str, keys: list[str], args: list[Any]) -> list[Any]:
+        """The append script on the connection of the node holding the session's slot,
+        following ``MOVED``, ``ASK`` and ``TRYAGAIN`` itself (a durable append's ``WAIT`` must
+        go on the script's connection)."""
+        node = self._client.get_node_from_key(keys[0])
+        asking = False
+        for attempt in range(10):
+            try:
+                return self._pipelined(self._client.get_redis_connection(node), keys, args,
+                                       asking=asking)
+            except rx.MovedError:
+                self._client.nodes_manager.initialize()
+                node, asking = self._client.get_node_from_key(keys[0]), False
+            except rx.AskError as exc:
+                node = self._client.get_node(host=exc.host, port=exc.port)
+                if node is None:
                     self._client.nodes_manager.initialize()
-                    node, asking = self._client.get_node_from_key(keys[0]), False
-                except rx.AskError as exc:
-                    node = self._client.get_node(host=exc.host, port=exc.port)
-                    if node is None:
-                        self._client.nodes_manager.initialize()
-                        node = self._client.get_node_from_key(keys[0])
-                    asking = node is not None
-                except rx.TryAgainError:  # a slot half moved: its keys are in two places
-                    time.sleep(0.02 * (attempt + 1))
-                    node, asking = self._client.get_node_from_key(keys[0]), False
-                except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError):
-                    try:
-                        self._client.nodes_manager.initialize()  # learn the failover
-                    except (rx.RedisError, rx.RedisClusterException):
-                        pass
-                    raise
-            raise StoreUnavailable("the cluster kept redirecting the append; retry",
-                                   path=self.session_url(session_id))
+                    node = self._client.get_node_from_key(keys[0])
+                asking = node is not None
+            except rx.TryAgainError:  # a slot half moved: its keys are in two places
+                time.sleep(0.02 * (attempt + 1))
+                node, asking = self._client.get_node_from_key(keys[0]), False
+            except (rx.ConnectionError, rx.TimeoutError, rx.ClusterDownError):
+                try:
+                    self._client.nodes_manager.initialize()  # learn the failover
+                except (rx.RedisError, rx.RedisClusterException):
+                    pass
+                raise
+        raise StoreUnavailable("the cluster kept redirecting the append; retry",
+                               path=self.session_url(session_id))
 
     def _pipelined(self, client: Any, keys: list[str], args: list[Any], *,
                    asking: bool = False) -> list[Any]:
@@ -537,8 +686,16 @@ class RedisStore(StoredEntries):
         return result  # type: ignore[no-any-return]
 
     def _appended(self, session_id: str, mode: str, header_line: bytes,
-                  lines: Sequence[bytes], records: Sequence[Record], token: str = "") -> int:
-        """Run an append (or a create, or an import) and update the listing's order.
+                  lines: Sequence[bytes], records: Sequence[Record],
+                  seen: int | None = None, *, regular: bool = True) -> int:
+        """Run an append (or a create, or an import and its later chunks: ``more``) and update
+        the listing's order.
+
+        Args:
+            seen: how many entry lines the writer has read: the append is refused
+                (:class:`_Behind`) if the session holds more (``None``: no check).
+            regular: an import whose parents all come before their children (it gets a tree
+                index).
 
         Returns:
             The first line's position in the session's list (from 1; where they were already
@@ -550,7 +707,7 @@ class RedisStore(StoredEntries):
         cwd, created, parent = (_field(header, "cwd"), _field(header, "timestamp"),
                                 _field(header, "parentSession"))
         created_ms = iso_to_ms(created) if created else None
-        if mode != "append" and self.cluster:
+        if mode in ("create", "first", "import") and self.cluster:
             self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
         stats = ListingStats()
         parsed = [line for line in map(listing_line, lines) if line is not None]
@@ -560,16 +717,20 @@ class RedisStore(StoredEntries):
             mode, header_line, _text(cwd), _text(created), _text(parent),
             "" if created_ms is None else created_ms, stats.messages, _text(stats.first),
             "" if stats.activity is None else repr(stats.activity), int(named),
-            _text(stats.name or ""), token, len(lines)]
+            _text(stats.name or ""), "" if seen is None else seen,
+            int(regular), len(lines)]
         for record, line in zip(records, lines):
-            args += [_text(record.id), _text(record.parent_id or ""), line, _words(line)]
+            args += [_text(record.id), _text(record.parent_id or ""), line, _words(line),
+                     *_tree_fields(record)]
         args.append(_usage_spec(stats, parsed))
-        reply = self._run_append(session_id, args, cwd)
+        listed = None  # an append's new place in the listing's order, sent beside the script
+        if mode == "append" and stats.activity is not None and stats.activity > 0:
+            listed = math.floor(stats.activity)
+        reply, indexed = self._run_append(session_id, args, cwd, listed)
         status = reply[0].decode()
         where = self.session_url(session_id)
-        if status == "lease":
-            raise ConcurrentModification("this writer's lock on the session expired (its lease "
-                                         "ran out); nothing was written", path=where)
+        if status == "behind":
+            raise _Behind(reply[1] or None, reply[2])
         if status == "gone":
             raise ConcurrentModification("the session was deleted meanwhile; nothing was "
                                          "written", path=where)
@@ -584,10 +745,14 @@ class RedisStore(StoredEntries):
                               entry_id=entry)
         if status == "orphan":
             entry, parent_id = reply[1].decode(), reply[2].decode()
-            raise ConcurrentModification(f"parent {parent_id} of {entry} is not in the session;"
-                                         " nothing was written", path=where, entry_id=entry)
+            raise InvalidEntry(f"parent {parent_id} of {entry} is not in the session; nothing "
+                               "was written", path=where, entry_id=entry)
         first, modified, changed = int(reply[1]), int(reply[2]), bool(reply[3])
-        if changed and self.cluster:  # on one server the script did it
+        if reply[4] and seen is not None and first - 1 != seen:
+            # stored already, but not where this writer expects its lines: not its own retry
+            raise DuplicateId(f"id {records[0].id} is already in the session (an earlier try "
+                              "stored this batch)", path=where, entry_id=records[0].id)
+        if changed and not indexed:
             self._index(cwd, session_id, modified)
         return first
 
@@ -659,7 +824,7 @@ class RedisStore(StoredEntries):
             assert stats.usage is not None
             totals.append(stats.usage)
             if not self.read_only:
-                meta, lines_key, _, _ = self.keys(session_id)
+                meta, lines_key, _ = self.keys(session_id)
                 with self._errors(writing=True):
                     self._keep_usage_script(keys=[meta, lines_key], args=[
                         header, len(lines), _usage_spec(stats, parsed)], client=self._client)
@@ -688,8 +853,7 @@ class RedisStore(StoredEntries):
         self._writable()
         check_session_id(session_id)
         with self._errors(writing=True):
-            cwd = self._delete_script(keys=[*self.keys(session_id), self.words_key(session_id)],
-                                      client=self._client)
+            cwd = self._delete_script(keys=self.session_keys(session_id), client=self._client)
         if cwd is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
         with self._errors(writing=True):
@@ -718,20 +882,35 @@ class RedisStore(StoredEntries):
         found = self._query(lambda pipe: [pipe.exists(self.keys(sid)[0]) for sid in ids])
         return [sid for sid, there in zip(ids, found) if there]
 
-    def open_log(self, session_id: str) -> RedisLog:
-        """The log of a stored session.
+    def open_log(self, session_id: str) -> RedisLog | RedisTreeLog:
+        """The log of a stored session: with a tree index, one script reads its head (header,
+        counts, name, last line); without (stored by an earlier version, see :meth:`migrate`),
+        every line is read.
 
         Raises:
             SessionNotFound: no such session.
         """
-        log = RedisLog(self, check_session_id(session_id))
-        if log.header_line is None:
+        meta, lines, _ = self.keys(check_session_id(session_id))
+        with self._errors():
+            head = self._head_script(keys=[meta, lines], client=self._client)
+        if not head:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
-        return log
+        header_line, entries, name, tree, last = head
+        if tree != b"1":
+            log = RedisLog(self, session_id)
+            if log.header_line is None:  # deleted in between
+                raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+            return log
+        header = _json.loads(header_line)
+        count = int(entries or 0)
+        return RedisTreeLog(self, session_id, header_line, LogHead(
+            header if isinstance(header, dict) else None, count,
+            _record_at(last, count) if count else None,
+            name.decode("utf-8", "surrogatepass") if name else None))
 
-    def new_log(self, header: SessionHeader) -> RedisLog:
-        """The log of a new session, stored at its first append."""
-        return RedisLog(self, check_session_id(header.id), fetch=False)
+    def new_log(self, header: SessionHeader) -> RedisTreeLog:
+        """The log of a new session, stored (with its tree index) at its first append."""
+        return RedisTreeLog(self, check_session_id(header.id), None, LogHead(None, 0, None, None))
 
     def export_lines(self, session_id: str) -> tuple[bytes, Iterator[bytes]]:
         """A session's header line and its entry lines in append order, as stored.
@@ -739,12 +918,65 @@ class RedisStore(StoredEntries):
         Raises:
             SessionNotFound: no such session.
         """
-        log = self.open_log(session_id)
-        assert log.header_line is not None
-        return log.header_line, iter(log.entry_lines)
+        meta, lines, _ = self.keys(check_session_id(session_id))
+        header, stored = self._query(lambda pipe: (pipe.hget(meta, "header"),
+                                                   pipe.lrange(lines, 0, -1)))
+        if header is None:
+            raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+        return header, iter(stored)
+
+    def migrate(self) -> int:
+        """Give every session stored before the tree index one (:meth:`index_tree`), so that
+        opening it reads its head and paths, not every line; returns how many got one.
+        Sessions that cannot have one (orphans, parents named before they came: imported
+        damaged files) keep being read whole."""
+        done = 0
+        for session_id in self.session_ids():
+            meta = self.keys(session_id)[0]
+            with self._errors():
+                tree = self._client.hget(meta, "tree")
+            if tree != b"1" and self.index_tree(session_id):
+                done += 1
+        return done
+
+    def index_tree(self, session_id: str) -> bool:
+        """Build the tree index of one session stored before it had one, in one script on its
+        slot (retried if an append came in between); ``False`` when the session cannot have
+        one (see :meth:`migrate`).
+
+        Raises:
+            SessionNotFound: no such session.
+        """
+        self._writable()
+        meta, lines_key, ids = self.keys(check_session_id(session_id))
+        while True:
+            header, lines = self._query(lambda pipe: (pipe.hget(meta, "header"),
+                                                      pipe.lrange(lines_key, 0, -1)))
+            if header is None:
+                raise SessionNotFound(f"no session {session_id} in this store",
+                                      path=self.url)
+            records = _envelopes(lines)
+            if not _regular(records):
+                return False
+            args: list[Any] = [len(lines)]
+            for record in records:
+                args += [_text(record.parent_id or ""), *_tree_fields(record)]
+            with self._errors(writing=True):
+                status = self._index_tree_script(
+                    keys=[meta, lines_key, ids, *self.tree_keys(session_id)], args=args,
+                    client=self._client).decode()
+            if status == "gone":
+                raise SessionNotFound(f"no session {session_id} in this store",
+                                      path=self.url)
+            if status == "ok":
+                return True
 
     def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
-        """Store a whole session (header and entry lines, exact bytes) in one script.
+        """Store a whole session (header and entry lines, exact bytes): one script per
+        ``_IMPORT_CHUNK`` lines (a script blocks its server while it runs: a 100,000-entry
+        session in one would hold it for a minute), each checking that the session holds what
+        the ones before stored; if one fails, the part stored is deleted again (a writer that
+        dies in between leaves it: delete it and import again).
 
         Entries may name a parent that is not there (an orphan, as files may hold); ids must
         be unique.
@@ -757,7 +989,20 @@ class RedisStore(StoredEntries):
         header = _json.loads(header_line)
         session_id = check_session_id(header.get("id") if isinstance(header, dict) else None)
         records = _envelopes(lines)
-        self._appended(session_id, "import", header_line, lines, records)
+        regular = _regular(records)
+        self._appended(session_id, "import", header_line, lines[:_IMPORT_CHUNK],
+                       records[:_IMPORT_CHUNK], regular=regular)
+        try:
+            for start in range(_IMPORT_CHUNK, len(lines), _IMPORT_CHUNK):
+                end = start + _IMPORT_CHUNK
+                self._appended(session_id, "more", header_line, lines[start:end],
+                               records[start:end], start, regular=regular)
+        except BaseException:
+            try:
+                self.delete(session_id)
+            except SessionTreeError:
+                pass
+            raise
         return session_id
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
@@ -771,7 +1016,7 @@ class RedisStore(StoredEntries):
         """
         self._writable()
         check_session_id(session_id)
-        meta, lines_key, ids, _ = self.keys(session_id)
+        meta, lines_key, ids = self.keys(session_id)
         first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
                                                     pipe.hget(ids, entry_id)))
         where = self.session_url(session_id)
@@ -805,7 +1050,7 @@ class RedisStore(StoredEntries):
         """
         self._writable()
         check_session_id(session_id)
-        meta, lines_key, _, _ = self.keys(session_id)
+        meta, lines_key, _ = self.keys(session_id)
         with self._errors():
             lines = self._client.lrange(lines_key, 0, -1)
         with self._errors(writing=True):
@@ -901,6 +1146,39 @@ class RedisStore(StoredEntries):
                 time.sleep(poll)
 
 
+class _Behind(Exception):
+    """The append script refused a batch: the session holds lines its writer has not read
+    (they come with it, and the header when the writer had not seen the session stored)."""
+
+    def __init__(self, header: bytes | None, lines: list[bytes]) -> None:
+        super().__init__("other writers appended first")
+        self.header = header
+        self.lines = lines
+
+
+def _regular(records: Sequence[Record]) -> bool:
+    """Whether every parent comes before its child (what the tree index can hold: no orphan,
+    no parent named before it came)."""
+    seen: set[str] = set()
+    for record in records:
+        if record.parent_id is not None and record.parent_id not in seen:
+            return False
+        seen.add(record.id)
+    return True
+
+
+def _tree_fields(record: Record) -> tuple[str, bytes, bytes]:
+    """An entry's kind, label target and label value for the tree index (``_INDEX_ENTRY``)."""
+    kind = record.type
+    code = ("c" if kind == "compaction" else "t" if kind == "thinking_level_change" else
+            "m" if kind == "model_change" or (kind == "message" and record.role == "assistant")
+            else "")
+    if kind != "label" or record.target_id is None:
+        return code, b"", b""
+    value = _json.dumps([record.label, record.timestamp]) if record.label else b""
+    return code, _text(record.target_id), value
+
+
 def _field(header: Mapping[str, Any], key: str) -> str:
     """A header's text field ('' when missing or not a string)."""
     value = header.get(key)
@@ -952,20 +1230,17 @@ def _envelopes(lines: Sequence[bytes]) -> list[Record]:
         raise InvalidEntry(str(exc)) from None
 
 
-class RedisLog:
-    """One stored session: its lines read with one ``LRANGE`` and kept, later lines fetched as
-    other writers append them; an append holds the session's lock from :meth:`begin_append` to
-    the script that writes (or :meth:`end_append`)."""
+class _Appends:
+    """What both Redis logs share: the address, and appending as one script that refuses the
+    batch when others appended since the log looked (optimistic, no lock: :meth:`write`).
+    A log says how many entry lines it has seen, reads in lines others stored (``_fresh``) and
+    keeps what it wrote (``_kept``)."""
 
-    def __init__(self, store: RedisStore, session_id: str, *, fetch: bool = True) -> None:
-        self.store = store
-        self.session_id = session_id
-        self.header_line: bytes | None = None
-        self.entry_lines: list[bytes] = []
-        self._size = 0  # bytes of the JSONL form so far (the records' offsets)
-        self._token: str | None = None  # the writer's lock, while held
-        if fetch:
-            self._fetch_head()
+    store: RedisStore
+    session_id: str
+    header_line: bytes | None
+    _pending: LoadResult | None  # what a refused append brought, not handed over yet
+    _since: float  # when the append being retried began
 
     @property
     def location(self) -> None:
@@ -976,28 +1251,116 @@ class RedisLog:
         return self.store.session_url(self.session_id)
 
     @property
-    def lines(self) -> list[bytes]:
-        """The header line and the entry lines read so far (what a listing of this log reads)."""
-        return ([self.header_line] if self.header_line is not None else []) + self.entry_lines
+    def seen(self) -> int:
+        """How many entry lines this log has read or written."""
+        raise NotImplementedError
 
-    def _fetch_head(self) -> None:
-        meta, lines, _, _ = self.store.keys(self.session_id)
+    def _fresh(self, header: bytes | None, lines: Sequence[bytes]) -> LoadResult | None:
+        raise NotImplementedError
+
+    def _kept(self, records: Sequence[FileRecord], lines: Sequence[bytes]) -> None:
+        raise NotImplementedError
+
+    def begin_append(self) -> LoadResult | None:
+        """Nothing to wait for: an append takes no lock (the append script refuses a batch
+        when others appended since this log looked, see :meth:`write`); hands over the lines
+        such a refusal brought."""
+        self.store._writable()
+        fresh, self._pending = self._pending, None
+        if fresh is None:
+            self._since = time.monotonic()
+        return fresh
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
+        """Append in one script (one round trip), if no other writer appended since this log
+        last looked.
+
+        Raises:
+            LogBehind: others appended first; nothing was written, their lines are read and
+                the next :meth:`begin_append` hands them over.
+            SessionLockedError: others kept appending first for the store's ``lock_timeout``.
+        """
+        mode = "append"
+        if self.header_line is None:
+            if header_line is None:
+                raise ValueError("the log has no header and none was given")
+            mode = "first"
+        head = self.header_line or header_line
+        assert head is not None
+        scratch = Scanner(None)
+        records = [scratch.entry_record(line, 0) for line in lines]
+        seen = self.seen
+        try:
+            first = self.store._appended(self.session_id, mode, head, lines, records, seen)
+        except _Behind as behind:
+            if self.header_line is not None and behind.header not in (None, self.header_line):
+                raise ConcurrentModification("the session was deleted or created again since it "
+                                             "was read", path=self.url) from None
+            self._pending = self._fresh(behind.header, behind.lines)
+            if time.monotonic() - self._since > self.store.lock_timeout:
+                raise SessionLockedError(f"other writers kept appending first for "
+                                         f"{self.store.lock_timeout:g}s", path=self.url) from None
+            raise LogBehind(self.url) from None
+        if self.header_line is None:
+            self.header_line = head
+        if first - 1 != seen:
+            raise ConcurrentModification(f"the entries landed at line {first + 1}, not after the "
+                                         f"{seen} this writer read", path=self.url)
+        self._kept(records, lines)
+        return records
+
+    def end_append(self) -> None:
+        """Nothing: an append holds no lock."""
+
+    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
+        """Lines appended after the last one this log has read, as they land."""
+        return self.store.follow(self.session_id, self.seen, poll=poll, stop=stop)
+
+
+def _load_lines(header_line: bytes, lines: Sequence[bytes]) -> tuple[LoadResult, int]:
+    """Every envelope of a session's lines, scanned as its JSONL form (the file scanner's batch
+    decoding), and that form's size."""
+    records = Columns()
+    scanner = Scanner(None, records)
+    text = b"\n".join([header_line, *lines]) + b"\n"
+    scanner.scan(io.BytesIO(text))
+    scanner.finish()
+    scanner.records = []
+    return LoadResult(scanner.header, scanner.header_line, records, scanner.problems), len(text)
+
+
+class RedisLog(_Appends):
+    """A session stored before the tree index (or that cannot have one: an import with
+    orphans): its lines read with one ``LRANGE`` and kept, later lines fetched as other writers
+    append them (:meth:`RedisStore.migrate` gives it the index)."""
+
+    def __init__(self, store: RedisStore, session_id: str) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.entry_lines: list[bytes] = []
+        self._size = 0  # bytes of the JSONL form so far (the records' offsets)
+        self._pending = None
+        self._since = 0.0
+        meta, lines, _ = self.store.keys(self.session_id)
         header, fresh = self.store._query(lambda pipe: (pipe.hget(meta, "header"),
                                                         pipe.lrange(lines, 0, -1)))
         self.header_line = header
         self.entry_lines = list(fresh) if header is not None else []
 
+    @property
+    def seen(self) -> int:
+        return len(self.entry_lines)
+
+    @property
+    def lines(self) -> list[bytes]:
+        """The header line and the entry lines read so far (what a listing of this log reads)."""
+        return ([self.header_line] if self.header_line is not None else []) + self.entry_lines
+
     def load(self) -> LoadResult:
         if self.header_line is None:
             return LoadResult(None, 1, [], [])
-        records = Columns()
-        scanner = Scanner(None, records)
-        text = b"\n".join([self.header_line, *self.entry_lines]) + b"\n"  # its JSONL form
-        scanner.scan(io.BytesIO(text))  # the file scanner's batch decoding
-        scanner.finish()
-        self._size = len(text)
-        scanner.records = []
-        return LoadResult(scanner.header, scanner.header_line, records, scanner.problems)
+        loaded, self._size = _load_lines(self.header_line, self.entry_lines)
+        return loaded
 
     def read(self, record: Record) -> bytes:
         return self.entry_lines[record.line - 2]
@@ -1012,8 +1375,7 @@ class RedisLog:
             if header is None:
                 return None
             self.header_line, self.entry_lines = header, list(lines)
-            loaded = self.load()
-            return loaded
+            return self.load()
         if not lines:
             return None
         scanner = Scanner(None)
@@ -1026,91 +1388,260 @@ class RedisLog:
         records: list[Record] = list(scanner.records)  # type: ignore[arg-type]  # a plain list
         return LoadResult(None, 1, records, list(scanner.problems))
 
-    def refresh(self) -> LoadResult | None:
-        """The lines other writers appended since this log last looked (no lock taken)."""
-        if self.header_line is None:
-            meta, lines, _, _ = self.store.keys(self.session_id)
-            header, fresh = self.store._query(lambda pipe: (pipe.hget(meta, "header"),
-                                                            pipe.lrange(lines, 0, -1)))
-            return self._fresh(header, fresh)
-        with self.store._errors():
-            fresh = self.store._client.lrange(self.store.keys(self.session_id)[1],
-                                              len(self.entry_lines), -1)
-        return self._fresh(self.header_line, fresh)
-
-    def begin_append(self) -> LoadResult | None:
-        """Take the session's lock (waiting up to the store's ``lock_timeout``) and read what
-        other writers appended.
-
-        Raises:
-            SessionLockedError: another writer held the lock all that time.
-        """
-        store = self.store
-        store._writable()
-        meta, lines, _, lock = store.keys(self.session_id)
-        token = os.urandom(12).hex()
-        deadline = time.monotonic() + store.lock_timeout
-        pause = 0.001
-        while True:
-            with store._errors(writing=True):
-                got = store._lock_script(keys=[lock, meta, lines],
-                                         args=[token, store._lease_ms, len(self.entry_lines)],
-                                         client=store._client)
-            if got[0] == 1:
-                break
-            if time.monotonic() >= deadline:
-                raise SessionLockedError(f"another writer held the session's lock for "
-                                         f"{store.lock_timeout:g}s", path=self.url)
-            time.sleep(pause)
-            pause = min(pause * 2, 0.05)
-        self._token = token
-        try:
-            if self.header_line is not None and got[1] != self.header_line:
-                raise ConcurrentModification(
-                    "the session was deleted or created again since it was read", path=self.url)
-            return self._fresh(got[1], got[2])
-        except BaseException:
-            self.end_append()
-            raise
-
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
-        mode = "append"
-        if self.header_line is None:
-            if header_line is None:
-                raise ValueError("the log has no header and none was given")
-            mode = "first"
-        head = self.header_line or header_line
-        assert head is not None
-        scratch = Scanner(None)
-        records = [scratch.entry_record(line, 0) for line in lines]
-        first = self.store._appended(self.session_id, mode, head, lines, records,
-                                     self._token or "")
-        self._token = None  # the script released it
-        if self.header_line is None:
-            self.header_line = head
-            self._size = len(head) + 1
-        if first - 1 != len(self.entry_lines):
-            raise ConcurrentModification(f"the entries landed at line {first + 1}, not after the "
-                                         f"{len(self.entry_lines)} this writer read",
-                                         path=self.url)
+    def _kept(self, records: Sequence[FileRecord], lines: Sequence[bytes]) -> None:
+        if not self.entry_lines and not self._size and self.header_line is not None:
+            self._size = len(self.header_line) + 1
         for record, line in zip(records, lines):
             record.line = len(self.entry_lines) + 2
             record.offset = self._size
             self._size += len(line) + 1
             self.entry_lines.append(line)
-        return records
 
-    def end_append(self) -> None:
-        """Release the lock if :meth:`write` did not."""
-        token, self._token = self._token, None
-        if token is not None:
-            with self.store._errors(writing=True):
-                self.store._unlock_script(keys=[self.store.keys(self.session_id)[3]],
-                                          args=[token], client=self.store._client)
-
-    def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
-        """Lines appended after the last one this log has read, as they land."""
-        return self.store.follow(self.session_id, len(self.entry_lines), poll=poll, stop=stop)
+    def refresh(self) -> LoadResult | None:
+        """The lines other writers appended since this log last looked (no lock taken)."""
+        if self._pending is not None:  # read by a refused append, not handed over yet
+            fresh, self._pending = self._pending, None
+            return fresh
+        meta, lines, _ = self.store.keys(self.session_id)
+        header, fresh = self.store._query(lambda pipe: (
+            pipe.hget(meta, "header"), pipe.lrange(lines, len(self.entry_lines), -1)))
+        if self.header_line is not None and header != self.header_line:
+            return None  # deleted or re-created: the next append says so
+        return self._fresh(header, fresh)
 
     def close(self) -> None:
-        self.end_append()
+        self._pending = None
+
+
+_IMPORT_CHUNK = 500
+"""Lines an import stores per script."""
+_CHUNK = 512
+"""Path positions read together (lines of about a kilobyte: half a megabyte a read)."""
+_CACHE_LIMIT = 8192
+"""Lines a tree log keeps before it forgets them all."""
+
+
+def _record_at(line: bytes, position: int) -> FileRecord:
+    """The envelope of the stored line at ``position`` (from 1; its JSONL line is one more)."""
+    record = Scanner(None).entry_record(line, 0)
+    record.line = position + 1
+    return record
+
+
+class RedisTreeLog(_Appends):
+    """A session with a tree index (``tree_keys``): opening reads its head (one script); a
+    path is one script (segment to segment from the leaf back) and a pipelined ``LRANGE`` per
+    chunk of it, an entry or a label one command; every line is read only when something needs
+    the whole tree (:class:`~sessiontree._index.LazyIndex`)."""
+
+    def __init__(self, store: RedisStore, session_id: str, header_line: bytes | None,
+                 head: LogHead) -> None:
+        self.store = store
+        self.session_id = session_id
+        self.header_line = header_line
+        self._head = head
+        self._count = head.entry_count
+        self._lines: dict[int, bytes] = {}  # position -> line, at most _CACHE_LIMIT
+        self._pending = None
+        self._since = 0.0
+        self._last_path: tuple[str, _RedisPath] | None = None
+
+    @property
+    def seen(self) -> int:
+        return self._count
+
+    def head(self) -> LogHead:
+        return self._head
+
+    def listing(self) -> SessionListing:
+        meta = self.store.keys(self.session_id)[0]
+        with self.store._errors():
+            row = self.store._client.hmget(meta, _LISTING_FIELDS)
+        if row[0] is None:
+            raise SessionNotFound(f"no session {self.session_id} in this store", path=self.url)
+        return self.store._listing(self.session_id, row)
+
+    def _cache(self, position: int, line: bytes) -> None:
+        if len(self._lines) >= _CACHE_LIMIT:
+            self._lines.clear()
+        self._lines[position] = line
+
+    def load(self) -> LoadResult:
+        if self.header_line is None:
+            return LoadResult(None, 1, [], [])
+        lines = self.store._client.lrange(self.store.keys(self.session_id)[1], 0, -1)
+        self._count = max(self._count, len(lines))
+        return _load_lines(self.header_line, lines)[0]
+
+    def record(self, entry_id: str) -> Record | None:
+        _, lines, ids = self.store.keys(self.session_id)
+        with self.store._errors():
+            found = self.store._record_script(keys=[ids, lines], args=[_text(entry_id)],
+                                              client=self.store._client)
+        if not found:
+            return None
+        position, line = int(found[0]), found[1]
+        self._cache(position, line)
+        return _record_at(line, position)
+
+    def path(self, leaf_id: str) -> Sequence[Record]:
+        last = self._last_path
+        if last is not None and last[0] == leaf_id:
+            return last[1]
+        meta, _, ids = self.store.keys(self.session_id)
+        with self.store._errors():
+            found = self.store._path_script(keys=[meta, ids, self.store.tree_keys(
+                self.session_id)[0]], args=[_text(leaf_id)], client=self.store._client)
+        if not found:
+            return []
+        compaction, thinking, model, depth = (int(v) for v in found[:4])
+        segments: list[tuple[int, int, int]] = []  # first position, first depth, last depth
+        for at in range(4, len(found), 2):
+            start, leaves = int(found[at]), int(found[at + 1])
+            segments.append((start, depth - (leaves - start), depth))
+            depth -= leaves - start + 1
+        segments.reverse()
+        path = _RedisPath(self, segments, (thinking - 1, model - 1, compaction - 1))
+        self._last_path = (leaf_id, path)
+        return path
+
+    def label(self, entry_id: str) -> tuple[str, str | None] | None:
+        with self.store._errors():
+            value = self.store._client.hget(self.store.tree_keys(self.session_id)[1],
+                                            _text(entry_id))
+        if value is None:
+            return None
+        label, timestamp = _json.loads(value)
+        return label, timestamp
+
+    def _ranges(self, runs: Sequence[tuple[int, int]]) -> list[list[bytes]]:
+        """The lines of each run of positions ``(first, last)``, one pipelined read."""
+        key = self.store.keys(self.session_id)[1]
+        return self.store._query(lambda pipe: [pipe.lrange(key, first - 1, last - 1)
+                                               for first, last in runs])
+
+    def read(self, record: Record) -> bytes:
+        position = record.line - 1
+        line = self._lines.get(position)
+        if line is None:
+            (lines,) = self._ranges([(position, position + 31)])  # and the next ones
+            for offset, found in enumerate(lines):
+                self._cache(position + offset, found)
+            if not lines:
+                raise ConcurrentModification(f"entry line {position + 1} is no longer stored "
+                                             "(the session was deleted)", path=self.url)
+            line = lines[0]
+        return line
+
+    def read_many(self, records: Sequence[Record]) -> list[bytes]:
+        """The lines of many records, the ones not read yet fetched together (a pipelined
+        ``LRANGE`` per run of consecutive positions)."""
+        wanted = sorted({r.line - 1 for r in records if r.line - 1 not in self._lines})
+        if len(self._lines) + len(wanted) > _CACHE_LIMIT:
+            self._lines.clear()
+            wanted = sorted({r.line - 1 for r in records})
+        runs: list[tuple[int, int]] = []
+        for position in wanted:
+            if runs and runs[-1][1] == position - 1:
+                runs[-1] = (runs[-1][0], position)
+            else:
+                runs.append((position, position))
+        found: dict[int, bytes] = {}
+        for (first, _), lines in zip(runs, self._ranges(runs)):
+            for offset, line in enumerate(lines):
+                found[first + offset] = line
+        self._lines.update(found)
+        return [found.get(r.line - 1) or self.read(r) for r in records]
+
+    def _fresh(self, header: bytes | None, lines: Sequence[bytes]) -> LoadResult | None:
+        """What other writers stored: ``lines`` after the ones seen so far."""
+        decoded: Any = None
+        if self.header_line is None:
+            if header is None:
+                return None
+            self.header_line = header
+            decoded = _json.loads(header)
+        if not lines and decoded is None:
+            return None
+        records = [_record_at(line, self._count + 1 + i) for i, line in enumerate(lines)]
+        for record, line in zip(records, lines):
+            self._cache(record.line - 1, line)
+        self._count += len(lines)
+        self._last_path = None
+        return LoadResult(decoded if isinstance(decoded, dict) else None, 1, records, [])
+
+    def _kept(self, records: Sequence[FileRecord], lines: Sequence[bytes]) -> None:
+        for record, line in zip(records, lines):
+            self._count += 1
+            record.line = self._count + 1
+            self._cache(self._count, line)
+
+    def refresh(self) -> LoadResult | None:
+        """The lines other writers appended since this log last looked (no lock taken)."""
+        if self._pending is not None:  # read by a refused append, not handed over yet
+            fresh, self._pending = self._pending, None
+            return fresh
+        meta, lines, _ = self.store.keys(self.session_id)
+        header, fresh = self.store._query(lambda pipe: (
+            pipe.hget(meta, "header"), pipe.lrange(lines, self._count, -1)))
+        if self.header_line is not None and header != self.header_line:
+            return None  # deleted or re-created: the next append says so
+        return self._fresh(header, fresh)
+
+    def close(self) -> None:
+        self._pending = None
+        self._lines.clear()
+        self._last_path = None
+
+
+class _RedisPath(Sequence[Record]):
+    """A root-to-leaf path of a session with a tree index, read in chunks of depths as they
+    are asked for (a context reads the leaf's end and the compaction's suffix, not the whole
+    path). ``segments`` are ``(first position, first depth, last depth)`` from the root's; the
+    entry of depth ``d`` in a segment is at position ``first + d - first depth``."""
+
+    def __init__(self, log: RedisTreeLog, segments: list[tuple[int, int, int]],
+                 last: tuple[int, int, int]) -> None:
+        self._log = log
+        self._segments = segments
+        self._length = segments[-1][2] if segments else 0
+        self._last = last
+        self._chunks: dict[int, list[Record]] = {}
+
+    def last_positions(self) -> tuple[int, int, int]:
+        """Where the last thinking level change, model source and compaction are (-1: none)."""
+        return self._last
+
+    def __len__(self) -> int:
+        return self._length
+
+    def _chunk(self, number: int) -> list[Record]:
+        found = self._chunks.get(number)
+        if found is None:
+            low, high = number * _CHUNK + 1, min(self._length, (number + 1) * _CHUNK)
+            runs = [(start + max(low, first) - first, start + min(high, last) - first)
+                    for start, first, last in self._segments if last >= low and first <= high]
+            found = []
+            for (position, _), lines in zip(runs, self._log._ranges(runs)):
+                for offset, line in enumerate(lines):
+                    self._log._cache(position + offset, line)
+                    found.append(_record_at(line, position + offset))
+            if len(found) != high - low + 1:
+                raise ConcurrentModification(f"the path changed while it was read ({len(found)} "
+                                             f"of {high - low + 1} entries)", path=self._log.url)
+            self._chunks[number] = found
+        return found
+
+    @overload
+    def __getitem__(self, index: int) -> Record: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[Record]: ...
+
+    def __getitem__(self, index: int | slice) -> Record | list[Record]:
+        if isinstance(index, slice):
+            return [self[i] for i in range(*index.indices(self._length))]
+        if index < 0:
+            index += self._length
+        if not 0 <= index < self._length:
+            raise IndexError(index)
+        return self._chunk(index // _CHUNK)[index % _CHUNK]
