@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -112,6 +113,8 @@ class _Stamp(msgspec.Struct):
 
 
 _stamp = msgspec.json.Decoder(_Stamp)
+_PLAIN = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", re.ASCII)
+"""A time as pi writes it: for two of these (after 1970), the string order is the time's."""
 
 
 class Found(NamedTuple):
@@ -136,6 +139,10 @@ class Recent:
         self.since = since
         self.found: list[Found] = []
         self._worst: tuple[int, str, int] | None = None
+        self._worst_stamp: str | None = None
+        """The least recent kept entry's time, when pi wrote it: a line whose time, laid out
+        the same way, sorts before it is older (or has no valid time: 0), so it is passed
+        over without parsing its time."""
 
     def scan(self, data: bytes, base: int, session_id: str, session: str, cwd: str) -> None:
         """Judge the whole lines of ``data``, the bytes of ``session`` from offset ``base``
@@ -148,6 +155,12 @@ class Recent:
             try:
                 stamp = _stamp.decode(line).timestamp
             except (msgspec.DecodeError, UnicodeDecodeError):
+                continue
+            worst = self._worst_stamp
+            if worst is not None and type(stamp) is str and len(stamp) == 24 and \
+                    stamp < worst and stamp[4] == "-" and stamp[7] == "-" and \
+                    stamp[10] == "T" and stamp[13] == ":" and stamp[16] == ":" and \
+                    stamp[19] == "." and stamp[23] == "Z":
                 continue
             ms = _ms(stamp if isinstance(stamp, str) else None)
             if ms < self.since:
@@ -176,4 +189,8 @@ class Recent:
         self.found.sort(key=lambda item: item.key)
         del self.found[CANDIDATES:]
         if len(self.found) == CANDIDATES:
-            self._worst = self.found[-1].key
+            last = self.found[-1]
+            self._worst = last.key
+            stamp = last.doc.timestamp
+            self._worst_stamp = stamp if stamp is not None and last.doc.ms > 0 and \
+                _PLAIN.fullmatch(stamp) else None
