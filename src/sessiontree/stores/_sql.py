@@ -399,20 +399,18 @@ class SqlStore(StoredEntries, ABC):
 
 class _CurrentBranch:
     """Whether an entry is on the path from the root to a stored session's leaf (its last
-    entry), asked of the database entry by entry: one indexed query over the path's segments,
-    never the whole path read."""
+    entry), asked of the database entry by entry: one indexed query over the path's segments
+    from the leaf, never the whole path read."""
 
     def __init__(self, store: SqlStore, session_id: str) -> None:
         self.store = store
         self.session_id = session_id
-        last = store._query("last_id", {"sid": session_id})
-        self.leaf: str | None = last[0][0] if last else None
 
     def __contains__(self, entry_id: object) -> bool:
-        if self.leaf is None or not isinstance(entry_id, str):
+        if not isinstance(entry_id, str):
             return False
-        return bool(self.store._query("on_path", {"sid": self.session_id, "id": self.leaf,
-                                                  "entry": entry_id, "limit": 2**62}))
+        return bool(self.store._query("on_current_path", {"sid": self.session_id,
+                                                          "entry": entry_id, "limit": 2**62}))
 
 
 class SqlLog:

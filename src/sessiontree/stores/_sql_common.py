@@ -232,13 +232,14 @@ _STATEMENTS = {
         JOIN sessiontree_entries e ON e.session_id = :sid AND e.segment = c.segment
             AND e.seq <= c.upto
         ORDER BY c.hops DESC, e.seq""",
-    "on_path": f"""{_CHAIN}
+    # whether :entry is on the path to the session's last entry (its leaf), in one round
+    # trip: a search asks it for each hit it shows
+    "on_current_path": f"""{_CHAIN.replace("AND id = :id", "AND seq = (SELECT max(seq) FROM "
+                                           "sessiontree_entries WHERE session_id = :sid)")}
         SELECT 1 FROM chain c
         JOIN sessiontree_entries e ON e.session_id = :sid AND e.segment = c.segment
             AND e.seq <= c.upto
         WHERE e.id = :entry LIMIT 1""",
-    "last_id": "SELECT id FROM sessiontree_entries WHERE session_id = :sid ORDER BY seq DESC "
-               "LIMIT 1",
     "label": "SELECT label, timestamp FROM sessiontree_entries WHERE session_id = :sid "
              "AND type = 'label' AND target_id = :id ORDER BY seq DESC LIMIT 1",
     "parent": f"""
