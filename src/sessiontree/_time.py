@@ -94,9 +94,9 @@ class _Uuid7:
     one process sort in the order they were made, even within a millisecond."""
 
     def __init__(self) -> None:
-        import threading
+        import _thread  # threading's Lock itself, without loading threading at import
 
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
         self._last_ms = -1
         self._sequence: int | None = None
 
