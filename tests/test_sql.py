@@ -236,3 +236,67 @@ def test_a_session_with_nul_answers_alike_before_and_after_a_reopen(store: Any) 
     with Session(store.open_log(session.id)) as again:
         assert (again.label(first), again.name, again.labels()) == answers[:3]
         assert again.ids()[:len(answers[3])] == answers[3]
+
+
+def _collide_once(monkeypatch: pytest.MonkeyPatch, stored_id: str) -> list[str]:
+    """The next entry id drawn is ``stored_id`` (an id the database holds), the ones after it
+    drawn as usual; the list collects every id drawn."""
+    from sessiontree import _treelog
+
+    draw, drawn = _treelog.new_entry_id, []
+
+    def once(taken: object) -> str:
+        drawn.append(stored_id if not drawn else draw(taken))
+        return drawn[-1]
+
+    monkeypatch.setattr(_treelog, "new_entry_id", once)
+    return drawn
+
+
+def _session_with_two_branches(store: Any) -> tuple[str, str, str]:
+    """A stored session ``root -> aside`` and ``root -> leaf``; its id, aside's id, the leaf's
+    id (a session opened again at the leaf knows only the leaf's branch: aside's id is one the
+    database alone checks)."""
+    with Session.create(cwd="/w", store=store) as session:
+        root = session.append_message(UserMessage.of("root"))
+        aside = session.append_message(UserMessage.of("aside"))
+        session.branch(root)
+        leaf = session.append_message(UserMessage.of("leaf"))
+        return session.id, aside, leaf
+
+
+def test_an_id_the_database_holds_is_drawn_again_and_the_append_lands(
+        store: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    session_id, aside, leaf = _session_with_two_branches(store)
+    with Session(store.open_log(session_id)) as session:
+        drawn = _collide_once(monkeypatch, aside)
+        added = session.append_message(UserMessage.of("after a collision"))
+        assert drawn[0] == aside and added == drawn[1] != aside  # refused, drawn again
+    with Session(store.open_log(session_id)) as stored:
+        assert len(stored) == 4 and stored.entry(added).parent_id == leaf
+        assert stored.entry(aside).message.content[0].text == "aside"  # type: ignore[union-attr]
+
+
+def test_the_async_postgres_store_draws_an_id_again_too(
+        fresh_postgres_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    from sessiontree import AsyncPostgresStore, AsyncSession, PostgresStore
+
+    with PostgresStore.from_url(fresh_postgres_url) as sync:
+        session_id, aside, leaf = _session_with_two_branches(sync)
+
+    async def run() -> str:
+        async with AsyncPostgresStore.from_url(fresh_postgres_url) as store:
+            session = await AsyncSession.open(session_id, store=store)
+            try:
+                return await session.append_message(UserMessage.of("after a collision"))
+            finally:
+                await session.aclose()
+
+    drawn = _collide_once(monkeypatch, aside)
+    added = asyncio.run(run())
+    assert drawn[0] == aside and added == drawn[1] != aside
+    with PostgresStore.from_url(fresh_postgres_url) as sync, \
+            Session(sync.open_log(session_id)) as stored:
+        assert len(stored) == 4 and stored.entry(added).parent_id == leaf

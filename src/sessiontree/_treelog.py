@@ -441,18 +441,25 @@ class TreeLog:
         under the parent it names, in one write under the writer's lock; ``plan`` runs under
         the lock, after other writers' entries were read in (a log without a lock refuses a
         write that others overtook, and ``plan`` runs again with their entries read in)."""
+        refused: set[str] = set()
         while True:
             try:
-                return self._append_once(plan)
+                ids = self._append_once(plan, refused)
             except LogBehind:
                 continue
+            if ids is not None:
+                return ids
 
-    def _append_once(self, plan: Callable[[], tuple[str | None, Sequence[EntryMaker]]]
-                     ) -> list[str]:
-        """One try of :meth:`_append_chain`.
+    def _append_once(self, plan: Callable[[], tuple[str | None, Sequence[EntryMaker]]],
+                     refused: set[str]) -> list[str] | None:
+        """One try of :meth:`_append_chain`: the ids written, or ``None`` when the log held one
+        of the ids drawn (added to ``refused``; the caller tries again). Each try is a write
+        of its own (a database transaction: after a failed statement PostgreSQL refuses every
+        other until a rollback, and the session's row is read again under its lock).
 
         Raises:
             LogBehind: the log refused the lines (see :class:`~.stores.base.LogBehind`).
+            DuplicateId: the ids drawn kept being taken (5 tries per entry).
         """
         fresh = self._log.begin_append()
         records: Sequence[Any] = ()
@@ -462,26 +469,24 @@ class TreeLog:
             parent, makers = plan()
             if not makers:
                 return []
-            refused: set[str] = set()
             taken = self._index.taken()
-            while True:
-                ids: list[str] = []
-                lines: list[bytes] = []
-                above, now = parent, iso_now()
-                for make in makers:
-                    entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
-                                            if ids or refused else taken)
-                    lines.append(_json.dumps(make(entry_id, above, now)))
-                    ids.append(entry_id)
-                    above = entry_id
-                header = None if self._header_data is not None else self._serialized_header()
-                try:
-                    records = self._log.write(lines, header)
-                    break
-                except DuplicateId:  # another writer drew the same id meanwhile: draw again
-                    if len(refused) >= 5 * len(makers):
-                        raise
-                    refused.update(ids)
+            ids: list[str] = []
+            lines: list[bytes] = []
+            above, now = parent, iso_now()
+            for make in makers:
+                entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
+                                        if ids or refused else taken)
+                lines.append(_json.dumps(make(entry_id, above, now)))
+                ids.append(entry_id)
+                above = entry_id
+            header = None if self._header_data is not None else self._serialized_header()
+            try:
+                records = self._log.write(lines, header)
+            except DuplicateId:  # stored by another writer, or on a branch not read in
+                if len(refused) >= 5 * len(makers):
+                    raise
+                refused.update(ids)
+                return None
             if header is not None:
                 self._header_data = _json.loads(header)
         finally:
