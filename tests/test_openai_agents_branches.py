@@ -5,7 +5,8 @@ entries), through a real ``Runner.run`` against the 127.0.0.1 model server."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from agents import (
 )
 from openai import AsyncOpenAI
 
+from sessiontree import Session
 from sessiontree.export.html import export_html
 from sessiontree.export.markdown import export_markdown
 from sessiontree.integrations.openai_agents import SessionTreeSession
@@ -170,3 +172,58 @@ def test_switching_from_advanced_sqlite_session_is_a_change_of_import(tmp_path: 
     assert memory.tree.url is None
     with pytest.raises(TypeError):
         AdvancedSQLiteSession(db_path=tmp_path / "c.db")
+
+
+WRITERS: dict[str, Callable[[SessionTreeSession, Any], Any]] = {
+    "checkout": lambda handle, result: handle.checkout(None),
+    "switch_to_branch": lambda handle, result: asyncio.run(handle.switch_to_branch("main")),
+    "create_branch_from_turn": lambda handle, result: asyncio.run(
+        handle.create_branch_from_turn(1, "again")),
+    "store_run_usage": lambda handle, result: asyncio.run(handle.store_run_usage(result)),
+}
+"""Each writing method besides add_items, pop_item and clear_session, and what it stores."""
+STORED = {"checkout": 2, "switch_to_branch": 1, "create_branch_from_turn": 3, "store_run_usage": 2}
+
+
+@pytest.mark.parametrize("method", sorted(WRITERS))
+def test_every_write_to_a_new_id_waits_for_the_first_write_in_progress(
+        llm: FakeLLM, tmp_path: Path, method: str) -> None:
+    """The branch and usage methods take their turn on the first write of an id new to a
+    sessions root too (they wrote outside it): a handle whose write comes while another
+    handle's first write is in progress waits for it, then continues that file, instead of
+    starting a file of its own."""
+    llm.then(Reply(text="ok", usage=(10, 2, 0)))
+
+    async def one_run() -> Any:  # a run's usage, without a session
+        async with AsyncOpenAI(base_url=f"{llm.url}/v1", api_key=OPENAI_KEY,
+                               max_retries=0) as client:
+            agent = Agent(name="w", instructions="Be brief.",
+                          model=OpenAIChatCompletionsModel(model="gpt-4.1", openai_client=client))
+            return await Runner.run(agent, "hello")
+
+    result = asyncio.run(one_run())
+    root = tmp_path / "sessions"
+    writer, waiting = (SessionTreeSession("fresh", str(root), lock_timeout=600) for _ in range(2))
+    failures: list[BaseException] = []
+
+    def write() -> None:
+        try:
+            WRITERS[method](waiting, result)
+        except BaseException as exc:  # noqa: BLE001 - reported below
+            failures.append(exc)
+
+    thread = threading.Thread(target=write)
+    with writer._writing():  # the writer's first write, under way
+        thread.start()
+        thread.join(timeout=2)  # (without its turn, the other handle wrote its own file now)
+        assert not list(root.rglob("*_fresh.jsonl"))
+        writer._append_planned(lambda branch: (False, branch.leaf,
+                                               [{"role": "user", "content": "first"}]))
+    thread.join()
+    assert failures == []
+    [stored] = root.rglob("*_fresh.jsonl")
+    with Session.open(stored) as session:
+        assert len(session) == STORED[method]
+        assert session.entry(session.ids()[0]).message.role == "user"  # the writer's, first
+    for handle in (writer, waiting):
+        handle.close()

@@ -208,6 +208,18 @@ class SessionTreeSession:
         return self._branch_at(self.tree.leaf_id, new)
 
     @contextlib.contextmanager
+    def _writing(self) -> Iterator[None]:
+        """What every writing method writes under: the handle's lock, the turn of a session's
+        first write (:meth:`_first_write`), what others wrote read in first, and the file's
+        writer lock given up after."""
+        with self._lock, self._first_write():
+            self._sync()
+            try:
+                yield
+            finally:
+                self._release()
+
+    @contextlib.contextmanager
     def _first_write(self) -> Iterator[None]:
         """While a session new to a sessions root has no file, its first write is one handle's
         at a time, across threads and processes (a lock file in the root): the others then find
@@ -335,10 +347,16 @@ class SessionTreeSession:
 
     def _write(self, plan: Callable[[_Branch], tuple[bool, str | None, list[Any]] | None]
                ) -> list[str]:
-        """One compare-and-append. Under the writer's lock, at the last stored entry, ``plan``
-        gives ``(moves, parent, items)``: the items go under ``parent`` (the leaf, unless
-        ``moves``: then a checkout marker under ``parent`` comes first, so that the move is
-        stored); ``None``: nothing to write."""
+        """:meth:`_append_planned` under :meth:`_writing`."""
+        with self._writing():
+            return self._append_planned(plan)
+
+    def _append_planned(self, plan: Callable[[_Branch], tuple[bool, str | None, list[Any]] | None]
+                        ) -> list[str]:
+        """One compare-and-append; the caller is :meth:`_writing`. Under the writer's lock, at
+        the last stored entry, ``plan`` gives ``(moves, parent, items)``: the items go under
+        ``parent`` (the leaf, unless ``moves``: then a checkout marker under ``parent`` comes
+        first, so that the move is stored); ``None``: nothing to write."""
         done: list[tuple[_Branch, list[dict[str, Any]]]] = []
 
         def entries(leaf: str | None) -> tuple[str | None, list[dict[str, Any]]]:
@@ -359,28 +377,24 @@ class SessionTreeSession:
             done.append((branch, written))
             return parent, written
 
-        with self._lock, self._first_write():
-            self._sync()
+        try:
             try:
-                try:
-                    ids = self.tree.append_at_last(entries)
-                except ConcurrentModification:
-                    # a new session another handle stored first: append again, after its
-                    # entries (a session deleted or replaced meanwhile raises again)
-                    done.clear()
-                    ids = self.tree.append_at_last(entries)
-            except BaseException:
-                self._branch = None  # what was planned may not be stored: read it again
-                raise
-            finally:
-                self._release()
-            if ids:
-                branch, written = done[-1]
-                for entry_id, entry in zip(ids, written):
-                    branch.extend(entry_id, entry)
-                branch.leaf = ids[-1]
-                self._branch = branch
-            return ids
+                ids = self.tree.append_at_last(entries)
+            except ConcurrentModification:
+                # a new session another handle stored first: append again, after its
+                # entries (a session deleted or replaced meanwhile raises again)
+                done.clear()
+                ids = self.tree.append_at_last(entries)
+        except BaseException:
+            self._branch = None  # what was planned may not be stored: read it again
+            raise
+        if ids:
+            branch, written = done[-1]
+            for entry_id, entry in zip(ids, written):
+                branch.extend(entry_id, entry)
+            branch.leaf = ids[-1]
+            self._branch = branch
+        return ids
 
     # -- the tree ------------------------------------------------------------------------------
 
@@ -388,12 +402,8 @@ class SessionTreeSession:
         """Go back to just after ``entry_id`` (an id from :meth:`item_ids`); the next items start
         a new branch there. Persisted, so pi, a reopened session and every other handle
         agree."""
-        with self._lock:
-            self._sync()
-            try:
-                self.tree.checkout(entry_id)
-            finally:
-                self._release()
+        with self._writing():
+            self.tree.checkout(entry_id)
 
     branch = checkout
 
@@ -468,13 +478,8 @@ class SessionTreeSession:
             ValueError: no such branch.
         """
         def switch() -> None:
-            with self._lock:
-                self._sync()
-                tip = self._tip(branch_id)
-                try:
-                    self.tree.checkout(tip)
-                finally:
-                    self._release()
+            with self._writing():
+                self.tree.checkout(self._tip(branch_id))
 
         await self._run(switch)
 
@@ -514,8 +519,7 @@ class SessionTreeSession:
             raise ValueError("Branch name cannot be empty")
 
         def create() -> str:
-            with self._lock:
-                self._sync()
+            with self._writing():
                 found = agents_turns.turns(self._path_entries(self.tree.leaf_id))
                 turn = next((t for t in found if t["turn"] == turn_number), None)
                 if turn is None:
@@ -525,11 +529,8 @@ class SessionTreeSession:
                 if name in self._branches()[0]:
                     raise ValueError(f"Branch '{name}' already exists")
                 parent = json.loads(self.tree.raw_line(turn["entry_id"])).get("parentId")
-                (marker,) = self._write(lambda branch: (True, parent, []))
-                try:
-                    self.tree.set_label(marker, name)
-                finally:
-                    self._release()
+                (marker,) = self._append_planned(lambda branch: (True, parent, []))
+                self.tree.set_label(marker, name)
                 return name
 
         return await self._run(create)
@@ -557,12 +558,8 @@ class SessionTreeSession:
         entry = agents_turns.run_usage_entry(usage, self._info.provider, self._info.model)
 
         def store() -> None:
-            with self._lock:
-                self._sync()
-                try:
-                    self.tree.append_at_last(lambda leaf: (leaf, [entry]))
-                finally:
-                    self._release()
+            with self._writing():
+                self.tree.append_at_last(lambda leaf: (leaf, [entry]))
 
         await self._run(store)
 
