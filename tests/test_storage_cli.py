@@ -34,14 +34,40 @@ def sqlite_url(path: Path) -> str:
 
 
 def test_urls_parse_as_sqlalchemy_does() -> None:
-    assert parse_location("sqlite:///rel.db#abc") == ("sqlite", "rel.db", "abc")
-    assert parse_location("sqlite:////abs/x.db") == ("sqlite", "/abs/x.db", None)
+    assert parse_location("sqlite:///rel.db#abc") == ("sqlite", "rel.db", "abc", "rwc")
+    assert parse_location("sqlite:////abs/x.db") == ("sqlite", "/abs/x.db", None, "rwc")
+    assert parse_location("sqlite:////abs/x.db?mode=ro#abc") == ("sqlite", "/abs/x.db", "abc",
+                                                                 "ro")
     assert parse_location("postgresql://u@h/db?schema=s#id-1") == (
-        "postgres", "postgresql://u@h/db?schema=s", "id-1")
-    assert parse_location("plain/file.jsonl") == ("jsonl", "plain/file.jsonl", None)
-    for bad in ("sqlite://x.db", "sqlite:///x.db#../../etc", "postgresql://h/db#a/b"):
+        "postgres", "postgresql://u@h/db?schema=s", "id-1", "rwc")
+    assert parse_location("plain/file.jsonl") == ("jsonl", "plain/file.jsonl", None, "rwc")
+    for bad in ("sqlite://x.db", "sqlite:///x.db#../../etc", "postgresql://h/db#a/b",
+                "sqlite:///x.db?mode=memory", "sqlite:///x.db?cache=shared"):
         with pytest.raises(InvalidLocation):
             parse_location(bad)
+
+
+def test_sqlite_url_modes_open_the_file_named_and_create_only_with_rwc(tmp_path: Path) -> None:
+    db = tmp_path / "x.db"
+    for mode in ("ro", "rw"):  # a missing file: named in the error, nothing created
+        with pytest.raises(SessionNotFound, match="no such database file") as missing:
+            open_store(f"{sqlite_url(db)}?mode={mode}")
+        assert str(db) in str(missing.value)
+        assert os.listdir(tmp_path) == []
+    with open_store(f"{sqlite_url(db)}?mode=rwc") as store:
+        session = Session.create(cwd="/w", store=store)
+        kept = session.append_message(UserMessage.of("kept"))
+    with Session.open(f"{sqlite_url(db)}?mode=rw#{session.id}") as writer:
+        writer.append_message(UserMessage.of("an existing file, written"))
+    with Session.open(f"{sqlite_url(db)}?mode=ro#{session.id}") as reader:
+        assert len(reader) == 2 and reader.entry(kept).parent_id is None
+        with pytest.raises(ReadOnlyStore):
+            reader.append_message(UserMessage.of("refused"))
+    code, _, err = run("delete", "--yes", f"{sqlite_url(db)}?mode=ro#{session.id}")
+    assert code != 0 and "read-only" in err
+    assert sorted(p.name for p in tmp_path.iterdir() if "?" in p.name) == []
+    with open_store(sqlite_url(db), read_only=True) as store:
+        assert store.session_ids() == [session.id]
 
 
 def test_jsonl_sqlite_postgres_jsonl_gives_back_the_same_files(tmp_path: Path,

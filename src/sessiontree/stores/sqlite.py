@@ -43,30 +43,34 @@ class SqliteStore(SqlStore):
     dialect = _DIALECT
 
     def __init__(self, path: str | os.PathLike[str], *, read_only: bool = False,
-                 durable: bool = False, timeout: float = 30.0) -> None:
-        """Open (creating it unless ``read_only``) the database at ``path``.
+                 create: bool = True, durable: bool = False, timeout: float = 30.0) -> None:
+        """Open (creating it if ``create`` and not ``read_only``) the database at ``path``.
 
         Args:
             path: the database file.
             read_only: refuse every write (:class:`~sessiontree.errors.ReadOnlyStore`).
+            create: create the file if it does not exist.
             durable: fsync at every commit.
             timeout: seconds to wait for another process's write transaction.
 
         Raises:
-            SessionNotFound: ``read_only`` and no such file.
+            SessionNotFound: no such file, and ``read_only`` or not ``create``.
             StoreUnavailable: the file is not a database.
         """
         self.path = os.path.abspath(os.fspath(path))
         self.read_only = read_only
         self.durable = durable
         self._lock = threading.RLock()
+        if (read_only or not create) and not os.path.exists(self.path):
+            raise SessionNotFound("no such database file (opened "
+                                  f"{'read-only' if read_only else 'without create'}: nothing "
+                                  "was created)", path=self.path)
         if read_only:
-            if not os.path.exists(self.path):
-                raise SessionNotFound("no such database file", path=self.path)
             target = f"file:{quote(self.path)}?mode=ro"
         else:
-            _create_private(self.path)
-            target = f"file:{quote(self.path)}?mode=rwc"
+            if create:
+                _create_private(self.path)
+            target = f"file:{quote(self.path)}?mode=rw"
         self._conn: sqlite3.Connection | None = None
 
         def connect() -> None:
@@ -79,11 +83,11 @@ class SqliteStore(SqlStore):
         self._start(connect)
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, read_only: bool = False,
+    def open(cls, path: str | os.PathLike[str], *, read_only: bool = False, create: bool = True,
              durable: bool = False, timeout: float = 30.0) -> SqliteStore:
         """The store at ``path``; use it as a context manager (``with SqliteStore.open(p) as s``).
         See :meth:`__init__` for the arguments."""
-        return cls(path, read_only=read_only, durable=durable, timeout=timeout)
+        return cls(path, read_only=read_only, create=create, durable=durable, timeout=timeout)
 
     @property
     def url(self) -> str:
@@ -189,10 +193,11 @@ class AsyncSqliteStore:
         self.sync = store
 
     @classmethod
-    def open(cls, path: str | os.PathLike[str], *, read_only: bool = False,
+    def open(cls, path: str | os.PathLike[str], *, read_only: bool = False, create: bool = True,
              durable: bool = False, timeout: float = 30.0) -> AsyncSqliteStore:
         """The store at ``path``; ``async with AsyncSqliteStore.open(p) as store``."""
-        return cls(SqliteStore(path, read_only=read_only, durable=durable, timeout=timeout))
+        return cls(SqliteStore(path, read_only=read_only, create=create, durable=durable,
+                               timeout=timeout))
 
     async def create(self, header: SessionHeader) -> str:
         return await asyncio.to_thread(self.sync.create, header)

@@ -1,7 +1,9 @@
 """Store and session addresses: what a command argument or ``Session.open`` takes.
 
 * ``sqlite:///relative.db``, ``sqlite:////absolute/path.db``: an SQLite store (SQLAlchemy's
-  form: three slashes then the path).
+  form: three slashes then the path; a ``?`` starts the parameters). ``?mode=`` opens it as
+  SQLite's URIs do: ``rwc`` (the default) creates a missing file, ``rw`` opens an existing
+  one, ``ro`` opens an existing one read-only; there is no other parameter.
 * ``postgresql://user@host:port/db?schema=NAME`` (or ``postgres://``): a PostgreSQL store;
   ``schema`` is ours (the tables' schema), every other parameter goes to libpq.
 * ``redis://[user[:password]@]host[:port][/db]`` (``rediss://`` for TLS), or
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeGuard
+from urllib.parse import parse_qsl
 
 from ..errors import InvalidLocation
 from .base import check_session_id
@@ -32,14 +35,18 @@ __all__ = ["Location", "check_session_id", "is_url", "open_store", "parse_locati
 Kind = Literal["jsonl", "sqlite", "postgres", "redis"]
 _POSTGRES = ("postgresql://", "postgres://")
 _REDIS = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
+SqliteMode = Literal["ro", "rw", "rwc"]
+_SQLITE_MODES: tuple[SqliteMode, ...] = ("ro", "rw", "rwc")
 
 
 class Location(NamedTuple):
-    """A parsed address: the backend, the store (a path or a DSN) and an optional session id."""
+    """A parsed address: the backend, the store (a path or a DSN), an optional session id and
+    an SQLite file's open mode (``?mode=``; ``rwc`` for every other backend)."""
 
     kind: Kind
     store: str
     session_id: str | None
+    mode: SqliteMode = "rwc"
 
 
 def is_url(text: str | os.PathLike[str]) -> TypeGuard[str]:
@@ -58,14 +65,33 @@ def parse_location(text: str | os.PathLike[str]) -> Location:
     base, _, fragment = text.partition("#")
     session_id = check_session_id(fragment) if fragment else None
     if base.startswith("sqlite://"):
-        path = base[len("sqlite://"):]
+        path, _, query = base[len("sqlite://"):].partition("?")
         if not path.startswith("/") or len(path) < 2:
             raise InvalidLocation(f"{text}: an SQLite URL is sqlite:///relative.db or "
                                   "sqlite:////absolute/path.db")
-        return Location("sqlite", path[1:], session_id)
+        return Location("sqlite", path[1:], session_id, _sqlite_mode(query, text))
     if base.startswith(_REDIS):
         return Location("redis", base, session_id)
     return Location("postgres", base, session_id)
+
+
+def _sqlite_mode(query: str, text: str) -> SqliteMode:
+    """The open mode an SQLite URL's parameters name (``rwc`` when none).
+
+    Raises:
+        InvalidLocation: a parameter other than ``mode``, or a mode SQLite's URIs do not have
+            (``memory`` too: a store is a file).
+    """
+    mode: SqliteMode = "rwc"
+    for name, value in parse_qsl(query, keep_blank_values=True):
+        if name != "mode":
+            raise InvalidLocation(f"{text}: an SQLite URL takes one parameter, mode "
+                                  f"(ro, rw or rwc), not {name!r}")
+        if value not in _SQLITE_MODES:
+            raise InvalidLocation(f"{text}: mode={value} is not an SQLite store's mode: ro "
+                                  "(read-only), rw (an existing file) or rwc (created if missing)")
+        mode = value
+    return mode
 
 
 def stored_session_id(url: str) -> str:
@@ -93,7 +119,8 @@ def open_store(text: str | os.PathLike[str], *, read_only: bool = False, durable
 
     Raises:
         InvalidLocation: a bad address.
-        SessionNotFound: ``read_only`` and the SQLite file does not exist.
+        SessionNotFound: the SQLite file does not exist, and ``read_only`` or the URL's mode
+            (``ro``, ``rw``) says not to create it.
         StoreUnavailable: the database cannot be reached.
         MissingExtra: PostgreSQL without the ``postgres`` extra, Redis without ``redis``.
     """
@@ -101,7 +128,8 @@ def open_store(text: str | os.PathLike[str], *, read_only: bool = False, durable
     if where.kind == "sqlite":
         from .sqlite import SqliteStore
 
-        return SqliteStore.open(where.store, read_only=read_only, durable=durable)
+        return SqliteStore.open(where.store, read_only=read_only or where.mode == "ro",
+                                create=where.mode == "rwc", durable=durable)
     if where.kind == "postgres":
         from .postgres import PostgresStore
 
