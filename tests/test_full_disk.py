@@ -106,3 +106,34 @@ def test_export_and_fork_on_a_full_disk_fail_in_one_line_naming_the_file(disk: P
     assert sorted(p.name for p in disk.iterdir()) == ["filler", "sessions"]
     assert len(os.listdir(disk / "sessions")) == 1
     filler.unlink()
+
+
+def test_a_failed_append_keeps_the_lines_pi_added_after_the_session_last_read(
+        disk: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    session = Session.create(disk / "sessions", cwd="/w")
+    kept = session.append_message(UserMessage.of("kept"))
+    assert session.file is not None
+    path = Path(session.file)
+    pis = (b'{"type":"message","id":"0a0b0c0d","parentId":"%s","timestamp":"2026-01-01T00:00:'
+           b'00.000Z","message":{"role":"user","content":[{"type":"text","text":"from pi"}],'
+           b'"timestamp":1}}\n' % kept.encode())
+    write = session._log.write  # type: ignore[attr-defined]
+
+    def pi_appends_then_the_disk_fills(lines: list[bytes], header: bytes | None) -> object:
+        """pi (no lock) appends a line after this session read the file and before its write;
+        then the disk fills, leaving room for part of the write only."""
+        with path.open("ab") as pi:
+            pi.write(pis)
+        fill(disk, leave=100)
+        return write(lines, header)
+
+    monkeypatch.setattr(session._log, "write", pi_appends_then_the_disk_fills)
+    before = path.read_bytes()
+    with pytest.raises(WriteFailed, match="No space left"):
+        session.append_message(UserMessage.of("x" * 20_000))
+    assert path.read_bytes() == before + pis  # cut back to pi's line, not to what was read
+    monkeypatch.undo()
+    (disk / "filler").unlink()
+    later = session.append_message(UserMessage.of("later"))
+    with Session.open(path) as again:
+        assert again.ids() == [kept, "0a0b0c0d", later] and again.problems == []
