@@ -228,3 +228,22 @@ def test_the_model_is_named_as_it_was_asked_for() -> None:
     for spec in ("openai-responses:gpt-5", "openai:gpt-4.1", "anthropic:claude-sonnet-4-5"):
         assert model_spec(model_from_spec(spec, api_key="k")) == spec
     assert model_spec(model_from_spec("openai-chat:gpt-4.1", api_key="k")) == "openai:gpt-4.1"
+
+
+def test_fork_of_a_path_without_a_conversation_says_when_its_file_is_written(
+        server: FakeLLM, tmp_path: Path) -> None:
+    """pi 1.5.2 writes such a fork's file with its first message: /fork says so, and the file
+    is there once a message came."""
+    server.then(Reply(text="Hello from the fork."))
+    with Session.create(tmp_path / "sessions") as session:
+        session.append_model_change("anthropic", "claude-sonnet-4-5")
+        assert session.file is not None
+        file = Path(session.file)
+    done = run_piped(server, tmp_path, ["/fork", "Hi", "/quit"], str(file), *MODEL)
+    assert done.returncode == 0, done.stderr
+    line = next(line for line in done.stdout.splitlines() if "forked into" in line)
+    assert line.endswith("(written with the next message)")
+    fork = Path(line.removeprefix("forked into ").removesuffix(" (written with the next message)"))
+    assert fork != file and fork.exists()  # the message wrote it
+    with Session.open(fork) as forked:
+        assert [e.type for e in forked.path()].count("message") == 2  # "Hi" and the reply

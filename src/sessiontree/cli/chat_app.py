@@ -386,7 +386,10 @@ class ChatApp:
             return
         fork = self.session.create_branched_session(leaf)
         self._switch(fork)
-        self.console.print(f"forked into {fork.file or '(memory)'}")
+        if fork.file is not None and not os.path.exists(fork.file):  # pi 1.5.2's rule: no file
+            self.console.print(f"forked into {fork.file} (written with the next message)")
+        else:
+            self.console.print(f"forked into {fork.file or '(memory)'}")
 
     def cmd_label(self, args: str) -> None:
         leaf = self.leaf
