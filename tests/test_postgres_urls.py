@@ -12,11 +12,12 @@ import sys
 import uuid
 from collections.abc import Iterator
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 
 from sessiontree import Session, UserMessage
-from sessiontree.errors import InvalidLocation, StoreUnavailable
+from sessiontree.errors import InvalidLocation, ReadOnlyStore, StoreUnavailable
 from sessiontree.stores.postgres import AsyncPostgresStore, PostgresStore
 
 from .backends import postgres_dsn
@@ -140,3 +141,62 @@ def test_the_async_store_reads_the_address_alike(dsn: str, schema: str) -> None:
                 return tuple(await cursor.fetchone() or ())
 
     assert asyncio.run(run()) == ("my app", f'"{schema}"', "4321ms")
+
+
+@pytest.fixture
+def restricted_role(dsn: str, schema: str) -> Iterator[tuple[str, str]]:
+    """A login role of its own (``(name, password)``) that may read ``schema``'s sessiontree
+    tables (set up by the server's user, with one session) and create nothing, insert nothing;
+    dropped after the test."""
+    import psycopg
+
+    name, password = f"st_reader_{uuid.uuid4().hex[:8]}", f"pw-{uuid.uuid4().hex}"
+    with PostgresStore.from_url(with_query(dsn, f"schema={schema}")) as store:
+        Session.create(cwd="/w", store=store).append_message(UserMessage.of("stored"))
+    with psycopg.connect(dsn, autocommit=True) as admin:
+        admin.execute(f"CREATE ROLE {name} LOGIN PASSWORD '{password}'")
+        admin.execute(f'GRANT USAGE ON SCHEMA "{schema}" TO {name}')
+        admin.execute(f'GRANT SELECT ON ALL TABLES IN SCHEMA "{schema}" TO {name}')
+    try:
+        yield name, password
+    finally:
+        with psycopg.connect(dsn, autocommit=True) as admin:
+            admin.execute(f'DROP OWNED BY {name}')
+            admin.execute(f"DROP ROLE {name}")
+
+
+def test_a_role_without_create_or_insert_rights_gets_a_typed_error_naming_the_store(
+        dsn: str, schema: str, restricted_role: tuple[str, str]) -> None:
+    import psycopg
+
+    name, password = restricted_role
+    parts = urlsplit(with_query(dsn, f"schema={schema}"))
+    url = parts._replace(netloc=f"{name}:{password}@{parts.netloc.rpartition('@')[2]}").geturl()
+    shown = url.replace(f":{password}", "")
+    with pytest.raises(ReadOnlyStore) as no_create:  # opening sets the schema up: refused
+        PostgresStore.from_url(url)
+    assert str(no_create.value).startswith(f"{shown}: ") and password not in str(no_create.value)
+    assert "permission denied" in str(no_create.value)
+
+    async def open_async() -> None:
+        async with AsyncPostgresStore.from_url(url):
+            pass
+
+    with pytest.raises(ReadOnlyStore, match="permission denied") as async_refused:
+        asyncio.run(open_async())
+    assert str(async_refused.value).startswith(f"{shown}: ")
+    with PostgresStore.from_url(url, read_only=True) as reader:  # what the message suggests
+        assert len(reader.session_ids()) == 1
+    with psycopg.connect(dsn, autocommit=True) as admin:  # may set up, still not insert
+        admin.execute(f'GRANT CREATE ON DATABASE "{parts.path.lstrip("/")}" TO {name}')
+        admin.execute(f'GRANT CREATE ON SCHEMA "{schema}" TO {name}')
+    with PostgresStore.from_url(url) as store:
+        (session_id,) = store.session_ids()
+        with Session(store.open_log(session_id)) as session:
+            with pytest.raises(ReadOnlyStore) as no_insert:
+                session.append_message(UserMessage.of("refused"))
+            assert str(no_insert.value).startswith(f"{shown}: ")
+            assert "permission denied" in str(no_insert.value)
+            assert password not in str(no_insert.value)
+        with Session(store.open_log(session_id)) as again:
+            assert len(again) == 1  # nothing written

@@ -205,7 +205,8 @@ class CopyIncomplete(SessionTreeError):
 
 
 class ReadOnlyStore(SessionTreeError):
-    """A write (append, create, delete, migration) to a store opened read-only."""
+    """A write (append, create, delete, migration) to a store opened read-only, or one the
+    database refused (a read-only server, a role without the privilege)."""
 
 
 class StoreUnavailable(SessionTreeError):

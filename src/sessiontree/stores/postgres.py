@@ -110,6 +110,10 @@ def translate(exc: BaseException, url: str) -> SessionTreeError | None:
                                "tables yet (the first session stored creates them)", path=url)
     if isinstance(exc, psycopg.errors.ReadOnlySqlTransaction):
         return ReadOnlyStore(f"the database refused a write: {exc}", path=url)
+    if isinstance(exc, psycopg.errors.InsufficientPrivilege):
+        return ReadOnlyStore(f"the database refused: {exc.diag.message_primary or _one_line(exc)}"
+                             " (this role lacks the privilege: grant it, or open the store "
+                             "read-only, which creates nothing)", path=url)
     if isinstance(exc, psycopg.errors.InvalidSchemaName):
         return InvalidLocation(f"{exc.diag.message_primary or _one_line(exc)} (the search_path "
                                "names no schema that exists: create it, or name one with "
