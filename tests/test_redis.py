@@ -442,6 +442,32 @@ def test_a_session_opens_by_its_tree_index_and_builds_the_files_contexts(
                 == [m["content"] for m in original.build_context().to_builtins()["messages"]]
 
 
+def test_a_path_read_in_small_chunks_gives_the_files_slices_and_contexts(
+        store: RedisStore, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Chunks of 16 positions and a tail of 2 of them: a path of hundreds of entries crosses
+    many chunk edges, some read with the tail, some one at a time, some by a slice."""
+    from sessiontree.stores import redis as redis_store
+    from sessiontree.testing.generate import generate_session
+
+    monkeypatch.setattr(redis_store, "_CHUNK", 16)
+    monkeypatch.setattr(redis_store, "_TAIL_CHUNKS", 2)
+    made = generate_session(tmp_path / "s.jsonl", 900, seed=7, branch_every=120,
+                            compact_every=250)
+    lines = Path(made.path).read_bytes().splitlines()
+    session_id = store.import_lines(lines[0], lines[1:])
+    with Session.open(made.path) as original, Session(store.open_log(session_id)) as stored:
+        leaves = list(original.leaves())
+        assert _contexts(stored, leaves) == _contexts(original, leaves)
+        deepest = max(leaves, key=lambda leaf: len(original.path_ids(leaf)))
+        ids = original.path_ids(deepest)
+        assert len(ids) > 200
+        for slicing in (slice(15, 17), slice(100, 180), slice(-40, None), slice(None, None, 7),
+                        slice(50, 20), slice(None)):
+            path = store.open_log(session_id).path(deepest)  # nothing read yet
+            assert [r.id for r in path[slicing]] == ids[slicing]
+            assert [path[i].id for i in (0, 16, -1)] == [ids[0], ids[16], ids[-1]]
+
+
 def test_sessions_stored_before_the_tree_index_keep_working_and_migrate(
         store: RedisStore) -> None:
     from sessiontree.stores.redis import RedisLog, RedisTreeLog

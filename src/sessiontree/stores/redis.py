@@ -55,6 +55,7 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
+from itertools import islice
 from typing import Any, overload
 from urllib.parse import unquote, urlsplit
 
@@ -1417,13 +1418,17 @@ _IMPORT_CHUNK = 500
 """Lines an import stores per script."""
 _CHUNK = 512
 """Path positions read together (lines of about a kilobyte: half a megabyte a read)."""
+_TAIL_CHUNKS = 8
+"""Chunks from the last compaction on (at most, counted back from the leaf) read with the first
+one asked for there: a context reads them all, in one round trip rather than one each."""
 _CACHE_LIMIT = 8192
 """Lines a tree log keeps before it forgets them all."""
 
 
-def _record_at(line: bytes, position: int) -> FileRecord:
-    """The envelope of the stored line at ``position`` (from 1; its JSONL line is one more)."""
-    record = Scanner(None).entry_record(line, 0)
+def _record_at(line: bytes, position: int, scanner: Scanner | None = None) -> FileRecord:
+    """The envelope of the stored line at ``position`` (from 1; its JSONL line is one more);
+    ``scanner`` is one to reuse (a path's chunk decodes hundreds of lines)."""
+    record = (scanner or Scanner(None)).entry_record(line, 0)
     record.line = position + 1
     return record
 
@@ -1618,19 +1623,39 @@ class _RedisPath(Sequence[Record]):
     def _chunk(self, number: int) -> list[Record]:
         found = self._chunks.get(number)
         if found is None:
-            low, high = number * _CHUNK + 1, min(self._length, (number + 1) * _CHUNK)
-            runs = [(start + max(low, first) - first, start + min(high, last) - first)
-                    for start, first, last in self._segments if last >= low and first <= high]
-            found = []
-            for (position, _), lines in zip(runs, self._log._ranges(runs)):
-                for offset, line in enumerate(lines):
-                    self._log._cache(position + offset, line)
-                    found.append(_record_at(line, position + offset))
-            if len(found) != high - low + 1:
-                raise ConcurrentModification(f"the path changed while it was read ({len(found)} "
-                                             f"of {high - low + 1} entries)", path=self._log.url)
-            self._chunks[number] = found
+            wanted = [number]
+            last = (self._length - 1) // _CHUNK
+            first = max(self._last[2], 0) // _CHUNK
+            if number >= first:  # a context reads on to the leaf: the rest of it comes along
+                wanted = sorted({number, *range(max(first, last - _TAIL_CHUNKS + 1), last + 1)}
+                                - self._chunks.keys())
+            self._fetch(wanted)
+            found = self._chunks[number]
         return found
+
+    def _fetch(self, numbers: Sequence[int]) -> None:
+        """Read these chunks: one pipelined read, one scanner decoding their envelopes."""
+        runs: list[tuple[int, int]] = []
+        spans: list[tuple[int, int, int]] = []  # chunk, its runs, its length
+        for number in numbers:
+            low, high = number * _CHUNK + 1, min(self._length, (number + 1) * _CHUNK)
+            runs.extend((start + max(low, first) - first, start + min(high, last) - first)
+                        for start, first, last in self._segments if last >= low and first <= high)
+            spans.append((number, len(runs), high - low + 1))
+        read = iter(zip(runs, self._log._ranges(runs)))
+        scanner = Scanner(None)
+        done = 0
+        for number, ends, length in spans:
+            found: list[Record] = []
+            for (position, _), lines in islice(read, ends - done):
+                for offset, line in enumerate(lines, position):
+                    self._log._cache(offset, line)
+                    found.append(_record_at(line, offset, scanner))
+            done = ends
+            if len(found) != length:
+                raise ConcurrentModification(f"the path changed while it was read ({len(found)} "
+                                             f"of {length} entries)", path=self._log.url)
+            self._chunks[number] = found
 
     @overload
     def __getitem__(self, index: int) -> Record: ...
@@ -1639,7 +1664,18 @@ class _RedisPath(Sequence[Record]):
 
     def __getitem__(self, index: int | slice) -> Record | list[Record]:
         if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._length))]
+            start, stop, step = index.indices(self._length)
+            if step != 1:
+                return [self[i] for i in range(start, stop, step)]
+            if start >= stop:
+                return []
+            numbers = range(start // _CHUNK, (stop - 1) // _CHUNK + 1)
+            missing = [n for n in numbers if n not in self._chunks]
+            if missing:
+                self._fetch(missing)  # together, not a read per chunk
+            items = [r for n in numbers for r in self._chunks[n]]
+            offset = numbers[0] * _CHUNK
+            return items[start - offset:stop - offset]
         if index < 0:
             index += self._length
         if not 0 <= index < self._length:
