@@ -180,3 +180,21 @@ def test_a_session_starts_scan_helpers_only_when_asked(tmp_path: Path,
     monkeypatch.setenv("SESSIONTREE_PROCESSES", "2")
     assert opened() == (free, ids)
     assert opened(processes=1) == (False, ids)  # the argument wins
+
+
+def test_entry_records_decode_a_stores_lines_as_entry_record_does() -> None:
+    """The one-loop decoder gives what the careful one does, lines it rejects included (a lone
+    surrogate, a parentId that is not a string), and refuses a header line as that one does."""
+    lines = [
+        b'{"type":"message","id":"a1","parentId":null,"timestamp":"t",'
+        b'"message":{"role":"user","content":"hi"}}',
+        b'{"type":"label","id":"a2","parentId":"a1","targetId":"a1","label":"\\ud800"}',
+        b'{"type":"custom","id":"a3","parentId":7,"customType":"x"}',
+    ]
+    careful = Scanner(None)
+    expected = [careful.entry_record(line, 0) for line in lines]
+    for number, record in enumerate(expected, 5):
+        record.line = number
+    assert Scanner(None).entry_records(lines, 5) == expected
+    with pytest.raises(ValueError, match="not an entry line"):
+        Scanner(None).entry_records([lines[0], b'{"type":"session","id":"s"}'], 2)

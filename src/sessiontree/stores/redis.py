@@ -1425,10 +1425,9 @@ _CACHE_LIMIT = 8192
 """Lines a tree log keeps before it forgets them all."""
 
 
-def _record_at(line: bytes, position: int, scanner: Scanner | None = None) -> FileRecord:
-    """The envelope of the stored line at ``position`` (from 1; its JSONL line is one more);
-    ``scanner`` is one to reuse (a path's chunk decodes hundreds of lines)."""
-    record = (scanner or Scanner(None)).entry_record(line, 0)
+def _record_at(line: bytes, position: int) -> FileRecord:
+    """The envelope of the stored line at ``position`` (from 1; its JSONL line is one more)."""
+    record = Scanner(None).entry_record(line, 0)
     record.line = position + 1
     return record
 
@@ -1650,7 +1649,7 @@ class _RedisPath(Sequence[Record]):
             for (position, _), lines in islice(read, ends - done):
                 for offset, line in enumerate(lines, position):
                     self._log._cache(offset, line)
-                    found.append(_record_at(line, offset, scanner))
+                found.extend(scanner.entry_records(lines, position + 1))
             done = ends
             if len(found) != length:
                 raise ConcurrentModification(f"the path changed while it was read ({len(found)} "
