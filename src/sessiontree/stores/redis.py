@@ -1416,9 +1416,9 @@ class RedisLog(_Appends):
 
 _IMPORT_CHUNK = 500
 """Lines an import stores per script."""
-_CHUNK = 512
-"""Path positions read together (lines of about a kilobyte: half a megabyte a read)."""
-_TAIL_CHUNKS = 8
+_CHUNK = 256
+"""Path positions read together (lines of about a kilobyte: a quarter of a megabyte a read)."""
+_TAIL_CHUNKS = 16
 """Chunks from the last compaction on (at most, counted back from the leaf) read with the first
 one asked for there: a context reads them all, in one round trip rather than one each."""
 _CACHE_LIMIT = 8192
