@@ -1470,6 +1470,12 @@ class RedisTreeLog(_Appends):
             self._lines.clear()
         self._lines[position] = line
 
+    def _cache_run(self, position: int, lines: Sequence[bytes]) -> None:
+        """Keep consecutive lines from ``position`` (a path's chunk)."""
+        if len(self._lines) + len(lines) > _CACHE_LIMIT:
+            self._lines.clear()
+        self._lines.update(zip(range(position, position + len(lines)), lines))
+
     def load(self) -> LoadResult:
         if self.header_line is None:
             return LoadResult(None, 1, [], [])
@@ -1540,6 +1546,11 @@ class RedisTreeLog(_Appends):
     def read_many(self, records: Sequence[Record]) -> list[bytes]:
         """The lines of many records, the ones not read yet fetched together (a pipelined
         ``LRANGE`` per run of consecutive positions)."""
+        cached = self._lines
+        try:
+            return [cached[r.line - 1] for r in records]  # a path's chunks read them all
+        except KeyError:
+            pass
         wanted = sorted({r.line - 1 for r in records if r.line - 1 not in self._lines})
         if len(self._lines) + len(wanted) > _CACHE_LIMIT:
             self._lines.clear()
@@ -1647,8 +1658,7 @@ class _RedisPath(Sequence[Record]):
         for number, ends, length in spans:
             found: list[Record] = []
             for (position, _), lines in islice(read, ends - done):
-                for offset, line in enumerate(lines, position):
-                    self._log._cache(offset, line)
+                self._log._cache_run(position, lines)
                 found.extend(scanner.entry_records(lines, position + 1))
             done = ends
             if len(found) != length:
