@@ -449,7 +449,7 @@ def test_a_path_read_in_small_chunks_gives_the_files_slices_and_contexts(
     from sessiontree.stores import redis as redis_store
     from sessiontree.testing.generate import generate_session
 
-    monkeypatch.setattr(redis_store, "_CHUNK", 16)
+    monkeypatch.setattr(redis_store._RedisPath, "chunk", 16)
     monkeypatch.setattr(redis_store, "_TAIL_CHUNKS", 2)
     made = generate_session(tmp_path / "s.jsonl", 900, seed=7, branch_every=120,
                             compact_every=250)

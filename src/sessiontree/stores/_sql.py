@@ -24,7 +24,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from datetime import date, datetime
-from typing import Any, TypeVar, overload
+from typing import Any, TypeVar
 
 from .. import _json
 from .._listing import ListingStats, listed_usage
@@ -55,6 +55,7 @@ from ._sql_common import (
     search_flow,
     write_flow,
 )
+from ._path import ChunkedPath
 from .base import LoadResult, LogHead, SessionListing
 
 __all__ = ["LazyPath", "SqlLog", "SqlStore", "drive", "run_step"]
@@ -672,37 +673,20 @@ class SqlLog:
         return self.store.follow(self.session_id, self._last_seq, poll=poll, stop=stop)
 
 
-_CHUNK = 1024
-
-
-class LazyPath(Sequence[Record]):
-    """A root-to-leaf path of a database session, read in chunks of positions as they are
-    asked for (a context reads the leaf's end and the compaction's suffix, not the whole path).
-
-    Position ``i`` is the entry of depth ``i + 1``; ``segments`` are ``(segment, first depth,
-    last depth)`` from the root's segment to the leaf's.
-    """
+class LazyPath(ChunkedPath):
+    """A root-to-leaf path of a database session, read in chunks as they are asked for;
+    ``segments`` are ``(segment, first depth, last depth)``."""
 
     def __init__(self, log: SqlLog, segments: list[tuple[int, int, int]],
                  last: tuple[int, int, int]) -> None:
+        super().__init__(segments, last)
         self._log = log
-        self._segments = segments
-        self._length = segments[-1][2] if segments else 0
-        self._last = last
-        self._chunks: dict[int, list[Record]] = {}
 
-    def last_positions(self) -> tuple[int, int, int]:
-        """Where the last thinking level change, model source and compaction are (-1: none)."""
-        return self._last
-
-    def __len__(self) -> int:
-        return self._length
-
-    def _chunk(self, number: int) -> list[Record]:
-        found = self._chunks.get(number)
-        if found is None:
-            low, high = number * _CHUNK + 1, min(self._length, (number + 1) * _CHUNK)
-            found = []
+    def _fetch(self, numbers: Sequence[int]) -> None:
+        """A query per segment a chunk spans."""
+        for number in numbers:
+            low, high = self._span(number)
+            found: list[Record] = []
             for segment, first, last in self._segments:
                 if last < low or first > high:
                     continue
@@ -714,18 +698,3 @@ class LazyPath(Sequence[Record]):
                                              f"of {high - low + 1} entries)", path=self._log.url)
             self._chunks[number] = found
             self._log._remember(found)
-        return found
-
-    @overload
-    def __getitem__(self, index: int) -> Record: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Record]: ...
-
-    def __getitem__(self, index: int | slice) -> Record | list[Record]:
-        if isinstance(index, slice):
-            return [self[i] for i in range(*index.indices(self._length))]
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError(index)
-        return self._chunk(index // _CHUNK)[index % _CHUNK]

@@ -49,14 +49,13 @@ from __future__ import annotations
 import hashlib
 import io
 import math
-import os
 import re
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
 from itertools import islice
-from typing import Any, overload
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import msgspec
@@ -103,6 +102,7 @@ from ..errors import (
 )
 from ..usage import UsageTotals
 from ._address import redacted, take_option
+from ._path import ChunkedPath
 from .base import LoadResult, LogBehind, LogHead, SessionListing, check_session_id
 
 __all__ = ["RedisLog", "RedisStore", "RedisTreeLog", "cluster_seeds"]
@@ -1609,46 +1609,34 @@ class RedisTreeLog(_Appends):
         self._last_path = None
 
 
-class _RedisPath(Sequence[Record]):
-    """A root-to-leaf path of a session with a tree index, read in chunks of depths as they
-    are asked for (a context reads the leaf's end and the compaction's suffix, not the whole
-    path). ``segments`` are ``(first position, first depth, last depth)`` from the root's; the
+class _RedisPath(ChunkedPath):
+    """A root-to-leaf path of a session with a tree index, read in chunks as they are asked
+    for. ``segments`` are ``(first position, first depth, last depth)`` from the root's; the
     entry of depth ``d`` in a segment is at position ``first + d - first depth``."""
+
+    chunk = _CHUNK
 
     def __init__(self, log: RedisTreeLog, segments: list[tuple[int, int, int]],
                  last: tuple[int, int, int]) -> None:
+        super().__init__(segments, last)
         self._log = log
-        self._segments = segments
-        self._length = segments[-1][2] if segments else 0
-        self._last = last
-        self._chunks: dict[int, list[Record]] = {}
 
-    def last_positions(self) -> tuple[int, int, int]:
-        """Where the last thinking level change, model source and compaction are (-1: none)."""
-        return self._last
-
-    def __len__(self) -> int:
-        return self._length
-
-    def _chunk(self, number: int) -> list[Record]:
-        found = self._chunks.get(number)
-        if found is None:
-            wanted = [number]
-            last = (self._length - 1) // _CHUNK
-            first = max(self._last[2], 0) // _CHUNK
-            if number >= first:  # a context reads on to the leaf: the rest of it comes along
-                wanted = sorted({number, *range(max(first, last - _TAIL_CHUNKS + 1), last + 1)}
-                                - self._chunks.keys())
-            self._fetch(wanted)
-            found = self._chunks[number]
-        return found
+    def _wanted(self, number: int) -> Sequence[int]:
+        """A context reads on to the leaf: from the last compaction's chunk, the rest of the
+        path comes along in the same read."""
+        last = (self._length - 1) // self.chunk
+        first = max(self._last[2], 0) // self.chunk
+        if number < first:
+            return [number]
+        return sorted({number, *range(max(first, last - _TAIL_CHUNKS + 1), last + 1)}
+                      - self._chunks.keys())
 
     def _fetch(self, numbers: Sequence[int]) -> None:
         """Read these chunks: one pipelined read, one scanner decoding their envelopes."""
         runs: list[tuple[int, int]] = []
         spans: list[tuple[int, int, int]] = []  # chunk, its runs, its length
         for number in numbers:
-            low, high = number * _CHUNK + 1, min(self._length, (number + 1) * _CHUNK)
+            low, high = self._span(number)
             runs.extend((start + max(low, first) - first, start + min(high, last) - first)
                         for start, first, last in self._segments if last >= low and first <= high)
             spans.append((number, len(runs), high - low + 1))
@@ -1668,31 +1656,6 @@ class _RedisPath(Sequence[Record]):
 
     def __iter__(self) -> Iterator[Record]:
         """Root to leaf, a pipelined read per 32 chunks (not a round trip per chunk)."""
-        step = 32 * _CHUNK
+        step = 32 * self.chunk
         for start in range(0, self._length, step):
             yield from self[start:start + step]
-
-    @overload
-    def __getitem__(self, index: int) -> Record: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[Record]: ...
-
-    def __getitem__(self, index: int | slice) -> Record | list[Record]:
-        if isinstance(index, slice):
-            start, stop, step = index.indices(self._length)
-            if step != 1:
-                return [self[i] for i in range(start, stop, step)]
-            if start >= stop:
-                return []
-            numbers = range(start // _CHUNK, (stop - 1) // _CHUNK + 1)
-            missing = [n for n in numbers if n not in self._chunks]
-            if missing:
-                self._fetch(missing)  # together, not a read per chunk
-            items = [r for n in numbers for r in self._chunks[n]]
-            offset = numbers[0] * _CHUNK
-            return items[start - offset:stop - offset]
-        if index < 0:
-            index += self._length
-        if not 0 <= index < self._length:
-            raise IndexError(index)
-        return self._chunk(index // _CHUNK)[index % _CHUNK]
