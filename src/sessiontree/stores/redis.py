@@ -1262,6 +1262,18 @@ class _Appends:
     def _kept(self, records: Sequence[FileRecord], lines: Sequence[bytes]) -> None:
         raise NotImplementedError
 
+    def refresh(self) -> LoadResult | None:
+        """The lines other writers appended since this log last looked (no lock taken)."""
+        if self._pending is not None:  # read by a refused append, not handed over yet
+            fresh, self._pending = self._pending, None
+            return fresh
+        meta, lines, _ = self.store.keys(self.session_id)
+        header, fresh = self.store._query(lambda pipe: (
+            pipe.hget(meta, "header"), pipe.lrange(lines, self.seen, -1)))
+        if self.header_line is not None and header != self.header_line:
+            return None  # deleted or re-created: the next append says so
+        return self._fresh(header, fresh)
+
     def begin_append(self) -> LoadResult | None:
         """Nothing to wait for: an append takes no lock (the append script refuses a batch
         when others appended since this log looked, see :meth:`write`); hands over the lines
@@ -1397,18 +1409,6 @@ class RedisLog(_Appends):
             record.offset = self._size
             self._size += len(line) + 1
             self.entry_lines.append(line)
-
-    def refresh(self) -> LoadResult | None:
-        """The lines other writers appended since this log last looked (no lock taken)."""
-        if self._pending is not None:  # read by a refused append, not handed over yet
-            fresh, self._pending = self._pending, None
-            return fresh
-        meta, lines, _ = self.store.keys(self.session_id)
-        header, fresh = self.store._query(lambda pipe: (
-            pipe.hget(meta, "header"), pipe.lrange(lines, len(self.entry_lines), -1)))
-        if self.header_line is not None and header != self.header_line:
-            return None  # deleted or re-created: the next append says so
-        return self._fresh(header, fresh)
 
     def close(self) -> None:
         self._pending = None
@@ -1590,18 +1590,6 @@ class RedisTreeLog(_Appends):
             self._count += 1
             record.line = self._count + 1
             self._cache(self._count, line)
-
-    def refresh(self) -> LoadResult | None:
-        """The lines other writers appended since this log last looked (no lock taken)."""
-        if self._pending is not None:  # read by a refused append, not handed over yet
-            fresh, self._pending = self._pending, None
-            return fresh
-        meta, lines, _ = self.store.keys(self.session_id)
-        header, fresh = self.store._query(lambda pipe: (
-            pipe.hget(meta, "header"), pipe.lrange(lines, self._count, -1)))
-        if self.header_line is not None and header != self.header_line:
-            return None  # deleted or re-created: the next append says so
-        return self._fresh(header, fresh)
 
     def close(self) -> None:
         self._pending = None
