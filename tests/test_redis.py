@@ -499,6 +499,32 @@ def test_sessions_stored_before_the_tree_index_keep_working_and_migrate(
     assert not [k for k in _all_keys(store) if session.id.encode() in k]  # the lock key too
 
 
+def test_the_migrate_command_gives_old_sessions_the_tree_index(
+        store: RedisStore, store_url: str) -> None:
+    from click.testing import CliRunner
+
+    from sessiontree.cli import cli
+    from sessiontree.stores.redis import RedisLog, RedisTreeLog
+
+    ids = []
+    for text in ("one", "two"):
+        with Session.create(cwd="/w", store=store) as session:
+            session.append_message(UserMessage.of(text))
+            ids.append(session.id)
+        _as_stored_before_the_tree_index(store, session.id)
+    assert all(isinstance(store.open_log(i), RedisLog) for i in ids)
+    done = CliRunner().invoke(cli, ["migrate", f"{store_url}#{ids[0]}"])
+    assert done.exit_code == 0 and "given the tree index" in done.output, done.output
+    assert [type(store.open_log(i)) for i in ids] == [RedisTreeLog, RedisLog]
+    done = CliRunner().invoke(cli, ["migrate", store_url])
+    assert done.exit_code == 0 and "session(s) given the tree index" in done.output, done.output
+    assert all(isinstance(store.open_log(i), RedisTreeLog) for i in ids)
+    with Session(store.open_log(ids[1])) as migrated:
+        assert [m.content[0].text for m in migrated.build_context().messages] == ["two"]
+    for session_id in ids:
+        store.delete(session_id)
+
+
 def test_an_import_with_orphans_is_read_whole(store: RedisStore) -> None:
     from sessiontree.stores.redis import RedisLog
 

@@ -289,11 +289,17 @@ def migrate(file: str) -> None:
     """Bring an old session file (version 1, 2 or the draft format) to version 3, in place;
     also a header whose version is odd (3.5, "2"), as pi reads it.
 
-    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic. Files only: a
-    database holds version 3 sessions only (copy refuses an older file until it is migrated).
+    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic. A database holds
+    version 3 sessions only (copy refuses an older file until it is migrated); for a Redis
+    store (redis://...[#ID]) this gives sessions stored before the tree index one, so they
+    open by their paths instead of reading every line.
     """
     from ..migrate import migrate_file
+    from ..stores.url import is_url, parse_location
 
+    if is_url(file) and parse_location(file).kind == "redis":
+        _index_redis_trees(file)
+        return
     _file_only(file, "migrate", "a database holds version 3 sessions only (copy refuses an "
                                 "older file until it is migrated), so there is nothing to migrate")
 
@@ -308,6 +314,23 @@ def migrate(file: str) -> None:
         if result.skipped:
             click.echo(f"warning: lines {', '.join(map(str, result.skipped))} did not parse and "
                        "are only in the backup", err=True)
+
+
+def _index_redis_trees(url: str) -> None:
+    """``migrate`` of a Redis store: the tree index for the sessions stored without one."""
+    from ..stores.redis import RedisStore
+    from ..stores.url import open_store, parse_location
+
+    session_id = parse_location(url).session_id
+    with open_store(url.partition("#")[0]) as store:
+        assert isinstance(store, RedisStore)
+        if session_id is None:
+            click.echo(f"{store.url}: {store.migrate()} session(s) given the tree index")
+        elif store.index_tree(session_id):
+            click.echo(f"{store.session_url(session_id)}: given the tree index")
+        else:
+            click.echo(f"{store.session_url(session_id)}: cannot have the tree index (orphans, "
+                       "or parents named before they came): it keeps being read whole")
 
 
 @cli.command()
