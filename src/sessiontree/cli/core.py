@@ -289,10 +289,10 @@ def migrate(file: str) -> None:
     """Bring an old session file (version 1, 2 or the draft format) to version 3, in place;
     also a header whose version is odd (3.5, "2"), as pi reads it.
 
-    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic. A database holds
-    version 3 sessions only (copy refuses an older file until it is migrated); for a Redis
-    store (redis://...[#ID]) this gives sessions stored before the tree index one, so they
-    open by their paths instead of reading every line.
+    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic. Files only: a
+    database holds version 3 sessions only (copy refuses an older file until it is migrated).
+    But for a Redis store (redis://...[#ID]) this gives the sessions stored before the tree
+    index one, so they open by their paths instead of reading every line.
     """
     from ..migrate import migrate_file
     from ..stores.url import is_url, parse_location
