@@ -38,6 +38,9 @@ class NestedTooDeep(ValueError):
 # line, most of an append's time) and walks back from each to see whether a number ends there.
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _NUMBER_BODY = frozenset(b"0123456789.")
+_OPENERS = frozenset(b'{["')  # the first byte of an object, array or string (not a number)
+# (the checks search with bytes.find, never "x in bytes": "in" tries its operand as an integer
+# first, and the TypeError raised and cleared costs more than the search itself)
 # JavaScript objects list integer-like keys ("0", "17") first, in ascending order. Such a key
 # is digits between a '"' and '":' (a raw '"' in compact JSON only ever delimits a string);
 # the check finds '":' after a digit in the digits-as-zero copy the float check makes anyway
@@ -186,9 +189,9 @@ def dumps(value: Any) -> bytes:
     except (UnicodeEncodeError, OverflowError):
         return _dump_py(value).encode("utf-8", "surrogatepass")
     zeroed = out.translate(_DIGITS_AS_ZERO)
-    if b'0":' in zeroed and _maybe_index_key(zeroed):
+    if _maybe_index_key(zeroed):
         return _dump_py(value).encode("utf-8", "surrogatepass")
-    if out[:1] not in (b"{", b"[", b'"') or _maybe_float_diff(out, zeroed):
+    if out[0] not in _OPENERS or _maybe_float_diff(out, zeroed):
         out = _TOKEN.sub(_fix_number, out)
     return out
 

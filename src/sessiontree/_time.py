@@ -16,17 +16,17 @@ _ISO = re.compile(
 
 
 _second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
+_MILLIS = [f"{ms:03d}Z" for ms in range(1000)]  # (an append's timestamp without formatting)
 
 
 def iso_now() -> str:
     """Now, as ``new Date().toISOString()``: ``YYYY-MM-DDTHH:mm:ss.sssZ``."""
     global _second
-    ns = time.time_ns()
-    second = ns // 1_000_000_000
+    second, ms = divmod(time.time_ns() // 1_000_000, 1000)
     if _second[0] != second:
         whole = _dt.datetime.fromtimestamp(second, tz=_dt.timezone.utc)
         _second = (second, whole.strftime("%Y-%m-%dT%H:%M:%S."))
-    return f"{_second[1]}{(ns // 1_000_000) % 1000:03d}Z"
+    return _second[1] + _MILLIS[ms]
 
 
 def iso_to_ms(text: object) -> int | None:
@@ -74,6 +74,18 @@ def file_stamp(iso: str) -> str:
     return iso.replace(":", "-").replace(".", "-")
 
 
+_drawn: list[str] = []
+"""Ids drawn ahead, 256 from one ``getrandom`` call (a system call per append cost about as
+much as encoding the line). ``list.pop`` is atomic, so two threads never take the same one;
+a forked child draws its own (the parent's are dropped in it)."""
+os.register_at_fork(after_in_child=_drawn.clear)
+
+
+def _draw_ahead() -> None:
+    digits = os.urandom(1024).hex()
+    _drawn.extend([digits[at:at + 8] for at in range(0, 2048, 8)])
+
+
 def new_entry_id(taken: object) -> str:
     """A new entry id as pi draws it: 8 lowercase hex digits, redrawn while it collides.
 
@@ -81,7 +93,11 @@ def new_entry_id(taken: object) -> str:
         taken: any container supporting ``in`` with the ids already used.
     """
     for _ in range(100):
-        candidate = os.urandom(4).hex()
+        try:
+            candidate = _drawn.pop()
+        except IndexError:
+            _draw_ahead()
+            continue
         if candidate not in taken:  # type: ignore[operator]
             return candidate
     return str(uuid.uuid4())
