@@ -32,10 +32,27 @@ def test_session_import_loads_only_what_a_session_file_needs() -> None:
             "s = Session.create(os.path.dirname(path)); s.append_message(UserMessage.of('hi'))\n"
             "s.close(); s = Session.open(s.file); s.build_context().messages; s.close()\n"
             "unwanted = {'sessiontree.events', 'sessiontree.stores._sql_common', 'pathlib', "
-            "'sessiontree.stores._jsonl_listing', 'sessiontree._listing', 'json', 'subprocess'}\n"
+            "'sessiontree.stores._jsonl_listing', 'sessiontree._listing', 'json', 'subprocess', "
+            "'urllib.parse'}\n"
             "print(sorted(unwanted & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_session_import_leaves_the_rest_to_first_use() -> None:
+    """``from sessiontree import Session`` alone loads no URL parsing (urllib.parse imports
+    ipaddress), no context building, no file lock (fcntl is a shared library) and no operation
+    or provider: each is imported by its first use (issue 21: the import is what a user's first
+    line pays)."""
+    code = ("import sys; from sessiontree import Session\n"
+            "deferred = {'urllib.parse', 'ipaddress', 'fcntl', 'sessiontree.stores.url', "
+            "'sessiontree.context', 'sessiontree.stores._follow', 'sessiontree.stores.memory', "
+            "'sessiontree.events', 'sessiontree.navigation', 'sessiontree.compaction', "
+            "'sessiontree.fork', 'sessiontree.providers', 'sessiontree.summarize'}\n"
+            "print(sorted(deferred & set(sys.modules)))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
+
 
 def test_public_names_resolve_and_package_is_typed() -> None:
     for name in sessiontree.__all__:

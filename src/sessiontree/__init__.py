@@ -16,8 +16,6 @@ Start with :class:`Session`::
 
 from __future__ import annotations
 
-import importlib
-
 TYPE_CHECKING = False  # typing.TYPE_CHECKING without importing typing (it costs milliseconds)
 if TYPE_CHECKING:
     from typing import Any
@@ -211,14 +209,20 @@ _LAZY = {
 }
 
 
+def _submodule(name: str) -> Any:
+    """``importlib.import_module`` without importing importlib (with ``from sessiontree
+    import Session`` every millisecond counts)."""
+    return __import__(f"{__name__}.{name}", fromlist=["__name__"])
+
+
 def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         try:  # a submodule not imported yet (``sessiontree.session``)
-            return importlib.import_module(f".{name}", __name__)
+            return _submodule(name)
         except ModuleNotFoundError:
             raise AttributeError(f"module 'sessiontree' has no attribute {name!r}") from None
-    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    value = getattr(_submodule(module), name)
     globals()[name] = value  # found directly from now on
     return value
 

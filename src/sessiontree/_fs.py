@@ -10,7 +10,6 @@ never removed.
 from __future__ import annotations
 
 import errno
-import fcntl
 import os
 import re
 import stat
@@ -145,7 +144,7 @@ def write_new(path: str, data: bytes, *, exclusive: bool = False) -> str:
 
 TEMP_MARK = ".sessiontree-tmp-"
 """What the name of every temporary file of a rewrite holds, before ``<pid>-<ns>``."""
-_TEMP_NAME = re.compile(r"^\..+" + re.escape(TEMP_MARK) + r"(\d+)-\d+$")
+_TEMP_NAME = r"^\..+" + re.escape(TEMP_MARK) + r"(\d+)-\d+$"  # compiled on first use
 
 
 def _process_exists(pid: int) -> bool:
@@ -165,8 +164,9 @@ def remove_stale_temps(directory: str) -> list[str]:
         names = os.listdir(directory or ".")
     except OSError:
         return removed
+    temp_name = re.compile(_TEMP_NAME)
     for name in names:
-        match = _TEMP_NAME.match(name)
+        match = temp_name.match(name)
         if match is None or int(match.group(1)) == os.getpid() or _process_exists(int(match.group(1))):
             continue
         path = os.path.join(directory, name)
@@ -350,6 +350,8 @@ def lock(fd: int, path: str, timeout: float) -> None:
     Raises:
         SessionLockedError: another writer kept the lock past the timeout.
     """
+    import fcntl  # a shared library: loaded by the first writer, not with Session
+
     deadline = time.monotonic() + timeout
     delay = 0.001
     while True:
@@ -370,4 +372,6 @@ def lock(fd: int, path: str, timeout: float) -> None:
 
 
 def unlock(fd: int) -> None:
+    import fcntl
+
     fcntl.flock(fd, fcntl.LOCK_UN)

@@ -48,7 +48,9 @@ _OPENERS = frozenset(b'{["')  # the first byte of an object, array or string (no
 _INDEX_KEY = re.compile(r"(?:0|[1-9][0-9]{0,9})\Z")
 _TOKEN = re.compile(rb'"(?:[^"\\]|\\.)*"|-?[0-9][0-9.eE+-]*')
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r"}
-_NEEDS_ESCAPE = re.compile("[\"\\\\\x00-\x1f\ud800-\udfff]")
+# Text, compiled (and cached by re) by the first value that takes the pure-Python path:
+# compiling the surrogate range costs most of a millisecond, too much for every import.
+_NEEDS_ESCAPE = "[\"\\\\\x00-\x1f\ud800-\udfff]"
 
 
 def is_index_key(key: str) -> bool:
@@ -102,7 +104,7 @@ def _dump_str(s: str) -> str:
     if any("\ud800" <= c <= "\udfff" for c in s):
         # Join valid surrogate pairs into one code point, as a JavaScript string would read them.
         s = s.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, s) + '"'
+    return '"' + re.sub(_NEEDS_ESCAPE, _escape_char, s) + '"'
 
 
 def _dump_py(value: Any) -> str:

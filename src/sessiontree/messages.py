@@ -332,17 +332,17 @@ AgentMessage = Union[
 _message_type: Any = AgentMessage
 _ROLES = ("system", "user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary",
           "compactionSummary")
-_AT_FIELD = re.compile(r" - at `\$\.?([^`]*)`$")
-_MISSING_FIELD = re.compile(r"missing required field `([^`]+)`")
+_AT_FIELD = r" - at `\$\.?([^`]*)`$"  # patterns of the error path: compiled on first use
+_MISSING_FIELD = r"missing required field `([^`]+)`"
 _M = TypeVar("_M", bound=_Message)
 
 
 def _invalid(where: str, error: Exception) -> InvalidMessage:
     """An :class:`InvalidMessage` from msgspec's error text, with the field it names."""
     text = str(error)
-    at = _AT_FIELD.search(text)
+    at = re.search(_AT_FIELD, text)
     field = at.group(1) if at and at.group(1) else None
-    missing = _MISSING_FIELD.search(text)
+    missing = re.search(_MISSING_FIELD, text)
     if missing:
         field = f"{field}.{missing.group(1)}" if field else missing.group(1)
     return InvalidMessage(f"{where}: {text}", field=field)

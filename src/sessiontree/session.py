@@ -27,7 +27,6 @@ from ._codec import decode_line
 from ._time import iso_now, uuid7
 from ._tree import TreeNode, js_trim
 from ._treelog import EntryMaker, LoadWarning, TreeLog, entry_maker
-from .context import EMPTY_CONTEXT, ContextMemo, SessionContext
 from .entries import (
     CHECKOUT_CUSTOM_TYPE,
     AnyEntry,
@@ -66,10 +65,9 @@ from .stores.jsonl import (
     open_file,
     session_file_name,
 )
-from .stores.url import is_url
-
 if TYPE_CHECKING:
     from ._offload import Offload
+    from .context import ContextMemo, SessionContext
     from .events import EventBus
     from .compaction import CompactionPreparation, CompactionSettings
     from .navigation import NavigationResult
@@ -94,7 +92,7 @@ class Session(TreeLog):
                  cache_bytes: int = DEFAULT_CACHE_BYTES) -> None:
         """Wrap an already-migrated log. Prefer :meth:`open`, :meth:`create`, :meth:`in_memory`."""
         self._owned_store: Store | None = None  # opened for this session: closed with it
-        self._contexts = ContextMemo()
+        self._contexts: ContextMemo | None = None  # made by the first build_context
         self._events: EventBus | None = None
         super().__init__(log, header=header, strict=strict, warn=warn, cache_bytes=cache_bytes)
 
@@ -167,6 +165,8 @@ class Session(TreeLog):
             InvalidLocation: a database address without ``#SESSION_ID``.
             StoreUnavailable: the database cannot be reached.
         """
+        from .stores.url import is_url  # not imported with Session: it is rarely a URL
+
         if is_url(path):
             return cls._open_stored(path, strict=strict, durable=durable, warn=warn,
                                     cache_bytes=cache_bytes, read_only=read_only)
@@ -310,7 +310,7 @@ class Session(TreeLog):
     def close(self) -> None:
         """Release the file (or the store opened for it). The session cannot be read or appended
         to afterwards."""
-        self._contexts.clear()
+        self._contexts = None
         try:
             super().close()
         finally:
@@ -319,7 +319,8 @@ class Session(TreeLog):
                 store.close()
 
     def _paths_changed(self) -> None:
-        self._contexts.clear()
+        if self._contexts is not None:
+            self._contexts.clear()
 
     # -- reading -------------------------------------------------------------------------------
 
@@ -450,6 +451,8 @@ class Session(TreeLog):
         """
         target = self._leaf if leaf_id is UNSET else leaf_id
         if target is None:
+            from .context import EMPTY_CONTEXT
+
             context = EMPTY_CONTEXT.share()
         else:
             context = self._context(target).share()
@@ -491,7 +494,12 @@ class Session(TreeLog):
 
     def _context(self, target: str) -> SessionContext:
         """The context of ``target``, built or remembered (:meth:`ContextMemo.context`)."""
-        return self._contexts.context(target, self._record, self._index, self._path_records,
+        contexts = self._contexts
+        if contexts is None:  # the first context: its module is imported now, not with Session
+            from .context import ContextMemo
+
+            contexts = self._contexts = ContextMemo()
+        return contexts.context(target, self._record, self._index, self._path_records,
                                       self._data, self._message_json, self._prefetch_messages)
 
     # -- appending -----------------------------------------------------------------------------

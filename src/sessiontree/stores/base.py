@@ -287,10 +287,9 @@ def has_lines(store: Store) -> TypeGuard[LineStore]:
     return isinstance(store, LineStore)
 
 
-_SESSION_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
-
-
-_NEW_SESSION_ID = re.compile(r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?")
+# Compiled (and cached by re) on first use, not with Session.
+_SESSION_ID = r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}"
+_NEW_SESSION_ID = r"[A-Za-z0-9](?:[A-Za-z0-9._-]{0,126}[A-Za-z0-9])?"
 
 
 def check_new_session_id(session_id: object) -> str:
@@ -301,7 +300,7 @@ def check_new_session_id(session_id: object) -> str:
     Raises:
         InvalidLocation: anything else (a ``/`` would name a file outside the folder).
     """
-    if not isinstance(session_id, str) or not _NEW_SESSION_ID.fullmatch(session_id):
+    if not isinstance(session_id, str) or not re.fullmatch(_NEW_SESSION_ID, session_id):
         raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', "
                               "'_' and '-', at most 128, starting and ending with a letter or "
                               "digit)")
@@ -315,7 +314,7 @@ def check_session_id(session_id: object) -> str:
     Raises:
         InvalidLocation: anything else.
     """
-    if not isinstance(session_id, str) or not _SESSION_ID.fullmatch(session_id):
+    if not isinstance(session_id, str) or not re.fullmatch(_SESSION_ID, session_id):
         raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', '_' "
                               "and '-', at most 128, starting with a letter or digit)")
     return session_id

@@ -40,7 +40,6 @@ from ..errors import (
     UnsupportedVersion,
     WriteFailed,
 )
-from ._follow import follow_file
 from .base import LoadResult, SessionListing, check_session_id
 
 if TYPE_CHECKING:
@@ -411,6 +410,8 @@ class JsonlFile:
 
     def follow(self, *, poll: float, stop: Callable[[], bool]) -> Iterator[bytes]:
         """Whole lines appended after what was scanned, as they land (no lock is taken)."""
+        from ._follow import follow_file
+
         scanner = self._scanner
         start = self._size if scanner is None or scanner.tail == "clean" else scanner.tail_offset
         return follow_file(self.path, start, poll=poll, stop=stop)

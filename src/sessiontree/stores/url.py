@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 from typing import TYPE_CHECKING, Literal, NamedTuple, TypeGuard
-from urllib.parse import parse_qsl
 
 from ..errors import InvalidLocation
 from .base import check_session_id
@@ -82,6 +81,8 @@ def _sqlite_mode(query: str, text: str) -> SqliteMode:
         InvalidLocation: a parameter other than ``mode``, or a mode SQLite's URIs do not have
             (``memory`` too: a store is a file).
     """
+    from urllib.parse import parse_qsl  # urllib.parse (with ipaddress): SQLite URLs only
+
     mode: SqliteMode = "rwc"
     for name, value in parse_qsl(query, keep_blank_values=True):
         if name != "mode":
