@@ -16,7 +16,9 @@ _ISO = re.compile(
 
 
 _second: tuple[int, str] = (-1, "")  # the last second formatted, and its text
-_MILLIS = [f"{ms:03d}Z" for ms in range(1000)]  # (an append's timestamp without formatting)
+# "000Z" to "999Z": an append's timestamp without formatting; made by the first call, not at
+# import (the 1,000 formats cost about 3 million instructions, most of a millisecond).
+_MILLIS: list[str] = []
 
 
 def iso_now() -> str:
@@ -24,6 +26,8 @@ def iso_now() -> str:
     global _second
     second, ms = divmod(time.time_ns() // 1_000_000, 1000)
     if _second[0] != second:
+        if not _MILLIS:  # (one extend by a whole list: a thread sees none or all of it)
+            _MILLIS.extend([f"{n:03d}Z" for n in range(1000)])
         whole = _dt.datetime.fromtimestamp(second, tz=_dt.timezone.utc)
         _second = (second, whole.strftime("%Y-%m-%dT%H:%M:%S."))
     return _second[1] + _MILLIS[ms]
