@@ -11,6 +11,8 @@ import pytest
 
 from sessiontree import (
     AssistantMessage,
+    BranchSummaryMessage,
+    CompactionSummaryMessage,
     ImageContent,
     InvalidEntry,
     InvalidMessage,
@@ -77,6 +79,22 @@ def test_typed_messages_built_by_hand_are_checked_before_writing(tmp_path: Path)
             session.append_custom_message("note", ["plain strings are not blocks"])  # type: ignore[list-item]
         assert caught.value.field == "content[0]"
         assert len(session) == 0 and not os.path.exists(session.file or "")
+
+
+class _MySummary(BranchSummaryMessage):
+    """A subclass of a summary message: refused as its base is."""
+
+
+def test_typed_summary_messages_are_refused_subclasses_too(tmp_path: Path) -> None:
+    with Session.create(tmp_path) as session:
+        session.append_message(UserMessage.of("first"))  # (the class answers are remembered)
+        for summary in (BranchSummaryMessage(summary="s", from_id="a"),
+                        CompactionSummaryMessage(summary="s", tokens_before=1),
+                        _MySummary(summary="s", from_id="a")):
+            for _ in range(2):
+                with pytest.raises(InvalidEntry, match="synthesized from entries"):
+                    session.append_message(summary)
+        assert len(session) == 1
 
 
 def test_valid_dicts_are_still_written_as_given(tmp_path: Path) -> None:

@@ -220,10 +220,9 @@ class Columns(Sequence[Record]):
         self.lines.append(record.line)
         if self.located is None:
             self.located = isinstance(record, FileRecord)
-        if self.located:
-            located = cast(FileRecord, record)
-            self.offsets.append(located.offset)
-            self.lengths.append(located.length)
+        if self.located:  # (a FileRecord: no cast() call, an append's hottest path)
+            self.offsets.append(record.offset)  # type: ignore[attr-defined]
+            self.lengths.append(record.length)  # type: ignore[attr-defined]
         kind = self._types[record.type]
         message = record.message
         try:

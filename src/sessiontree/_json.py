@@ -38,6 +38,7 @@ class NestedTooDeep(ValueError):
 # line, most of an append's time) and walks back from each to see whether a number ends there.
 _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _NUMBER_BODY = frozenset(b"0123456789.")
+_BEFORE_DIGIT = frozenset(b"0123456789.-:,[")  # what comes before a digit in a number
 _OPENERS = frozenset(b'{["')  # the first byte of an object, array or string (not a number)
 # (the checks search with bytes.find, never "x in bytes": "in" tries its operand as an integer
 # first, and the TypeError raised and cleared costs more than the search itself)
@@ -160,7 +161,8 @@ def _maybe_float_diff(out: bytes, zeroed: bytes) -> bool:
     a number."""
     at = zeroed.find(b"0e")
     while at >= 0:
-        if _ends_number(out, at + 1):
+        # (an entry id's hex digits often hit: one after a quote or a letter is no number)
+        if out[at - 1] in _BEFORE_DIGIT and _ends_number(out, at + 1):
             return True
         at = zeroed.find(b"0e", at + 2)
     at = out.find(b".0")
