@@ -300,6 +300,47 @@ def test_the_migration_indexes_sessions_stored_before(root: Path, tmp_path: Path
         assert _comparable(store.search("websocket reconnect")) == expected
 
 
+def _search_as_version_5(conn: Any, driver: str) -> None:
+    """Make the database's search tables what schema version 5 had (no sizes, no counts; in
+    SQLite, row ids in the order of writing)."""
+    from sessiontree.stores._sql_common import dialect
+
+    tables = ["sessiontree_search", "sessiontree_search_keys"] if driver == "sqlite" else \
+        ["sessiontree_search"]
+    for table in tables:
+        conn.execute(f"DROP TABLE {table}")
+    for statement in dialect(driver).migrations[3]:  # version 4's
+        conn.execute(statement.replace("%%", "%"))
+    conn.execute("DELETE FROM sessiontree_migrations WHERE v >= 6")
+
+
+def test_search_tables_of_version_5_are_built_again(root: Path, tmp_path: Path,
+                                                    fresh_postgres_url: str) -> None:
+    """A store whose search rows hold no sizes and counts gets them from its lines; opened
+    read-only before that, its search says what to do."""
+    import psycopg
+
+    from sessiontree.errors import InvalidLocation
+
+    db = tmp_path / "v5.db"
+    copy_sessions(str(root), f"sqlite:///{db}")
+    copy_sessions(f"sqlite:///{db}", fresh_postgres_url)
+    with sqlite3.connect(db) as conn:
+        _search_as_version_5(conn, "sqlite")
+    schema = fresh_postgres_url.rpartition("schema=")[2]
+    with psycopg.connect(fresh_postgres_url.rpartition("?")[0], autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        _search_as_version_5(conn, "postgres")
+    with SqliteStore.open(db, read_only=True) as store, pytest.raises(InvalidLocation):
+        store.search("websocket")
+    expected = _comparable(JsonlStore(root).search("error"))
+    with SqliteStore.open(db) as store:
+        assert store.schema_version() == len(store.dialect.migrations)
+        assert _comparable(store.search("error")) == expected
+    with PostgresStore.from_url(fresh_postgres_url) as store:
+        assert _comparable(store.search("error")) == expected
+
+
 def test_database_indexes_follow_appends_deletes_and_purges(tmp_path: Path,
                                                            fresh_postgres_url: str) -> None:
     for url in (f"sqlite:///{tmp_path / 'live.db'}", fresh_postgres_url):
@@ -528,3 +569,84 @@ def test_a_candidate_holds_every_word_among_its_words(text: str, words: list[str
     from sessiontree._search import holds_words, tokens
 
     assert holds_words(text, words) == (set(words) <= set(tokens(text)))
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(st.sampled_from(list("abAB _-.1\u0130K\u00e9\u0307\u212a\u03c3\u03a3\u03c2")), max_size=30),
+       st.lists(st.sampled_from(["a", "ab", "b", "1", "\u00e9", "i", "k", "\u03c3", "\u03c2", "ab1",
+                                 '"a b"', '"ab a"', '"i k"']), min_size=1, max_size=3))
+def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms: list[str]) -> None:
+    """What a database keeps of an entry (its size, its words' counts) bounds the relevance
+    the matcher gives it (so reading lines in the order of their bounds finds the best hits
+    first), and is that relevance for a query of words alone."""
+    from sessiontree._search import _patterns, _spans, bounds, entry_terms, holds_words, score
+
+    query = parse_query(" ".join(terms))
+    if not holds_words(text, query.words()):  # not a candidate: no index row is read
+        return
+    size, counts = entry_terms(text)
+    highest = bounds(query)([counts.get(word, 1) for word in query.words()], size)
+    spans = _spans(text, _patterns(query))
+    if spans is not None:
+        assert score(len(spans), len(text.split())) <= highest
+        if all(len(term) == 1 for term in query.terms):
+            assert score(len(spans), size) == highest
+
+
+def _crowded(folder: Path) -> None:
+    """Three sessions whose 1,500 entries all hold "albatross" (more than an index hands over
+    for ranking), seven entries to a time, the oldest session written last."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for number, hour in enumerate((12, 11, 9)):
+        session_id = f"0195a000-0000-7000-8000-00000000c0{number:02d}"
+        header = {"type": "session", "version": 3, "id": session_id, "cwd": "/crowd",
+                  "timestamp": f"2026-03-03T{hour:02d}:00:00.000Z"}
+        lines, parent = [json.dumps(header)], None
+        for n in range(500):
+            words = ["albatross"] * (1 + (n * 7 + number) % 4) + ["filler"] * ((n * 13) % 9)
+            if n % 5 == 0:
+                words += ["albatross", "migrates"]
+            if n % 3 == 0:  # the words again, not as the phrase: its bound is not its relevance
+                words += ["migrates", "filler", "albatross"]
+            entry = {"type": "message", "id": f"c{number}{n:06d}", "parentId": parent,
+                     "timestamp": f"2026-03-03T{hour:02d}:{n // 7 // 60:02d}:{n // 7 % 60:02d}.000Z",
+                     "message": {"role": ("user", "assistant")[n % 2],
+                                 "content": " ".join(words), "timestamp": 1772528400000}}
+            lines.append(json.dumps(entry))
+            parent = entry["id"] if n % 50 else None  # a new root now and then: off-branch hits
+        (folder / f"2026-03-03T{hour:02d}-00-00-000Z_{session_id}.jsonl").write_text(
+            "\n".join(lines) + "\n", "utf-8")
+
+
+def test_databases_rank_in_the_database_as_the_matcher_ranks(tmp_path: Path,
+                                                               fresh_postgres_url: str) -> None:
+    """With more candidates than an index hands over, ties of time at the edge of the most
+    recent ones, entries stored out of time order, phrases (whose counts only bound the
+    relevance) and filters, the databases (which read only the lines that can rank) give the
+    hits of the stores that read every candidate."""
+    folder = tmp_path / "crowd"
+    _crowded(folder / "--crowd--")
+    db = f"sqlite:///{tmp_path / 'crowd.db'}"
+    assert copy_sessions(str(folder), db).copied
+    assert copy_sessions(str(folder), fresh_postgres_url).copied
+    memory = MemoryStore()
+    for path in sorted(folder.rglob("*.jsonl")):
+        header, *lines = path.read_bytes().splitlines()
+        memory.import_lines(header, lines)
+    stores = {"jsonl": JsonlStore(folder), "memory": memory,
+              "sqlite": SqliteStore.open(tmp_path / "crowd.db"),
+              "postgres": PostgresStore.from_url(fresh_postgres_url)}
+    queries: list[tuple[str, dict[str, Any]]] = [
+        ("albatross", {}), ("albatross", {"limit": 300}), ('"albatross migrates"', {}),
+        ('albatross "migrates"', {"limit": 40}), ("albatross filler", {"role": "assistant"}),
+        ("albatross", {"since": _dt.datetime(2026, 3, 3, 11, 0, 30, tzinfo=_dt.timezone.utc)})]
+    try:
+        for query, options in queries:
+            expected = _comparable(stores["jsonl"].search(query, **options))
+            assert len(expected) == options.get("limit", 20)
+            assert any(not hit["on_current_branch"] for hit in expected) or "limit" not in options
+            for name, store in stores.items():
+                assert _comparable(store.search(query, **options)) == expected, (query, name)
+    finally:
+        for store in stores.values():
+            store.close()

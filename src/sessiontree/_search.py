@@ -18,6 +18,11 @@ Invariants:
 * The backends take the :data:`CANDIDATES` most recent candidates (by time, then session id,
   then place) before ranking them, so a query matching a huge number of entries stays fast;
   each backend takes the same ones.
+* A database's index rows also keep each entry's size and its words' counts, which bound its
+  relevance (:func:`bounds`, exact for a query of words alone): :func:`best_first` reads and
+  judges the candidates' lines in the order of their bounds and stops when no line left can
+  rank among the hits, with the hits :func:`rank` gives for all of them. A stale row (a line
+  rewritten without its search rows) can misplace a hit, never make one.
 """
 
 from __future__ import annotations
@@ -36,16 +41,21 @@ from .errors import SessionTreeError
 
 __all__ = [
     "CANDIDATES",
+    "Bounded",
     "Candidate",
     "InvalidQuery",
     "Query",
     "ROLES",
     "SearchDoc",
     "SearchHit",
+    "best_first",
+    "bounds",
     "document",
+    "entry_terms",
     "holds_words",
     "parse_query",
     "rank",
+    "score",
     "since_ms",
     "tokens",
 ]
@@ -330,6 +340,8 @@ def _snippet(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[i
     pieces: list[str] = ["…" if start else ""]
     at = start
     for a, b in spans:
+        if a >= end:  # (sorted: none after it is shown)
+            break
         if a < at or b > end:
             continue
         pieces += [text[at:a], _MARK_OPEN, text[a:b], _MARK_CLOSE]
@@ -351,6 +363,68 @@ def _snippet(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[i
     return "".join(out), marks
 
 
+def score(spans: int, size: int) -> float:
+    """Relevance: how often the query's terms occur (``spans``), for the entry's length
+    (``size``: its whitespace-separated pieces), one formula for a hit and for a bound."""
+    return round(spans / (1.0 + math.log(1 + size)), 9)
+
+
+def entry_terms(text: str) -> tuple[int, dict[str, int]]:
+    """What an index keeps of an entry's text to bound its relevance without reading it
+    (:func:`best_first`): its size (as :func:`score` counts it) and how often each word
+    occurs (``{word: count}``, every distinct word)."""
+    counts: dict[str, int] = {}
+    for word in tokens(text):
+        counts[word] = counts.get(word, 0) + 1
+    return len(text.split()), counts
+
+
+def bounds(query: Query) -> Callable[[Sequence[int], int], float]:
+    """The highest relevance an entry can have, from how often it holds each of
+    ``query.words()`` (in that order) and its size: a word occurs as often as it is counted,
+    a phrase at most as often as its rarest word (for a query of words alone it is the
+    relevance itself)."""
+    at = {word: index for index, word in enumerate(query.words())}
+    terms = [[at[word] for word in term] for term in query.terms]
+    if all(len(term) == 1 for term in terms):
+        return lambda counts, size: score(sum(counts), size)  # each word one term
+    return lambda counts, size: score(sum(min(counts[i] for i in term) for term in terms), size)
+
+
+_Scored = tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]
+
+
+def _judged(candidate: Candidate, patterns: list[re.Pattern[str]], role: str | None,
+            since: int) -> _Scored | None:
+    """A candidate's rank key (best first) with what its hit shows; ``None``: no match."""
+    doc = document(candidate.line)
+    if doc is None or (role is not None and doc.role != role) or doc.ms < since:
+        return None
+    spans = _spans(doc.text, patterns)
+    if spans is None:
+        return None
+    relevance = score(len(spans), len(doc.text.split()))
+    return (-relevance, -doc.ms, candidate.session_id, candidate.place, candidate, doc, spans)
+
+
+OnBranch = Callable[[Sequence[tuple[Candidate, str]]], list[bool]]
+"""Whether each ``(candidate, entry id)`` is on its session's current branch, asked once
+for all the hits shown (a database answers them in one round trip)."""
+
+
+def _hits(scored: list[_Scored], limit: int, on_branch: OnBranch) -> list[SearchHit]:
+    scored.sort(key=lambda item: item[:4])
+    best = scored[:limit]
+    flags = on_branch([(item[4], item[5].entry_id) for item in best]) if best else []
+    hits: list[SearchHit] = []
+    for (negative, _, _, _, candidate, doc, spans), current in zip(best, flags):
+        snippet, marks = _snippet(doc.text, spans)
+        hits.append(SearchHit(candidate.session_id, candidate.session, candidate.cwd,
+                              doc.entry_id, doc.role, doc.timestamp, current, snippet, marks,
+                              -negative))
+    return hits
+
+
 def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, since: int,
          limit: int, branch: Callable[[Candidate], Container[str]]) -> list[SearchHit]:
     """The best ``limit`` hits among the candidates that truly match.
@@ -364,31 +438,58 @@ def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, sin
         branch: the ids on a candidate's session's current branch, or an object that answers
             ``in`` for them (asked once per session that has a hit).
     """
-    scored: list[tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]] = []
     patterns = _patterns(query)
-    for candidate in candidates:
-        doc = document(candidate.line)
-        if doc is None or (role is not None and doc.role != role) or doc.ms < since:
-            continue
-        spans = _spans(doc.text, patterns)
-        if spans is None:
-            continue
-        count = len(doc.text.split())
-        score = round(len(spans) / (1.0 + math.log(1 + count)), 9)
-        scored.append((-score, -doc.ms, candidate.session_id, candidate.place, candidate, doc,
-                       spans))
-    scored.sort(key=lambda item: item[:4])
+    scored = [item for item in (_judged(candidate, patterns, role, since)
+                                for candidate in candidates) if item is not None]
     branches: dict[str, Container[str]] = {}
-    hits: list[SearchHit] = []
-    for negative, _, _, _, candidate, doc, spans in scored[:limit]:
-        if candidate.session not in branches:
-            branches[candidate.session] = branch(candidate)
-        snippet, marks = _snippet(doc.text, spans)
-        hits.append(SearchHit(candidate.session_id, candidate.session, candidate.cwd,
-                              doc.entry_id, doc.role, doc.timestamp,
-                              doc.entry_id in branches[candidate.session], snippet, marks,
-                              -negative))
-    return hits
+
+    def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
+        for candidate, _ in pairs:
+            if candidate.session not in branches:
+                branches[candidate.session] = branch(candidate)
+        return [entry_id in branches[candidate.session] for candidate, entry_id in pairs]
+
+    return _hits(scored, limit, on_branch)
+
+
+class Bounded(NamedTuple):
+    """A candidate as an index row tells it, before its line is read: where it is, its time
+    and the highest relevance it can have (:func:`bounds`)."""
+
+    session_id: str
+    session: str
+    cwd: str
+    place: int
+    ms: int
+    bound: float
+
+
+def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[Bounded]],
+               Iterable[Candidate]], *, role: str | None, since: int, limit: int,
+               on_branch: OnBranch) -> list[SearchHit]:
+    """The hits :func:`rank` gives for the same candidates, reading and judging only the
+    lines that can be among them: the candidates are taken by their bounds, best first, a
+    batch of lines at a time (``read``), until the ``limit``-th hit ranks before the best
+    bound left (so a word that most entries hold reads about ``limit`` lines, not
+    :data:`CANDIDATES`)."""
+    order = sorted(rows, key=lambda row: (-row.bound, -row.ms, row.session_id, row.place))
+    patterns = _patterns(query)
+    scored: list[_Scored] = []
+    at, step = 0, max(limit, 1)
+    while at < len(order) and limit > 0:
+        if len(scored) >= limit:
+            scored.sort(key=lambda item: item[:4])
+            del scored[limit:]
+            left = order[at]
+            if scored[-1][:4] < (-left.bound, -left.ms, left.session_id, left.place):
+                break
+        batch = order[at:at + step]
+        at, step = at + len(batch), step * 2
+        for candidate in read(batch):
+            judged = _judged(candidate, patterns, role, since)
+            if judged is not None:
+                scored.append(judged)
+    return _hits(scored, limit, on_branch)
 
 
 def recent_first(candidates: Sequence[Candidate], ms: Sequence[int]) -> list[Candidate]:

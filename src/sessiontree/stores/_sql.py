@@ -29,12 +29,22 @@ from typing import Any, TypeVar
 from .. import _json
 from .._listing import ListingStats, listed_usage
 from .._scan import Record
-from .._search import CANDIDATES, Candidate, SearchHit, parse_query, rank, since_ms
+from .._search import (
+    CANDIDATES,
+    Bounded,
+    Candidate,
+    SearchHit,
+    best_first,
+    bounds,
+    parse_query,
+    since_ms,
+)
 from .._treelog import StoredEntries
 from ..entries import SessionHeader
 from ..errors import (
     ConcurrentModification,
     DuplicateId,
+    InvalidLocation,
     ReadOnlyStore,
     SessionNotFound,
 )
@@ -53,6 +63,7 @@ from ._sql_common import (
     record_from_row,
     reindex_flow,
     search_flow,
+    search_row_id,
     write_flow,
 )
 from ._path import ChunkedPath
@@ -156,6 +167,12 @@ class SqlStore(StoredEntries, ABC):
     def _query(self, name: str, params: dict[str, Any]) -> list[Any]:
         with self._errors(), self._reading() as conn:
             return list(conn.execute(self.dialect[name], params).fetchall())
+
+    def _query_many(self, name: str, params: Sequence[dict[str, Any]]) -> list[list[Any]]:
+        """One statement run for each of ``params``, the rows of each (a driver that can
+        sends them all in one round trip)."""
+        with self._errors(), self._reading() as conn:
+            return [list(conn.execute(self.dialect[name], one).fetchall()) for one in params]
 
     def _drive(self, flow: Flow[T], conn: Any, *, last: bool = False) -> T:
         """Run a transaction's steps on a connection of :meth:`_transaction`; its result.
@@ -362,17 +379,51 @@ class SqlStore(StoredEntries, ABC):
         """
         parsed = parse_query(query)
         after = since_ms(since)
+        d = self.dialect
+        if "search" not in d.statements:
+            raise InvalidLocation("this database's search index is older than this version "
+                                  "of sessiontree: open the store once without read_only, "
+                                  "which migrates it", path=self.url)
+        words = parsed.words()
         params: dict[str, Any] = {"since": after, "role": role, "limit": CANDIDATES,
-                                  "cwd": self.dialect.text(cwd) if cwd is not None else None}
-        if self.dialect.driver == "postgres":
-            params["words"] = parsed.words()
+                                  "cwd": d.text(cwd) if cwd is not None else None}
+        if d.driver == "postgres":
+            params["words"] = words
         else:
-            params["match"] = " AND ".join(f'"{word}"' for word in parsed.words())
-        rows = self._query("search", params)
-        found = [Candidate(sid, self.session_url(sid), session_cwd, seq, bytes(line))
-                 for sid, seq, line, session_cwd in rows]
-        return rank(found, parsed, role=role, since=after, limit=limit,
-                    branch=lambda hit: _CurrentBranch(self, hit.session_id))
+            params["match"] = " AND ".join(f'"{word}"' for word in words)
+            params["paths"] = json.dumps([f'$."{word}"' for word in words])  # (no " in a word)
+            params["floor"] = search_row_id(-(2**62))
+            recent = self._query("search_recent", params)
+            if len(recent) == CANDIDATES:  # the most recent are no older than these
+                oldest = min(ms for (ms,) in recent)
+                params.update(since=max(after, oldest), floor=search_row_id(oldest))
+        at = f"{self.url}#"  # (session_url's, the address worked out once)
+        highest = bounds(parsed)
+        rows = [Bounded(sid, at + sid, session_cwd, seq, ms, highest(
+                    counts if isinstance(counts, list) else [int(n) for n in counts.split(",")],
+                    size))  # (an array from PostgreSQL, "2,1" from SQLite)
+                for sid, seq, ms, session_cwd, size, counts in self._query("search", params)]
+
+        def read(batch: Sequence[Bounded]) -> list[Candidate]:
+            lines = {(sid, seq): bytes(line) for sid, seq, line in self._query("search_lines", {
+                "sids": self._array([row.session_id for row in batch]),
+                "seqs": self._array([row.place for row in batch])})}
+            return [Candidate(row.session_id, row.session, row.cwd, row.place,
+                              lines[row.session_id, row.place])
+                    for row in batch if (row.session_id, row.place) in lines]
+
+        def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
+            found = self._query_many("on_current_path", [
+                {"sid": candidate.session_id, "entry": entry_id, "limit": 2**62}
+                for candidate, entry_id in pairs])
+            return [bool(rows) for rows in found]
+
+        return best_first(rows, parsed, read, role=role, since=after, limit=limit,
+                          on_branch=on_branch)
+
+    def _array(self, values: list[Any]) -> Any:
+        """A list for a statement: an array for psycopg, JSON text for SQLite's ``json_each``."""
+        return values if self.dialect.driver == "postgres" else json.dumps(values)
 
     def reindex_search(self, session_id: str) -> None:
         """Build a session's search rows again from its stored lines, in one transaction: what
@@ -396,22 +447,6 @@ class SqlStore(StoredEntries, ABC):
                 if stop():
                     return
                 self._wait_for_change(session_id, poll)
-
-
-class _CurrentBranch:
-    """Whether an entry is on the path from the root to a stored session's leaf (its last
-    entry), asked of the database entry by entry: one indexed query over the path's segments
-    from the leaf, never the whole path read."""
-
-    def __init__(self, store: SqlStore, session_id: str) -> None:
-        self.store = store
-        self.session_id = session_id
-
-    def __contains__(self, entry_id: object) -> bool:
-        if not isinstance(entry_id, str):
-            return False
-        return bool(self.store._query("on_current_path", {"sid": self.session_id,
-                                                          "entry": entry_id, "limit": 2**62}))
 
 
 class SqlLog:

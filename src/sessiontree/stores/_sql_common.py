@@ -47,7 +47,7 @@ import msgspec
 
 from .. import _json
 from .._listing import ListingStats, listed_usage, listing_line, listing_row
-from .._search import document, tokens
+from .._search import document, entry_terms
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
 from ..errors import ConcurrentModification, InvalidEntry
@@ -73,6 +73,7 @@ __all__ = [
     "record_from_row",
     "reindex_flow",
     "search_flow",
+    "search_row_id",
     "write_flow",
 ]
 
@@ -176,12 +177,39 @@ _MIGRATIONS: list[str | dict[str, str]] = [
     UPDATE sessiontree_sessions SET usage_input = 0, usage_output = 0, usage_cache_read = 0,
         usage_cache_write = 0, usage_cost = 0 WHERE last_seq = 0;
     """,
+    # v6: search ranks in the database (sessiontree._search.best_first): each row keeps the
+    # entry's size and its words' counts (JSON, the words held more than once); SQLite's row
+    # ids follow the entries' times (so FTS5 hands the most recent matches first), PostgreSQL
+    # walks an index by time. The rows are built again from the lines (migrate_flow).
+    {"sqlite": """
+    DROP TABLE sessiontree_search;
+    DROP TABLE sessiontree_search_keys;
+    CREATE TABLE sessiontree_search_keys (
+        id INTEGER PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        seq BIGINT NOT NULL,
+        role TEXT NOT NULL,
+        ms BIGINT NOT NULL,
+        size BIGINT NOT NULL,
+        counts TEXT,
+        UNIQUE (session_id, seq)
+    );
+    CREATE VIRTUAL TABLE sessiontree_search USING fts5(body, detail=none,
+        tokenize='unicode61 remove_diacritics 0');
+    """, "postgres": """
+    DELETE FROM sessiontree_search;
+    ALTER TABLE sessiontree_search ADD COLUMN size BIGINT NOT NULL;
+    ALTER TABLE sessiontree_search ADD COLUMN counts JSONB;
+    CREATE INDEX sessiontree_search_recent ON sessiontree_search
+        (ms DESC, session_id COLLATE "C", seq);
+    """},
 ]
 """Schema versions, in order: a migration's position (from 1) is its version (a script, or one
 per driver). Never edit one that shipped; append a new one."""
 
-_SEARCH_VERSION = 4
-"""The migration after which the search rows of the entries already stored are built."""
+_SEARCH_VERSION = 6
+"""The last migration of the search tables (4 made them): after it, the search rows of the
+entries already stored are built."""
 USAGE_VERSION = 5
 """The migration that adds the usage columns (after it, the totals of the sessions already
 stored are counted); a read-only store on an older schema counts them from the lines."""
@@ -281,50 +309,71 @@ _STATEMENTS = {
     "notify": "SELECT pg_notify('sessiontree', :sid)",
 }
 
+_RECENT_MATCHES = """
+    FROM sessiontree_search f
+    JOIN sessiontree_search_keys k ON k.id = f.rowid
+    JOIN sessiontree_sessions s ON s.session_id = k.session_id
+    WHERE sessiontree_search MATCH :match AND f.rowid >= :floor AND k.ms >= :since
+        AND (:role IS NULL OR k.role = :role) AND (:cwd IS NULL OR s.cwd = :cwd)"""
+
 _SEARCH = {
     "sqlite": {
-        "insert_search": "INSERT INTO sessiontree_search_keys (session_id, seq, role, ms) "
-                         "VALUES (:sid, :seq, :role, :ms)",
+        # the row id: the next of the ids of the entry's time (search_row_id), or past them
+        # all when they are taken: never below its time's first
+        "insert_search": """
+            INSERT INTO sessiontree_search_keys (id, session_id, seq, role, ms, size, counts)
+            SELECT CASE WHEN m IS NULL THEN :first WHEN m < :last THEN m + 1 END,
+                :sid, :seq, :role, :ms, :size, :counts
+            FROM (SELECT max(id) AS m FROM sessiontree_search_keys
+                  WHERE id BETWEEN :first AND :last)""",
         "insert_search_body": "INSERT INTO sessiontree_search (rowid, body) SELECT id, :body "
                               "FROM sessiontree_search_keys WHERE session_id = :sid "
                               "AND seq = :seq",
         "delete_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
                          "sessiontree_search_keys WHERE session_id = :sid)",
         "delete_search_keys": "DELETE FROM sessiontree_search_keys WHERE session_id = :sid",
-        # the best keys first, then only their lines (joining every match's line first
-        # would read them all)
-        "search": """
-            SELECT b.session_id, b.seq, e.line, b.cwd FROM (
-                SELECT k.session_id, k.seq, k.ms, s.cwd FROM sessiontree_search f
-                JOIN sessiontree_search_keys k ON k.id = f.rowid
-                JOIN sessiontree_sessions s ON s.session_id = k.session_id
-                WHERE sessiontree_search MATCH :match AND k.ms >= :since
-                    AND (:role IS NULL OR k.role = :role) AND (:cwd IS NULL OR s.cwd = :cwd)
-                ORDER BY k.ms DESC, k.session_id, k.seq LIMIT :limit) b
-            JOIN sessiontree_entries e ON e.session_id = b.session_id AND e.seq = b.seq
-            ORDER BY b.ms DESC, b.session_id, b.seq""",
+        # the times of the matches with the highest row ids (FTS5 reads them first and
+        # stops): the :limit-th most recent match is no older than the oldest of them
+        "search_recent": f"SELECT k.ms {_RECENT_MATCHES} ORDER BY f.rowid DESC LIMIT :limit",
+        "search": f"""
+            SELECT k.session_id, k.seq, k.ms, s.cwd, k.size, (
+                SELECT group_concat(coalesce(json_extract(k.counts, value), 1))
+                FROM json_each(:paths))
+            {_RECENT_MATCHES}
+            ORDER BY k.ms DESC, k.session_id, k.seq LIMIT :limit""",
+        "search_lines": "SELECT session_id, seq, line FROM sessiontree_entries "
+                        "WHERE (session_id, seq) IN (SELECT s.value, q.value "
+                        "FROM json_each(:sids) s JOIN json_each(:seqs) q ON q.key = s.key)",
     },
     "postgres": {
-        "insert_search": "INSERT INTO sessiontree_search (session_id, seq, role, ms, words) "
-                         "VALUES (:sid, :seq, :role, :ms, :words)",
+        "insert_search": "INSERT INTO sessiontree_search (session_id, seq, role, ms, words, "
+                         "size, counts) VALUES (:sid, :seq, :role, :ms, :words, :size, "
+                         "CAST(:counts AS JSONB))",
         "delete_search": "DELETE FROM sessiontree_search WHERE session_id = :sid",
         "delete_search_keys": "DELETE FROM sessiontree_search WHERE session_id = :sid",
         # on Citus every table is distributed by session_id and joined on it, so the query
-        # runs on each shard as it is and only the best rows come back
+        # runs on each shard as it is and only the most recent rows come back (a word most
+        # entries hold walks the index by time; a rare one is looked up in the GIN index)
         "search": """
-            SELECT b.session_id, b.seq, e.line, b.cwd FROM (
-                SELECT f.session_id, f.seq, f.ms, s.cwd FROM sessiontree_search f
-                JOIN sessiontree_sessions s ON s.session_id = f.session_id
-                WHERE f.words @> CAST(:words AS TEXT[]) AND f.ms >= :since
-                    AND (CAST(:role AS TEXT) IS NULL OR f.role = :role)
-                    AND (CAST(:cwd AS TEXT) IS NULL OR s.cwd = :cwd)
-                ORDER BY f.ms DESC, f.session_id, f.seq LIMIT :limit) b
-            JOIN sessiontree_entries e ON e.session_id = b.session_id AND e.seq = b.seq
-            ORDER BY b.ms DESC, b.session_id, b.seq""",
+            SELECT f.session_id, f.seq, f.ms, s.cwd, f.size, ARRAY(
+                SELECT coalesce((f.counts ->> w)::int, 1)
+                FROM unnest(CAST(:words AS TEXT[])) WITH ORDINALITY AS q(w, n) ORDER BY n)
+            FROM sessiontree_search f
+            JOIN sessiontree_sessions s ON s.session_id = f.session_id
+            WHERE f.words @> CAST(:words AS TEXT[]) AND f.ms >= :since
+                AND (CAST(:role AS TEXT) IS NULL OR f.role = :role)
+                AND (CAST(:cwd AS TEXT) IS NULL OR s.cwd = :cwd)
+            ORDER BY f.ms DESC, f.session_id COLLATE "C", f.seq LIMIT :limit""",
+        # (the sessions named as such too, so that Citus asks only their shards)
+        "search_lines": "SELECT session_id, seq, line FROM sessiontree_entries "
+                        "WHERE session_id = ANY(CAST(:sids AS TEXT[])) AND (session_id, seq) IN "
+                        "(SELECT * FROM unnest(CAST(:sids AS TEXT[]), CAST(:seqs AS BIGINT[])))",
     },
 }
 """The search statements: an FTS5 table (and its keys) in SQLite, a GIN-indexed array of the
-entry's words in PostgreSQL (one tokenizer, :mod:`sessiontree._search`'s, for every backend)."""
+entry's words in PostgreSQL (one tokenizer, :mod:`sessiontree._search`'s, for every backend);
+each row with the entry's time, role, size and word counts, so the database hands over the
+most recent candidates and what bounds their relevance, and only the best lines are read."""
 
 _BACKFILL = ("SELECT session_id, seq, line FROM sessiontree_entries WHERE (session_id, seq) > "
              "(:sid, :seq) ORDER BY session_id, seq LIMIT :limit")
@@ -372,13 +421,15 @@ class Dialect:
     def reading(self, version: int) -> Dialect:
         """This dialect for reading a database of schema ``version`` that is not migrated (a
         store opened read-only): the usage columns it lacks read as NULL (not kept: the
-        listing counts the lines)."""
-        if version >= USAGE_VERSION:
+        listing counts the lines); the search statements are left out before the search
+        tables had their present form (a search says so)."""
+        if version >= _SEARCH_VERSION:
             return self
         nulls = ", ".join(["NULL"] * len(_USAGE_COLUMNS.split(", ")))
         return replace(self, statements={
-            name: sql.replace(_USAGE_COLUMNS, nulls) if name in _SESSION_READS else sql
-            for name, sql in self.statements.items()})
+            name: sql.replace(_USAGE_COLUMNS, nulls)
+            if name in _SESSION_READS and version < USAGE_VERSION else sql
+            for name, sql in self.statements.items() if name not in _SEARCH[self.driver]})
 
     def __getitem__(self, name: str) -> str:
         if name.startswith("migration "):  # "migration N.I": statement I of migration N
@@ -696,16 +747,31 @@ def search_flow(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect)
         doc = document(line)
         if doc is None:
             continue
-        row: dict[str, Any] = {"sid": session_id, "seq": seq, "role": doc.role, "ms": doc.ms}
+        size, counts = entry_terms(doc.text)
+        repeated = {word: count for word, count in counts.items() if count > 1}
+        row: dict[str, Any] = {"sid": session_id, "seq": seq, "role": doc.role, "ms": doc.ms,
+                               "size": size,
+                               "counts": _json.dumps(repeated).decode() if repeated else None}
         if d.driver == "postgres":
-            row["words"] = sorted(set(tokens(doc.text)))
+            row["words"] = sorted(counts)
         else:
             row["body"] = doc.text
+            row["first"] = search_row_id(doc.ms)
+            row["last"] = row["first"] + (1 << _COUNTER_BITS) - 1
         params.append(row)
     if params:
         yield Step("insert_search", params, "many")
         if d.driver == "sqlite":
             yield Step("insert_search_body", params, "many")
+
+
+_MS_LIMIT, _COUNTER_BITS = 1 << 42, 20
+
+
+def search_row_id(ms: int) -> int:
+    """The lowest row id an SQLite search row of an entry at time ``ms`` gets (ids follow
+    times: ``ms`` above a 20-bit counter, ``ms`` held within 2**42, year 2109)."""
+    return max(-_MS_LIMIT, min(ms, _MS_LIMIT - 1)) << _COUNTER_BITS
 
 
 def reindex_flow(session_id: str, d: Dialect) -> Flow[None]:

@@ -291,6 +291,12 @@ class PostgresStore(SqlStore):
         with self._errors(), self._connection() as conn, conn.transaction():
             yield conn
 
+    def _query_many(self, name: str, params: Sequence[dict[str, Any]]) -> list[list[Any]]:
+        """Sent in one round trip (psycopg's pipeline mode)."""
+        with self._errors(), self._reading() as conn, conn.pipeline():
+            cursors = [conn.execute(self.dialect[name], one) for one in params]
+            return [list(cursor.fetchall()) for cursor in cursors]
+
     def _scrub(self) -> None:
         """Old row versions of a replaced line are vacuumed away at once (not left until
         autovacuum); the table's TOAST data is vacuumed with it."""
@@ -443,6 +449,13 @@ class AsyncPostgresStore:
         async with self._errors(), self._connection_pool().connection() as conn:
             cursor = await conn.execute(self.dialect[name], params)
             return list(await cursor.fetchall())
+
+    async def _query_many(self, name: str, params: Sequence[dict[str, Any]]) -> list[list[Any]]:
+        """One statement for each of ``params``, sent in one round trip (pipeline mode)."""
+        async with self._errors(), self._connection_pool().connection() as conn:
+            async with conn.pipeline():
+                cursors = [await conn.execute(self.dialect[name], one) for one in params]
+                return [list(await cursor.fetchall()) for cursor in cursors]
 
     def _writable(self) -> None:
         if self.read_only:
@@ -736,6 +749,9 @@ class ThreadView(SqlStore):
 
     def _query(self, name: str, params: dict[str, Any]) -> list[Any]:
         return self.call(self.async_twin._query(name, params))
+
+    def _query_many(self, name: str, params: Sequence[dict[str, Any]]) -> list[list[Any]]:
+        return self.call(self.async_twin._query_many(name, params))
 
     @contextmanager
     def _reading(self) -> Iterator[Any]:
