@@ -7,10 +7,11 @@ import os
 from pathlib import Path
 
 import pytest
+from msgspec.structs import astuple
 
 from sessiontree import _helpers, _split_scan
 from sessiontree._columns import Columns
-from sessiontree._scan import Scanner
+from sessiontree._scan import Record, Scanner
 from sessiontree._tree import TreeIndex
 from sessiontree.errors import CorruptHeader
 
@@ -195,6 +196,33 @@ def test_entry_records_decode_a_stores_lines_as_entry_record_does() -> None:
     expected = [careful.entry_record(line, 0) for line in lines]
     for number, record in enumerate(expected, 5):
         record.line = number
-    assert Scanner(None).entry_records(lines, 5) == expected
+    found = Scanner(None).entry_records(lines, 5)
+
+    def fields(record: Record) -> tuple[object, ...]:  # the message as its role
+        return (*astuple(record)[:4], record.role, *astuple(record)[5:])
+
+    assert list(map(fields, found)) == list(map(fields, expected))
+    assert [r.has_content for r in found] == [True, False, False]  # "hi" is content
     with pytest.raises(ValueError, match="not an entry line"):
         Scanner(None).entry_records([lines[0], b'{"type":"session","id":"s"}'], 2)
+
+
+@pytest.mark.parametrize(("message", "has"), [
+    (b'{"role":"user","content":[{"type":"text","text":"a"}]}', True),
+    (b'{"role":"assistant","content":"x"}', True),
+    (b'{"role":"user","content":null}', False),
+    (b'{"role":"user"}', False),
+    (b'{"role":"user","content":"x","content":null}', False),  # the last key wins, as in pi
+    (b'{"role":"toolResult","content":null,"content":[]}', True),
+    (b'{"role":"user","details":{"content":null},"content":[]}', True),
+    (b'{"role":"odd","content":[]}', True),
+    (b'null', False),
+])
+def test_a_stores_records_say_whether_the_message_has_content(message: bytes, has: bool) -> None:
+    """What a context reads without looking into the message: its top-level content is there
+    and not null (JSON's last duplicate key wins); the role is the careful decoder's."""
+    line = b'{"type":"message","id":"m1","parentId":null,"message":' + message + b"}"
+    (record,) = Scanner(None).entry_records([line], 2)
+    assert record.has_content is has
+    assert record.role == Scanner(None).entry_record(line, 0).role
+    assert Scanner(None).entry_record(line, 0).has_content is False  # files: not known

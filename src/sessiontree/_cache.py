@@ -14,7 +14,10 @@ Invariants:
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Iterable, Sequence
 from typing import Any
+
+import msgspec
 
 from ._scan import Record
 
@@ -24,20 +27,20 @@ DEFAULT_CACHE_BYTES = 64 << 20
 """Default budget: 64 MiB of source lines (their decoded forms take about as much again)."""
 
 
-class Decoded:
-    """The decoded forms of one line, each filled on first use."""
+class Decoded(msgspec.Struct, gc=False):
+    """The decoded forms of one line, each filled on first use (a struct made in C, as a
+    context read from cold makes one per message; not tracked by the garbage collector, which
+    thousands of new slots would set off: what it holds, decoded from one line, never refers
+    back to it)."""
 
-    __slots__ = ("data", "entry", "message", "typed")
-
-    def __init__(self) -> None:
-        self.data: dict[str, Any] | None = None
-        """The whole line as JSON values (on-disk key names)."""
-        self.entry: Any = None
-        """The typed entry."""
-        self.message: Any = None
-        """A message entry's ``message`` as raw JSON (or a dict), ``False`` when it has none."""
-        self.typed: Any = None
-        """A message entry's typed message."""
+    data: dict[str, Any] | None = None
+    """The whole line as JSON values (on-disk key names)."""
+    entry: Any = None
+    """The typed entry."""
+    message: Any = None
+    """A message entry's ``message`` as raw JSON (or a dict), ``False`` when it has none."""
+    typed: Any = None
+    """A message entry's typed message."""
 
 
 class DecodedCache:
@@ -63,6 +66,22 @@ class DecodedCache:
             old.cached = None
             self.used -= old_size
         return slot
+
+    def admit_many(self, records: Sequence[Record], sizes: Iterable[int]) -> list[Decoded]:
+        """:meth:`admit` for many records whose lines were just read (one call, not one each)."""
+        slots = [Decoded() for _ in records]
+        if self.budget <= 0:
+            return slots
+        held = self._held
+        for record, slot, size in zip(records, slots, sizes):
+            record.cached = slot
+            held.append((record, size))
+            self.used += size
+        while self.used > self.budget and len(held) > 1:
+            old, old_size = held.popleft()
+            old.cached = None
+            self.used -= old_size
+        return slots
 
     def clear(self) -> None:
         """Drop every cached line."""

@@ -67,12 +67,24 @@ class Problem(msgspec.Struct, frozen=True):
         return text
 
 
-class _Role(msgspec.Struct, gc=False, frozen=True):
+class _Role(msgspec.Struct, gc=False, frozen=True,
+            rename={"has_content": "~sessiontree.has_content"}):
     role: Any = None
+    has_content: bool = False
+    """The message's top-level ``content`` is there and not ``null`` (known only for the
+    lines a store's records were decoded from: :meth:`Scanner.entry_records`; ``False``: not
+    known), so that a context need not look into the message for it."""
 
 
 _NO_MESSAGE = _Role()
 """The ``message`` of a record whose line has none (its role is ``None``, as for ``null``)."""
+
+
+class _MessageHead(_Role, gc=False, frozen=True):
+    """A message's role and its ``content`` as stored (absent: empty), as a store's records are
+    decoded; the record then keeps a shared :class:`_Role` holder."""
+
+    content: msgspec.Raw = msgspec.Raw(b"")
 
 
 _ENVELOPE_KEYS = {"parent_id": "parentId", "custom_type": "customType", "target_id": "targetId",
@@ -108,6 +120,13 @@ class Record(msgspec.Struct, gc=False, rename=_ENVELOPE_KEYS):
         role = self.message.role if self.message is not None else None
         return role if isinstance(role, str) else None
 
+    @property
+    def has_content(self) -> bool:
+        """Whether the message is known to have a non-null top-level ``content`` (``False``:
+        not known; see ``_Role.has_content``)."""
+        message = self.message
+        return message is not None and message.has_content
+
 
 class FileRecord(Record, gc=False, rename={**_ENVELOPE_KEYS, "offset": "~sessiontree.offset",
                                             "length": "~sessiontree.length"}):
@@ -118,6 +137,15 @@ class FileRecord(Record, gc=False, rename={**_ENVELOPE_KEYS, "offset": "~session
     length: int = 0
 
 
+class _StoredRecord(FileRecord, gc=False, rename={**_ENVELOPE_KEYS,
+                                                  "offset": "~sessiontree.offset",
+                                                  "length": "~sessiontree.length"}):
+    """A :class:`FileRecord` as a store's lines are decoded (:meth:`Scanner.entry_records`):
+    the message's ``content`` is looked at in the same pass."""
+
+    message: _MessageHead | None = _NO_MESSAGE  # type: ignore[assignment]
+
+
 _KINDS = {kind: kind for kind in (
     "message", "thinking_level_change", "model_change", "compaction", "branch_summary",
     "custom", "custom_message", "label", "session_info")}
@@ -126,11 +154,15 @@ _ROLES = {role: _Role(role) for role in (
     "user", "assistant", "toolResult", "bashExecution", "custom", "branchSummary",
     "compactionSummary")}
 """One role holder per message role pi writes."""
+_ROLES_WITH_CONTENT = {role: _Role(role, True) for role in _ROLES}
+"""The holders of the messages a store's records know to have ``content``."""
+_NULL = msgspec.Raw(b"null")
 
 
 _record_decoder = msgspec.json.Decoder(FileRecord)
 _get_type = attrgetter("type")
 _envelope_decoder = msgspec.json.Decoder(Record)
+_stored_decoder = msgspec.json.Decoder(_StoredRecord)
 _BOM = b"\xef\xbb\xbf"
 _WHITESPACE = b" \t\r\n"
 CHUNK_SIZE = 1 << 20
@@ -443,18 +475,27 @@ class Scanner:
     def entry_records(self, lines: Sequence[bytes], first: int) -> list[FileRecord]:
         """The records of consecutive entry lines a store holds (``first``: the first one's line
         number), decoded in one loop; a line the envelope decoder rejects goes the careful way
-        (:meth:`entry_record`)."""
-        decode = _record_decoder.decode
+        (:meth:`entry_record`). A message's record says whether it has ``content``
+        (:attr:`Record.has_content`): a context reads the message as stored without looking."""
+        decode = _stored_decoder.decode
         records: list[FileRecord] = []
         keep = records.append
         for number, line in enumerate(lines, first):
             try:
-                record = decode(line)
+                record: FileRecord = decode(line)
             except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 record = self.entry_record(line, 0)
             else:
                 if record.type == "session":
                     record = self.entry_record(line, 0)  # refused: not an entry line
+                else:
+                    head: Any = record.message
+                    if type(head) is _MessageHead:  # a shared holder, the content not kept
+                        role, content = head.role, head.content
+                        has = bool(content) and content != _NULL
+                        shared = (_ROLES_WITH_CONTENT if has else _ROLES).get(role) \
+                            if type(role) is str else None
+                        record.message = shared or _Role(role, has)
             record.line = number
             record.length = len(line)
             keep(record)

@@ -228,10 +228,13 @@ class TreeLog:
         """Fill ``field`` for many records, the lines not cached yet read together."""
         missing = [r for r in records if r.cached is None or getattr(r.cached, field) is None]
         if len(missing) > 1:
-            fill, admit = _FILL[field], self._cache.admit
             raws = self._read_many(missing)
-            slots = [record.cached if record.cached is not None else admit(record, len(raw))
-                     for record, raw in zip(missing, raws)]
+            if all(record.cached is None for record in missing):  # read from cold
+                slots = self._cache.admit_many(missing, map(len, raws))
+            else:
+                admit = self._cache.admit
+                slots = [record.cached if record.cached is not None else admit(record, len(raw))
+                         for record, raw in zip(missing, raws)]
             if field == "entry":  # one decoder call for them all (each line is one JSON value)
                 try:
                     entries = entries_decoder().decode(b"[" + b",".join(raws) + b"]")
@@ -241,6 +244,15 @@ class TreeLog:
                     for slot, entry in zip(slots, entries):
                         slot.entry = entry
                     return
+            elif field == "message":  # _fill_message's loop, without two calls a line
+                decode = _message_only_decoder.decode
+                for slot, raw in zip(slots, raws):
+                    try:
+                        slot.message = decode(raw).message or False
+                    except (msgspec.DecodeError, UnicodeDecodeError):
+                        _fill_message(slot, raw)
+                return
+            fill = _FILL[field]
             for slot, raw in zip(slots, raws):
                 fill(slot, raw)
 
@@ -271,10 +283,20 @@ class TreeLog:
         return self._loaded(record, "data").data  # type: ignore[return-value]
 
     def _path_records(self, target: str) -> Sequence[Any]:
-        """The root-to-``target`` path as the index gives it (rows, or a database's path)."""
-        self._record(target)  # EntryNotFound for an unknown id
+        """The root-to-``target`` path as the index gives it (rows, or a database's path).
+
+        Raises:
+            EntryNotFound: no such entry (a database's empty path: the entry is looked up
+                only then, not a round trip before every path).
+        """
         index = self._index
-        return index.row_path(target) if isinstance(index, TreeIndex) else index.path(target)
+        if isinstance(index, TreeIndex):
+            self._record(target)
+            return index.row_path(target)
+        path = index.path(target)
+        if not path:
+            self._record(target)
+        return path
 
     def entry(self, entry_id: str) -> AnyEntry:
         """The typed entry with this id.

@@ -95,6 +95,9 @@ class PathItem(Protocol):
     @property
     def role(self) -> str | None: ...
 
+    # Optional: ``has_content``, true when the envelope saw the message's top-level
+    # ``content`` there and not null (a store's records: :meth:`Scanner.entry_records`).
+
 
 Edits = dict[str, dict[str, Any]]
 """The edits of a context: target id -> the ``context_edit`` entry (on-disk dict) that applies."""
@@ -408,8 +411,9 @@ def _emit(item: PathItem, load: Callable[[Any], dict[str, Any]],
     found: list[Any] = []
     if kind == "message":
         message = load_message(item)
-        if message is not None:
-            found.append(_stored_message(message, item.role))
+        if message is not None:  # a store's record may know its content is there
+            found.append(message if getattr(item, "has_content", False)
+                         else _stored_message(message, item.role))
     elif kind == "custom_message" or kind == "branch_summary":
         data = load(item)
         if kind == "custom_message" or _truthy(data.get("summary")):
@@ -579,8 +583,15 @@ def context_from_path(
     if plan.compaction is not None:
         edit = edits.get(plan.compaction.id)
         messages.extend(plan.leading if edit is None else apply_edit(plan.leading, edit))
+    add = messages.append
     for item in plan.emitted:
-        _emit(item, load, load_message, messages, edits)
+        if item.type == "message" and getattr(item, "has_content", False) and \
+                item.id not in edits:  # the usual entry: its message as stored
+            message = load_message(item)
+            if message is not None:
+                add(message)
+        else:
+            _emit(item, load, load_message, messages, edits)
     return SessionContext(messages, plan.thinking, plan.model, edits=edits or None)
 
 
@@ -694,14 +705,14 @@ class ContextMemo:
         context = self.get(target)
         if context is not None:
             return context
-        record = record_of(target)
-        parent_id = record.parent_id
         base: SessionContext | None = None
-        if isinstance(index, TreeIndex):
+        if isinstance(index, TreeIndex):  # a database's path says whether the entry is there
+            record = record_of(target)
+            parent_id = record.parent_id
             base = EMPTY_CONTEXT if parent_id is None or target in index.cycle_roots \
                 else self.get(parent_id)  # None for an orphan: it is built from its path
-        if base is not None:
-            context = extend_context(base, record, load, load_message)
+            if base is not None:
+                context = extend_context(base, record, load, load_message)
         if context is None:
             context = context_from_path(path_of(target), load, load_message, prefetch)
         self.put(target, context)

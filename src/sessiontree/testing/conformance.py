@@ -33,6 +33,7 @@ __all__ = [
     "test_a_session_opens_with_the_same_context_and_leaf",
     "test_appends_accumulate_in_order",
     "test_concurrent_appends_lose_nothing",
+    "test_context_fills_missing_content_as_pi",
     "test_exact_lines_round_trip",
     "test_invalid_session_ids_are_refused",
     "test_listing_and_deletion",
@@ -176,3 +177,31 @@ def test_exact_lines_round_trip(store: Any) -> None:
     head, body = store.export_lines(header.id)
     assert head == header_line
     assert list(body) == lines
+
+
+def test_context_fills_missing_content_as_pi(store: Any) -> None:
+    """A stored message whose ``content`` is null, missing or null again under a duplicate key
+    (the last one wins, as in pi's ``JSON.parse``) gets pi's empty content in the context;
+    others keep their bytes, however the backend learns which is which."""
+    opens = has_logs(store)  # not a narrowing of ``store``: it copies lines too
+    if not hasattr(store, "import_lines") or not opens:
+        pytest.skip("the store does not copy exact lines or open sessions")
+    from .._json import loads
+    from ..context import build_context
+
+    header = _header()
+    messages = [b'{"role":"user","content":"x","content":null,"timestamp":1}',
+                b'{"role":"assistant","timestamp":2}',
+                b'{"role":"toolResult","content":null,"content":[],"timestamp":3}',
+                b'{"role":"user","details":{"content":null},"content":[],"timestamp":4}',
+                b'{"role":"user","content":null,"timestamp":5}']
+    lines = [b'{"type":"message","id":"m%d","parentId":%s,"timestamp":"2025-01-01T00:00:0%d.000Z",'
+             b'"message":%s}' % (i, b"null" if i == 0 else b'"m%d"' % (i - 1), i, message)
+             for i, message in enumerate(messages)]
+    header_line = b'{"type":"session","version":3,"id":"' + header.id.encode() + \
+        b'","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/w"}'
+    store.import_lines(header_line, lines)
+    expected = build_context([loads(line) for line in lines]).to_builtins()["messages"]
+    assert [m.get("content") for m in expected] == [[], [], [], [], []]
+    with Session(store.open_log(header.id)) as session:
+        assert session.build_context("m4").to_builtins()["messages"] == expected
