@@ -21,11 +21,11 @@ Invariants:
 from __future__ import annotations
 
 import os
-from typing import IO, TYPE_CHECKING
+from typing import TYPE_CHECKING
 
 from . import _helpers
 from ._columns import Columns
-from ._scan import Problem, Scanner, ScanState
+from ._scan import Problem, Readable, Scanner, ScanState
 
 if TYPE_CHECKING:
     import subprocess
@@ -103,7 +103,7 @@ def _merge(scanner: Scanner, columns: Columns, part: ScanState, part_columns: Co
     scanner.end = part.end
 
 
-def scan_file(stream: IO[bytes], scanner: Scanner, columns: Columns,
+def scan_file(stream: Readable, scanner: Scanner, columns: Columns,
               processes: int | None = None) -> None:
     """Scan a whole file into ``columns`` (the scanner's sink), large files in parts when
     ``processes`` allows (see :func:`sessiontree._helpers.processes`)."""
