@@ -223,6 +223,36 @@ def test_the_folder_index_reads_only_what_was_appended(root: Path) -> None:
         {path: rows for path, rows in before.items() if path != str(grown)}
 
 
+def test_a_search_indexes_new_files_only_when_all_that_changed_fits(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """More new bytes than a search can index are scanned, not indexed in part (an index it
+    cannot complete would save the next searches little); appends to indexed files are
+    indexed all the same, and a build indexes everything."""
+    from sessiontree.stores import _jsonl_search
+
+    store = JsonlStore(root)
+    sizes = sorted(path.stat().st_size for path in root.rglob("*.jsonl"))
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", sum(sizes) - 1)
+    expected = _comparable(store.search("handshake"))
+    assert len(expected) == 2 and not _index_rows(root)  # scanned: nothing indexed
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", sum(sizes))
+    assert _comparable(store.search("handshake")) == expected
+    indexed = _index_rows(root)
+    assert len(indexed) == len(sizes)
+    grown = sorted((root / "--srv-app--").glob("*.jsonl"))[2]
+    with Session.open(grown) as session:
+        session.append_message(UserMessage.of("a handshake " + "and more words " * 50))
+    (root / "--srv-app--" / "copy.jsonl").write_bytes(grown.read_bytes())  # a new file
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", 0)
+    found = _comparable(store.search("handshake"))
+    assert len(found) == 4 and all(hit in found for hit in expected)
+    after = _index_rows(root)
+    assert str(root / "--srv-app--" / "copy.jsonl") not in after  # scanned
+    assert len(after[str(grown)]) == len(indexed[str(grown)]) + 1  # its append indexed
+    store.build_search_index()
+    assert len(_index_rows(root)) == len(sizes) + 1
+
+
 def test_a_rewritten_file_is_indexed_again(root: Path) -> None:
     """What a purge does to a file (a rewrite without the text) is seen at once: the text is
     no longer found."""
@@ -456,12 +486,13 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
 
 def _tricky(folder: Path) -> None:
     """A session whose text differs from its bytes: escapes (``\\u0065`` for an ASCII
-    letter, a control character, ``\\n``) next to words, a Kelvin sign and a dotted capital I
-    (their lowercase holds ASCII letters), words glued to JSON keys, an entry without a time,
-    and a line that is not JSON."""
+    letter, a control character, ``\\n``) next to words, a Kelvin sign (escaped and not) and
+    a dotted capital I (their lowercase holds ASCII letters), words glued to JSON keys, an
+    entry without a time, and a line that is not JSON."""
     texts = ["ERROR in the parser", "isError but not a word here", "tail\nerror after a newline",
              "\u001berror after a colour code", "\u212aelvin scale error", "\u0130stanbul office",
-             "errors, not the word", "Ünïcödé error wörds"]
+             "errors, not the word", "Ünïcödé error wörds", "error spelled with an escape",
+             "\u212aelvin, raw"]
     header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-0000000071c4",
               "timestamp": "2026-03-02T09:00:00.000Z", "cwd": "/tricky"}
     lines = [json.dumps(header)]
@@ -472,7 +503,7 @@ def _tricky(folder: Path) -> None:
                  "message": {"role": "user", "content": text, "timestamp": 1772442000000}}
         lines.append(json.dumps(entry, ensure_ascii=n % 2 == 0))
         parent = entry["id"]
-    lines.append(lines[-1].replace('"error', '"\\u0065rror'))  # the same id: a duplicate line
+    lines.append(lines[9].replace('"error', '"\\u0065rror'))  # the same id: a duplicate line
     lines.append(json.dumps({"type": "message", "id": "t0000099", "parentId": parent,  # no time
                              "message": {"role": "user", "content": "an error of 1970"}}))
     lines.append("{not json error")

@@ -35,11 +35,14 @@ __all__ = ["Found", "Recent", "maybe_lines"]
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 _KELVIN = "\u212a".encode()
 """The one character outside ASCII whose lowercase is an ASCII letter (K, lowercased: k)."""
+_ALNUM_ESCAPE = (b"3", b"4", b"5", b"6", b"7")
+"""The hex digit after ``\\u00`` when the escape spells an ASCII letter or digit (0x30-0x7a)."""
 
 
 def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
-    """The (start, end) of each whole line of ``data`` (end at its newline) whose entry may
-    hold every word: a superset of those that do, in order."""
+    """The (start, end) of each whole line of ``data`` (end at its newline; bytes after the
+    last newline are left out) whose entry may hold every word: a superset of those that do,
+    in order."""
     if all(word.isascii() for word in words):
         return _ascii_lines(data, [word.encode() for word in words])
     found: list[tuple[int, int]] = []
@@ -62,11 +65,18 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     low = data.lower()
     stop = low.rfind(b"\n")
     lines: dict[int, int] = {}
-    for special in (b"\\u", _KELVIN):
-        if special == _KELVIN and low.find(b"\xaa", 0, stop) < 0:
-            continue  # (one byte is looked for at memchr's speed)
+    # the escapes that may spell a letter or digit of a word: \u0030-\u007a, and the Kelvin
+    # sign for a k (a needle of 4 bytes is found half again as fast as one of 2)
+    kelvin = any(b"k" in word for word in words)
+    specials = [b"\\u" if kelvin else b"\\u00"]
+    if kelvin and low.find(b"\xaa", 0, stop) >= 0:  # (one byte is looked for at memchr's speed)
+        specials.append(_KELVIN)
+    for special in specials:
         at = low.find(special, 0, stop)
         while at >= 0:
+            if special != _KELVIN and not _spells_letter(low, at):
+                at = low.find(special, at + 2, stop)  # a control character, an accent ...
+                continue
             start = low.rfind(b"\n", 0, at) + 1
             end = low.find(b"\n", at)
             lines[start] = end
@@ -74,29 +84,41 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     anchor = max(words, key=len)
     others = [word for word in words if word != anchor]
     size = len(anchor)
-    at = low.find(anchor, 0, stop)
-    while at >= 0:
-        start = low.rfind(b"\n", 0, at) + 1
-        end = low.find(b"\n", at)
-        while at >= 0 and not _whole(low, at, size):
-            at = low.find(anchor, at + 1, end)
-        if at >= 0 and start not in lines:
-            line = low[start:end]
-            if all(_holds(line, word) for word in others):
+    find = low.find
+    at = find(anchor, 0, stop)
+    while at >= 0:  # (a word that most lines hold comes here for each: kept lean)
+        end = find(b"\n", at)
+        while at >= 0 and (low[at + size] in _WORD_BYTES or
+                           (at and low[at - 1] in _WORD_BYTES and not _escaped(low, at))):
+            at = find(anchor, at + 1, end)
+        if at >= 0:
+            start = low.rfind(b"\n", 0, at) + 1
+            if start not in lines and (not others or all(_holds(low[start:end], word)
+                                                         for word in others)):
                 lines[start] = end
-        at = low.find(anchor, end, stop)
+        at = find(anchor, end, stop)
     return sorted(lines.items())
 
 
+def _spells_letter(low: bytes, at: int) -> bool:
+    """Whether the escape ``\\u`` at ``at`` of lowercased bytes may stand for a letter or digit
+    whose lowercase is ASCII."""
+    return (low[at + 2:at + 4] == b"00" and low[at + 4:at + 5] in _ALNUM_ESCAPE) or \
+        low[at + 2:at + 6] == b"212a"
+
+
 def _whole(low: bytes, at: int, size: int) -> bool:
-    """Whether the bytes around ``low[at:at + size]`` may end a word there (an escape such as
-    ``\\n`` before it ends one too)."""
+    """Whether the bytes around ``low[at:at + size]`` may end a word there."""
     after = at + size
     if after < len(low) and low[after] in _WORD_BYTES:
         return False
-    if at and low[at - 1] in _WORD_BYTES:
-        return low[at - 2] == 0x5C if at >= 2 else False  # \n, \t ... before it
-    return True
+    return not at or low[at - 1] not in _WORD_BYTES or _escaped(low, at)
+
+
+def _escaped(low: bytes, at: int) -> bool:
+    """Whether the letter or digit before ``at`` may end an escape (``\\n``, ``\\u001b``):
+    then no word goes on there."""
+    return (at >= 2 and low[at - 2] == 0x5C) or low[max(at - 6, 0):at - 4] == b"\\u"
 
 
 def _holds(line: bytes, word: bytes) -> bool:
@@ -145,8 +167,8 @@ class Recent:
         over without parsing its time."""
 
     def scan(self, data: bytes, base: int, session_id: str, session: str, cwd: str) -> None:
-        """Judge the whole lines of ``data``, the bytes of ``session`` from offset ``base``
-        (a line's place is its offset)."""
+        """Judge the whole lines of ``data`` (a last line without its newline is left out),
+        the bytes of ``session`` from offset ``base`` (a line's place is its offset)."""
         maybe: list[tuple[tuple[int, str, int], bytes]] = []
         for start, end in maybe_lines(data, self.words):
             line = data[start:end]
@@ -177,8 +199,8 @@ class Recent:
                     doc.ms < self.since or not holds_words(doc.text, self.words):
                 continue
             self.found.append(Found(key, session, cwd, line, doc))
-            if len(self.found) >= 2 * CANDIDATES:
-                self._trim()
+            if len(self.found) >= (2 * CANDIDATES if self._worst else CANDIDATES):
+                self._trim()  # (the sooner there is a least recent, the fewer lines decoded)
 
     def best(self) -> list[Found]:
         """The most recent ones, best first."""
