@@ -130,9 +130,25 @@ def parse_query(text: str) -> Query:
 # -- what an entry line holds ------------------------------------------------------------------
 
 
+class _Block(msgspec.Struct):
+    """A content block, only the fields search reads (a thinking signature, an image's data
+    are skipped, not copied)."""
+
+    type: Any = None
+    text: Any = None
+    thinking: Any = None
+    name: Any = None
+    arguments: Any = None
+
+
+_Content = str | list[_Block] | None
+"""Content as it nearly always is; anything else (a block that is not an object) is decoded
+again as :data:`Any`, with the same result."""
+
+
 class _Message(msgspec.Struct):
     role: Any = None
-    content: Any = None
+    content: _Content = None
     command: Any = None
     output: Any = None
     toolName: Any = None  # noqa: N815  (the JSON name)
@@ -144,13 +160,23 @@ class _Line(msgspec.Struct):
     id: Any = None
     timestamp: Any = None
     message: _Message | None = None
-    content: Any = None
+    content: _Content = None
     summary: Any = None
     label: Any = None
     targetId: Any = None  # noqa: N815
 
 
+class _AnyMessage(_Message):
+    content: Any = None
+
+
+class _AnyLine(_Line):
+    message: _AnyMessage | None = None
+    content: Any = None
+
+
 _decoder = msgspec.json.Decoder(_Line)
+_any_decoder = msgspec.json.Decoder(_AnyLine)
 _ROLE_OF_MESSAGE: dict[object, Role] = {
     "user": "user", "assistant": "assistant", "toolResult": "tool", "bashExecution": "tool",
     "custom": "custom", "branchSummary": "summary", "compactionSummary": "summary"}
@@ -188,25 +214,31 @@ def _parts(content: Any, out: list[str]) -> None:
     if not isinstance(content, list):
         return
     for block in content:
-        if not isinstance(block, dict):
+        if isinstance(block, _Block):
+            kind, text, thinking = block.type, block.text, block.thinking
+            name, arguments = block.name, block.arguments
+        elif isinstance(block, dict):
+            kind, text, thinking = block.get("type"), block.get("text"), block.get("thinking")
+            name, arguments = block.get("name"), block.get("arguments")
+        else:
             continue
-        kind = block.get("type")
-        for key in ("text", "thinking"):
-            value = block.get(key)
+        for value in (text, thinking):
             if isinstance(value, str):
                 out.append(value)
         if kind == "toolCall":
-            name = block.get("name")
             if isinstance(name, str):
                 out.append(name)
-            _leaves(block.get("arguments"), out)
+            _leaves(arguments, out)
 
 
 def document(line: bytes) -> SearchDoc | None:
     """The searchable text of an entry line, ``None`` for a line with none (a header, a
     model change, a line that does not parse)."""
     try:
-        entry = _decoder.decode(line)
+        try:
+            entry: _Line = _decoder.decode(line)
+        except msgspec.ValidationError:  # content of another shape
+            entry = _any_decoder.decode(line)
     except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     if not isinstance(entry.id, str):

@@ -22,6 +22,7 @@ Invariants:
 
 from __future__ import annotations
 
+import hashlib
 import os
 import sqlite3
 import time
@@ -67,6 +68,7 @@ _SCHEMA = (
     "tokenize='unicode61 remove_diacritics 0')",
     "CREATE TABLE counter (next INTEGER NOT NULL)",
     "INSERT INTO counter VALUES (0)",
+    "CREATE TABLE state (digest BLOB NOT NULL)",  # (see _digest)
 )
 
 _SHIFT = 36
@@ -198,12 +200,10 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
             stats[path[start:]] = os.stat(path)
         except OSError:
             continue
-    stamps = {row[0]: row[1:] for row in conn.execute(
-        "SELECT path, dev, ino, size, mtime_ns FROM files")}
-    if len(stamps) == len(stats) and all(
-            stamps.get(path) == (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            for path, st in stats.items()):
-        return []  # (the check a warm search makes: a stat per file, no lock taken)
+    if _stored_digest(conn) == _digest(sorted(
+            (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            for path, st in stats.items())):
+        return []  # (the check a warm search makes: a stat per file, one row, no lock taken)
     conn.execute("BEGIN IMMEDIATE")  # what is known is read under the lock another search takes
     try:
         known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
@@ -231,11 +231,35 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
                                deadline if new or row is not None else 0.0)
             if left is not None:
                 pending.append(left)
+        conn.execute("CREATE TABLE IF NOT EXISTS state (digest BLOB NOT NULL)")
+        conn.execute("DELETE FROM state")
+        conn.execute("INSERT INTO state VALUES (?)", (_digest(conn.execute(
+            "SELECT path, dev, ino, size, mtime_ns FROM files ORDER BY path").fetchall()),))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
     return pending
+
+
+def _digest(stamps: list[tuple[str, int, int, int, int]] | list[Any]) -> bytes:
+    """One value for every file's (path, device, inode, size, mtime), in path order: what the
+    index holds equals what the folder holds when the two are equal."""
+    return hashlib.blake2b(_stamps_encoder.encode(stamps), digest_size=16).digest()
+
+
+def _stored_digest(conn: sqlite3.Connection) -> bytes | None:
+    """The digest of the files as indexed (``None`` in an index written before it was kept)."""
+    try:
+        row = conn.execute("SELECT digest FROM state").fetchone()
+    except sqlite3.OperationalError as exc:
+        if "no such table" not in str(exc):
+            raise
+        return None
+    return bytes(row[0]) if row is not None else None
+
+
+_stamps_encoder = msgspec.msgpack.Encoder()
 
 
 def _drop(conn: sqlite3.Connection, file_id: int) -> None:
