@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_search.py [--sessions 1000] [--db-sessions 10000]
         [--db-entries 20,120] [--repeat 5] [--skip-db] [--skip-folder]
         [--redis redis://HOST:PORT/DB] [--redis-cluster redis+cluster://SEEDS]
+        [--keep] [--baseline DIR]
 
 1. A folder of ``--sessions`` generated sessions in pi's layout (two project folders of a
    sessions root; ``generate_folder``, 20-1,500 entries each: 1,000 sessions are about 785 MB),
@@ -22,7 +23,11 @@
    ``--redis-cluster``, each into a key prefix of its own, dropped at the end) holding
    ``--db-sessions`` sessions of ``--db-entries`` entries (copied from a second generated
    folder; the needle in five): the warm search, and the search after 10 sessions grew (their
-   search rows were written in the appends' transactions or scripts).
+   search rows were written in the appends' transactions or scripts). ``--keep`` keeps the
+   SQLite and PostgreSQL databases for the next run with ``--keep``, which measures them
+   as they are (loading 10,000 sessions into PostgreSQL takes over 20 minutes); ``--baseline
+   DIR`` measures the code of another checkout (``DIR/src``, e.g. a ``git worktree`` of an
+   earlier commit) beside this one in the same run, on databases of its own that it loads.
 
 Prints one Markdown table; each figure beside its baseline from the same run.
 """
@@ -44,7 +49,9 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-sys.path.insert(0, str(REPO / "src"))
+SOURCE = os.environ.get("SESSIONTREE_BENCH_SRC") or str(REPO / "src")
+"""The code measured: this checkout's, or ``--baseline``'s in its children."""
+sys.path.insert(0, SOURCE)
 DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA") or HERE / ".data")
 """Generated folders, as run.py's (``SESSIONTREE_BENCH_DATA`` puts them outside the worktree)."""
 GENERATOR = REPO / "src" / "sessiontree" / "testing" / "generate.py"
@@ -157,12 +164,12 @@ def _peak_mib() -> float:
     return peak()
 
 
-def _median(call: Any, repeat: int) -> float:
+def _median(call: Any, repeat: int, clock: Any = time.perf_counter) -> float:
     runs = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         call()
-        runs.append((time.perf_counter() - start) * 1000)
+        runs.append((clock() - start) * 1000)
     return statistics.median(runs)
 
 
@@ -178,6 +185,9 @@ def _child_db(url: str, query: str, repeat: int) -> None:
         store.search(query)
         out["hits"] = len(store.search(query))
         out["warm_ms"] = _median(lambda: store.search(query), repeat)
+        # this process's CPU time (a database server's is not in it): what the load on a
+        # shared machine does not stretch
+        out["warm_cpu_ms"] = _median(lambda: store.search(query), repeat, time.process_time)
         for session_id in store.session_ids()[:10]:
             with Session.open(f"{store.url}#{session_id}") as session:
                 session.append_message(UserMessage.of("round 1: one more question"))
@@ -189,9 +199,19 @@ def _child_db(url: str, query: str, repeat: int) -> None:
     print(json.dumps(out))
 
 
-def _run_child(*args: str) -> dict[str, Any]:
+def _child_load(url: str, root: str) -> None:
+    """In a new process (the code measured): the sessions copied into a database; prints JSON."""
+    from sessiontree.transfer import copy_sessions
+
+    start = time.perf_counter()
+    copy_sessions(root, url)
+    print(json.dumps({"load_s": time.perf_counter() - start}))
+
+
+def _run_child(*args: str, source: str | None = None) -> dict[str, Any]:
+    env = {**os.environ, "SESSIONTREE_BENCH_SRC": source} if source else None
     done = subprocess.run([sys.executable, __file__, "--child", *args], capture_output=True,
-                          text=True, check=True, cwd=REPO)
+                          text=True, check=True, cwd=REPO, env=env)
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
 
 
@@ -205,6 +225,12 @@ def main() -> None:
     parser.add_argument("--skip-folder", action="store_true")
     parser.add_argument("--redis", help="a Redis server (redis://HOST:PORT/DB)")
     parser.add_argument("--redis-cluster", help="a Redis Cluster (redis+cluster://HOST:PORT,...)")
+    parser.add_argument("--keep", action="store_true",
+                        help="keep the SQLite and PostgreSQL databases, and measure those an "
+                             "earlier run with --keep left as they are")
+    parser.add_argument("--baseline", type=Path,
+                        help="a checkout whose src/ is measured beside this one (databases of "
+                             "its own)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -213,6 +239,8 @@ def main() -> None:
             _child_build(rest[0])
         elif kind == "folder":
             _child_folder(rest[0], rest[1], args.repeat, rest[2])
+        elif kind == "load":
+            _child_load(rest[0], rest[1])
         else:
             _child_db(rest[0], rest[1], args.repeat)
         return
@@ -258,46 +286,82 @@ def folder_rows(args: argparse.Namespace) -> list[str]:
 
 
 def db_rows(args: argparse.Namespace) -> list[str]:
-    from sessiontree.transfer import copy_sessions
-
     low, high = (int(x) for x in args.db_entries.split(","))
     root = generated_root(args.db_sessions, low, high, "search-db")
-    db = DATA / f"{root.name}.db"
-    urls = {"SQLite": f"sqlite:///{db}"}
+    rows = ["", f"Databases: {args.db_sessions:,} sessions of {low}-{high} entries; load "
+            f"average {os.getloadavg()[0]:.1f} before.", "",
+            "| backend | query | load (copy, search rows included) | warm search (its CPU "
+            "time in this process) | after 10 sessions grew | warm after | peak RSS |",
+            "|---|---|---|---|---|---|---|"]
+    codes: list[tuple[str, str | None]] = [("", None)]
+    if args.baseline:
+        codes.append((" (baseline)", str(args.baseline.resolve() / "src")))
+    dropped: list[str] = []
+    try:
+        for label, source in codes:
+            urls = _db_urls(args, root, "-baseline" if source else "")
+            dropped += [url for name, url in urls.items() if name.startswith("Redis")]
+            for name, (url, loaded) in _loaded(urls, root, args.keep, source).items():
+                for query_name, query in QUERIES.items():
+                    ours = _run_child("db", url, query, source=source)
+                    rows.append(f"| {name}{label} | {query_name} ({ours['hits']} hits) | "
+                                f"{loaded} | {ours['warm_ms']:,.1f} ms "
+                                f"({ours['warm_cpu_ms']:,.1f} ms) | "
+                                f"{ours['grown_ms']:,.1f} ms | {ours['warm_after_ms']:,.1f} ms "
+                                f"| {ours['peak_rss_mib']:.0f} MiB |")
+    finally:
+        from bench_storage import drop_prefix
+
+        for url in dropped:
+            drop_prefix(url)
+    rows.append(f"\nLoad average {os.getloadavg()[0]:.1f} after.")
+    return rows
+
+
+def _db_urls(args: argparse.Namespace, root: Path, suffix: str) -> dict[str, str]:
+    """Each backend's address for one code measured (``suffix``: the baseline's own)."""
+    urls = {"SQLite": f"sqlite:///{DATA / f'{root.name}{suffix}.db'}"}
     postgres = os.environ.get("SESSIONTREE_TEST_POSTGRES")
     if postgres:
-        import psycopg
-
-        schema = "bench_search"
-        with psycopg.connect(postgres, autocommit=True) as admin:
-            admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        schema = f"bench_search{suffix.replace('-', '_')}"
         urls["PostgreSQL"] = f"{postgres}{'&' if '?' in postgres else '?'}schema={schema}"
-    prefix = f"benchsearch{os.getpid()}"
+    prefix = f"benchsearch{os.getpid()}{suffix.replace('-', '')}"
     if args.redis:
         urls["Redis"] = f"{args.redis}?prefix={prefix}"
     if args.redis_cluster:
         urls["Redis Cluster"] = f"{args.redis_cluster}?prefix={prefix}"
-    db.unlink(missing_ok=True)
-    rows = ["", f"Databases: {args.db_sessions:,} sessions of {low}-{high} entries.", "",
-            "| backend | query | load (copy, search rows included) | warm search | after 10 "
-            "sessions grew | warm after | peak RSS |", "|---|---|---|---|---|---|---|"]
-    try:
-        for name, url in urls.items():
-            start = time.perf_counter()
-            copy_sessions(str(root), url)
-            load_s = time.perf_counter() - start
-            for label, query in QUERIES.items():
-                ours = _run_child("db", url, query)
-                rows.append(f"| {name} | {label} ({ours['hits']} hits) | {load_s:,.0f} s | "
-                            f"{ours['warm_ms']:,.1f} ms | {ours['grown_ms']:,.1f} ms | "
-                            f"{ours['warm_after_ms']:,.1f} ms | {ours['peak_rss_mib']:.0f} MiB |")
-    finally:
-        from bench_storage import drop_prefix
+    return urls
 
-        for name, url in urls.items():
-            if name.startswith("Redis"):
-                drop_prefix(url)
-    return rows
+
+def _loaded(urls: dict[str, str], root: Path, keep: bool,
+            source: str | None) -> dict[str, tuple[str, str]]:
+    """Each backend's address with how long loading it took (or that an earlier run did):
+    a database kept by an earlier ``--keep`` run is measured as it is, anything else is
+    emptied and loaded by the code measured."""
+    out = {}
+    for name, url in urls.items():
+        if name == "SQLite":
+            path = Path(url.removeprefix("sqlite:///"))
+            kept = keep and path.exists()
+            if not kept:
+                path.unlink(missing_ok=True)
+        elif name == "PostgreSQL":
+            import psycopg
+
+            schema = url.rpartition("schema=")[2]
+            with psycopg.connect(os.environ["SESSIONTREE_TEST_POSTGRES"],
+                                 autocommit=True) as admin:
+                kept = keep and admin.execute("SELECT 1 FROM pg_namespace WHERE nspname = %s",
+                                              (schema,)).fetchone() is not None
+                if not kept:
+                    admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        else:
+            kept = False
+        if kept:
+            out[name] = (url, "(an earlier run's)")
+        else:
+            out[name] = (url, f"{_run_child('load', url, str(root), source=source)['load_s']:,.0f} s")
+    return out
 
 
 if __name__ == "__main__":

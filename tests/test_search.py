@@ -635,9 +635,10 @@ def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms:
 
 def _crowded(folder: Path) -> None:
     """Three sessions whose 1,500 entries all hold "albatross" (more than an index hands over
-    for ranking), seven entries to a time, the oldest session written last."""
+    for ranking), seven entries to a time, the last two at the same times (so the most
+    recent thousand end amid entries of one time, in both)."""
     folder.mkdir(parents=True, exist_ok=True)
-    for number, hour in enumerate((12, 11, 9)):
+    for number, hour in enumerate((12, 11, 11)):
         session_id = f"0195a000-0000-7000-8000-00000000c0{number:02d}"
         header = {"type": "session", "version": 3, "id": session_id, "cwd": "/crowd",
                   "timestamp": f"2026-03-03T{hour:02d}:00:00.000Z"}
@@ -661,7 +662,7 @@ def _crowded(folder: Path) -> None:
 def test_databases_rank_in_the_database_as_the_matcher_ranks(tmp_path: Path,
                                                                fresh_postgres_url: str) -> None:
     """With more candidates than an index hands over, ties of time at the edge of the most
-    recent ones, entries stored out of time order, phrases (whose counts only bound the
+    recent ones, phrases (whose counts only bound the
     relevance) and filters, the databases (which read only the lines that can rank) give the
     hits of the stores that read every candidate."""
     folder = tmp_path / "crowd"

@@ -388,21 +388,27 @@ class SqlStore(StoredEntries, ABC):
         params: dict[str, Any] = {"since": after, "role": role, "limit": CANDIDATES,
                                   "cwd": d.text(cwd) if cwd is not None else None}
         if d.driver == "postgres":
-            params["words"] = words
+            found = self._query("search", {**params, "words": words})
         else:
-            params["match"] = " AND ".join(f'"{word}"' for word in words)
-            params["paths"] = json.dumps([f'$."{word}"' for word in words])  # (no " in a word)
-            params["floor"] = search_row_id(-(2**62))
-            recent = self._query("search_recent", params)
-            if len(recent) == CANDIDATES:  # the most recent are no older than these
-                oldest = min(ms for (ms,) in recent)
-                params.update(since=max(after, oldest), floor=search_row_id(oldest))
+            params.update(match=" AND ".join(f'"{word}"' for word in words),
+                          paths=json.dumps([f'$."{word}"' for word in words]),  # (no " in one)
+                          floor=search_row_id(-(2**62)), below=2**63 - 1)
+            found = self._query("search", params)
+            if len(found) == CANDIDATES:
+                # a row's id is never below its time's first (search_row_id): the matches at
+                # least as recent as the oldest found that were not found are below the
+                # lowest id found and not below the first id of the oldest's time
+                oldest = min(row[2] for row in found)
+                found += self._query("search", {
+                    **params, "since": max(after, oldest), "floor": search_row_id(oldest),
+                    "below": min(row[6] for row in found), "limit": -1})
+                found = sorted(found, key=lambda row: (-row[2], row[0], row[1]))[:CANDIDATES]
         at = f"{self.url}#"  # (session_url's, the address worked out once)
         highest = bounds(parsed)
         rows = [Bounded(sid, at + sid, session_cwd, seq, ms, highest(
                     counts if isinstance(counts, list) else [int(n) for n in counts.split(",")],
                     size))  # (an array from PostgreSQL, "2,1" from SQLite)
-                for sid, seq, ms, session_cwd, size, counts in self._query("search", params)]
+                for sid, seq, ms, session_cwd, size, counts, *_ in found]
 
         def read(batch: Sequence[Bounded]) -> list[Candidate]:
             lines = {(sid, seq): bytes(line) for sid, seq, line in self._query("search_lines", {

@@ -309,13 +309,6 @@ _STATEMENTS = {
     "notify": "SELECT pg_notify('sessiontree', :sid)",
 }
 
-_RECENT_MATCHES = """
-    FROM sessiontree_search f
-    JOIN sessiontree_search_keys k ON k.id = f.rowid
-    JOIN sessiontree_sessions s ON s.session_id = k.session_id
-    WHERE sessiontree_search MATCH :match AND f.rowid >= :floor AND k.ms >= :since
-        AND (:role IS NULL OR k.role = :role) AND (:cwd IS NULL OR s.cwd = :cwd)"""
-
 _SEARCH = {
     "sqlite": {
         # the row id: the next of the ids of the entry's time (search_row_id), or past them
@@ -332,15 +325,20 @@ _SEARCH = {
         "delete_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
                          "sessiontree_search_keys WHERE session_id = :sid)",
         "delete_search_keys": "DELETE FROM sessiontree_search_keys WHERE session_id = :sid",
-        # the times of the matches with the highest row ids (FTS5 reads them first and
-        # stops): the :limit-th most recent match is no older than the oldest of them
-        "search_recent": f"SELECT k.ms {_RECENT_MATCHES} ORDER BY f.rowid DESC LIMIT :limit",
-        "search": f"""
+        # the matches with the highest row ids, below :below (FTS5 reads them first and
+        # stops): the most recent, but for matches of the oldest one's time (whose ids can
+        # be lower), asked for next (SqlStore.search)
+        "search": """
             SELECT k.session_id, k.seq, k.ms, s.cwd, k.size, (
                 SELECT group_concat(coalesce(json_extract(k.counts, value), 1))
-                FROM json_each(:paths))
-            {_RECENT_MATCHES}
-            ORDER BY k.ms DESC, k.session_id, k.seq LIMIT :limit""",
+                FROM json_each(:paths)), f.rowid
+            FROM sessiontree_search f
+            JOIN sessiontree_search_keys k ON k.id = f.rowid
+            JOIN sessiontree_sessions s ON s.session_id = k.session_id
+            WHERE sessiontree_search MATCH :match AND f.rowid >= :floor AND f.rowid < :below
+                AND k.ms >= :since AND (:role IS NULL OR k.role = :role)
+                AND (:cwd IS NULL OR s.cwd = :cwd)
+            ORDER BY f.rowid DESC LIMIT :limit""",
         "search_lines": "SELECT session_id, seq, line FROM sessiontree_entries "
                         "WHERE (session_id, seq) IN (SELECT s.value, q.value "
                         "FROM json_each(:sids) s JOIN json_each(:seqs) q ON q.key = s.key)",
