@@ -499,9 +499,10 @@ def _tricky(folder: Path) -> None:
     a dotted capital I (their lowercase holds ASCII letters), words glued to JSON keys, an
     entry without a time, and a line that is not JSON."""
     texts = ["ERROR in the parser", "isError but not a word here", "tail\nerror after a newline",
-             "\u001berror after a colour code", "\u212aelvin scale error", "\u0130stanbul office",
+             "\u001berror after a colour code", "\u212aelvin scale error, measured",
+             "\u0130stanbul office",
              "errors, not the word", "Ünïcödé error wörds", "error spelled with an escape",
-             "\u212aelvin, raw"]
+             "\u212aelvin, raw temperature"]
     header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-0000000071c4",
               "timestamp": "2026-03-02T09:00:00.000Z", "cwd": "/tricky"}
     lines = [json.dumps(header)]
@@ -521,7 +522,8 @@ def _tricky(folder: Path) -> None:
         "\n".join(lines) + "\n", "utf-8")
 
 
-SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("istanbul", {}), ("stanbul", {}), ("i", {}),
+SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("kelvin measured", {}), ("kelvin temperature", {}),
+                ("istanbul", {}), ("stanbul", {}), ("i", {}),
                 ("error after", {}), ('"error after"', {"limit": 50}), ("iserror", {}),
                 ("errors", {}), ("wörds error", {}), ("error", {"role": "user", "limit": 100})]
 

@@ -65,9 +65,12 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     low = data.lower()
     stop = low.rfind(b"\n")
     lines: dict[int, int] = {}
-    # the escapes that may spell a letter or digit of a word: \u0030-\u007a, and the Kelvin
-    # sign for a k (a needle of 4 bytes is found half again as fast as one of 2)
-    kelvin = any(b"k" in word for word in words)
+    anchor = max(words, key=lambda word: (len(word), b"k" not in word))
+    others = [word for word in words if word != anchor]
+    # the lines where escapes may spell a letter or digit of the anchor: \u0030-\u007a, and
+    # the Kelvin sign for a k (a needle of 4 bytes is found half again as fast as one of 2);
+    # the other words are looked for in the lines that hold the anchor
+    kelvin = b"k" in anchor
     specials = [b"\\u" if kelvin else b"\\u00"]
     if kelvin and low.find(b"\xaa", 0, stop) >= 0:  # (one byte is looked for at memchr's speed)
         specials.append(_KELVIN)
@@ -81,8 +84,7 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
             end = low.find(b"\n", at)
             lines[start] = end
             at = low.find(special, end, stop)
-    anchor = max(words, key=len)
-    others = [word for word in words if word != anchor]
+    others_kelvin = any(b"k" in word for word in others)
     size = len(anchor)
     find = low.find
     at = find(anchor, 0, stop)
@@ -93,8 +95,8 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
             at = find(anchor, at + 1, end)
         if at >= 0:
             start = low.rfind(b"\n", 0, at) + 1
-            if start not in lines and (not others or all(_holds(low[start:end], word)
-                                                         for word in others)):
+            if start not in lines and (not others or _others(low[start:end], others,
+                                                             others_kelvin)):
                 lines[start] = end
         at = find(anchor, end, stop)
     return sorted(lines.items())
@@ -119,6 +121,13 @@ def _escaped(low: bytes, at: int) -> bool:
     """Whether the letter or digit before ``at`` may end an escape (``\\n``, ``\\u001b``):
     then no word goes on there."""
     return (at >= 2 and low[at - 2] == 0x5C) or low[max(at - 6, 0):at - 4] == b"\\u"
+
+
+def _others(line: bytes, words: list[bytes], kelvin: bool) -> bool:
+    """Whether a lowercased line that holds the anchor may hold each of ``words`` too (a line
+    with an escape that spells a letter is known already; a Kelvin sign may spell a k)."""
+    return (kelvin and (_KELVIN in line or b"\\u212a" in line)) or \
+        all(_holds(line, word) for word in words)
 
 
 def _holds(line: bytes, word: bytes) -> bool:
