@@ -10,12 +10,16 @@ finds is what an index holding those lines would have handed over.
 
 Invariants:
 * A line is passed over only when its bytes prove that its entry cannot hold every word: for
-  a word of ASCII letters and digits, no occurrence of it in the lowercased line between
-  bytes that cannot continue a word. Anything that could make the text's words differ from
-  the bytes' (a ``\\u`` escape; the Kelvin sign, whose lowercase is ``k``) makes the line a
-  maybe. (U+0130, the other character whose lowercase holds an ASCII letter, lowercases to
-  ``i`` and a combining dot, which the matcher never takes for a word's end: no hit comes
-  through it.) A word with other characters is looked for in the decoded, lowercased line.
+  words of ASCII letters and digits, no occurrence of one of them (the anchor) in the
+  lowercased line between bytes that cannot continue a word (the letter or digit that ends
+  an escape, ``\\n`` or ``\\u001b``, does not), or not each of the others in a line that
+  holds it. Anything that could spell a letter or digit of a word the bytes do not show (a
+  ``\\u00XX`` escape of one, 0x30-0x7a; for a word with a ``k``, the Kelvin sign, raw or
+  ``\\u212a``) makes the line a maybe: across all the bytes for the anchor, in the lines
+  that hold it for the others. (U+0130, the other character whose lowercase holds an ASCII
+  letter, lowercases to ``i`` and a combining dot, which the matcher never takes for a word's
+  end: no hit comes through it.) A word with other characters is looked for in the decoded,
+  lowercased line.
 * Lines are read whole (a region ends at its last newline); a line that does not decode is
   no candidate, as for an index.
 """

@@ -41,10 +41,10 @@ def search(query: str, store: str | None, cwd: str | None, role: str | None,
     Message text, thinking, tool calls and results, summaries and labels are searched. Each
     hit shows its time, role, session and entry ('*': on the session's current branch), and
     the text around the match. A folder keeps its index in .sessiontree-cache (only what
-    changed since the last search is read); a search indexes for half a second and reads the
-    rest of the files as grep would (same hits), so the first searches of a large folder take
-    about a grep each until the index is whole (--index builds it at once). Databases keep
-    theirs as they are written.
+    changed since the last search is read); a search indexes appends and a few new files and
+    reads the rest of the files as grep would (same hits), so searches of a large folder take
+    a few greps each until --index builds its index. Databases keep theirs as they are
+    written.
     """
     from ..search import search_sessions
 

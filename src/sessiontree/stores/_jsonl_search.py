@@ -9,7 +9,8 @@ Invariants:
   an edit in place) is indexed again from its start; a file gone loses its rows. Only whole
   lines are indexed.
 * A search indexes for at most :data:`INDEX_BUDGET` seconds (what changed least first, a
-  chunk of a file at a time) and scans the bytes left (:mod:`sessiontree._search_scan`),
+  chunk of a file at a time; new files only when all that changed is at most
+  :data:`INDEX_BYTES`) and scans the bytes left (:mod:`sessiontree._search_scan`),
   which finds the candidates the index would have; :func:`build` indexes everything. A file
   indexed in part keeps the size indexed, so the next search goes on from there.
 * Every candidate's line is read again from its file and judged by :mod:`sessiontree._search`
@@ -319,7 +320,8 @@ _CHUNK = 1 << 23
 """Bytes indexed at a time: what bounds a build's memory on a huge file."""
 _SCAN_CHUNK = 1 << 18
 """Bytes scanned at a time: a buffer this small is reused from the process's heap and stays
-in the CPU's cache between the passes over it (reading 8 MiB at a time cost a third more)."""
+in the CPU's cache between the passes over it (reading 8 MiB at a time cost 2-3 times as
+much: fresh pages for each buffer)."""
 
 
 def _read_lines_from(fd: int, start: int, size: int) -> bytes:
