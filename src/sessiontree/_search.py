@@ -31,6 +31,7 @@ import datetime as _dt
 import functools
 import math
 import re
+from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
@@ -405,10 +406,7 @@ def entry_terms(text: str) -> tuple[int, dict[str, int]]:
     """What an index keeps of an entry's text to bound its relevance without reading it
     (:func:`best_first`): its size (as :func:`score` counts it) and how often each word
     occurs (``{word: count}``, every distinct word)."""
-    counts: dict[str, int] = {}
-    for word in tokens(text):
-        counts[word] = counts.get(word, 0) + 1
-    return len(text.split()), counts
+    return len(text.split()), Counter(tokens(text))  # (Counter counts at C speed)
 
 
 def bounds(query: Query) -> Callable[[Sequence[int], int], float]:
