@@ -323,7 +323,7 @@ def _db_urls(args: argparse.Namespace, root: Path, suffix: str) -> dict[str, str
     urls = {"SQLite": f"sqlite:///{DATA / f'{root.name}{suffix}.db'}"}
     postgres = os.environ.get("SESSIONTREE_TEST_POSTGRES")
     if postgres:
-        schema = f"bench_search{suffix.replace('-', '_')}"
+        schema = f"bench_{root.name}{suffix}".replace("-", "_")  # (its sessions' own)
         urls["PostgreSQL"] = f"{postgres}{'&' if '?' in postgres else '?'}schema={schema}"
     prefix = f"benchsearch{os.getpid()}{suffix.replace('-', '')}"
     if args.redis:
