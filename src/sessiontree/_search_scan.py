@@ -183,21 +183,18 @@ class Recent:
         """Judge the whole lines of ``data`` (a last line without its newline is left out),
         the bytes of ``session`` from offset ``base`` (a line's place is its offset)."""
         maybe: list[tuple[tuple[int, str, int], bytes]] = []
-        for start, end in maybe_lines(data, self.words):
-            line = data[start:end]
-            if not line.startswith(b"{"):
+        worst, decode, plain = self._worst_stamp, _stamp.decode, _PLAIN.fullmatch
+        for start, end in maybe_lines(data, self.words):  # (once a line for a common word)
+            if data[start] != 0x7B:  # {
                 continue
+            line = data[start:end]
             try:
-                stamp = _stamp.decode(line).timestamp
+                stamp = decode(line).timestamp
             except (msgspec.DecodeError, UnicodeDecodeError):
                 continue
-            worst = self._worst_stamp
-            if worst is not None and type(stamp) is str and len(stamp) == 24 and \
-                    stamp < worst and stamp[4] == "-" and stamp[7] == "-" and \
-                    stamp[10] == "T" and stamp[13] == ":" and stamp[16] == ":" and \
-                    stamp[19] == "." and stamp[23] == "Z":
+            if worst is not None and stamp.__class__ is str and stamp < worst and plain(stamp):
                 continue
-            ms = _ms(stamp if isinstance(stamp, str) else None)
+            ms = _ms(stamp if stamp.__class__ is str else None)
             if ms < self.since:
                 continue
             key = (-ms, session_id, base + start)
