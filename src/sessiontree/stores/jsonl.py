@@ -678,7 +678,8 @@ class JsonlStore(StoredEntries):
         root), on every branch, holding every word and "phrase" of ``query``; best first (see
         :mod:`sessiontree._search`). Uses and refreshes the folder's search index
         (``.sessiontree-cache/search.db``), reading only what changed since the last search;
-        what a search has no time to index (a first search of a large folder) it scans as
+        what a search does not index (appends beyond half a second of indexing, new files
+        when more changed than that indexes: a large folder not indexed yet) it scans as
         ``grep`` would, with the same hits (:meth:`build_search_index` builds it all).
 
         Args:
