@@ -544,7 +544,8 @@ def test_a_search_without_time_to_index_finds_what_the_index_finds(
     scanned_root = tmp_path / "scanned"
     shutil.copytree(root, scanned_root, ignore=shutil.ignore_patterns(".sessiontree-cache"))
     scanned = JsonlStore(scanned_root)
-    for candidates in (1000, 3):
+    for candidates, chunk in ((1000, 1 << 18), (3, 700)):  # (lines longer than 2 chunks)
+        monkeypatch.setattr(_jsonl_search, "_SCAN_CHUNK", chunk)
         monkeypatch.setattr(_jsonl_search, "CANDIDATES", candidates)
         monkeypatch.setattr(_search_scan, "CANDIDATES", candidates)
         monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)

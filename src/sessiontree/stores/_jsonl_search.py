@@ -329,7 +329,7 @@ def _read_lines_from(fd: int, start: int, size: int) -> bytes:
     longer); empty when no whole line is there."""
     data = os.pread(fd, max(0, min(size, os.fstat(fd).st_size - start)), start)  # (a buffer
     end = data.rfind(b"\n") + 1                                    # of the size it will hold)
-    while not end and len(data) == size:  # a line longer than a chunk
+    while not end and len(data) >= size:  # a line longer than a chunk (or than several)
         more = os.pread(fd, size, start + len(data))
         if not more:
             break
