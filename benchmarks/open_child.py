@@ -102,7 +102,8 @@ def measure_open(path: str, phase: str, repeat: int) -> dict[str, Any]:
     reopens in this process. ``phase``: ``cold`` (no index yet: scan, write the index),
     ``today`` (``index=False``: the scan every open did before the index), ``helper`` (a cold
     scan with ``processes=4``, helpers when a CPU is free), ``warm`` (the index of the unchanged
-    file), ``grown`` (the index, and the lines appended since)."""
+    file), ``grown`` (the index, and the lines appended since), ``append`` (as ``grown``, then
+    the first append: ``first_append_ms``; it adds a line to the file)."""
     from sessiontree import Session
 
     options: dict[str, Any] = {"today": {"index": False},
@@ -114,6 +115,12 @@ def measure_open(path: str, phase: str, repeat: int) -> dict[str, Any]:
         out["load_ms"] = (time.perf_counter() - start) * 1000
         context = session.build_context()
         out["open_context_ms"] = (time.perf_counter() - start) * 1000
+        if phase == "append":
+            from sessiontree import UserMessage
+
+            begin = time.perf_counter()
+            session.append_message(UserMessage("the first append after the reopen"))
+            out["first_append_ms"] = (time.perf_counter() - begin) * 1000
     out["peak_mib"] = _peak_mib()
     out["peak_with_helpers_mib"] = sampler.peak
     out["helper_peak_mib"] = sampler.helper_peak

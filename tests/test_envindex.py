@@ -3,18 +3,20 @@ gives, whatever happened to the file or to the index since it was written."""
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sessiontree import Session, UserMessage, _envindex, _packed
+from sessiontree import Session, UserMessage, _columns, _envindex, _packed
 from sessiontree.errors import SessionTreeError
 from sessiontree.stores.jsonl import JsonlFile
 from sessiontree.testing import context_digest, tree_digest
@@ -78,11 +80,16 @@ def session_bytes(draw: st.DrawFn) -> bytes:
     return data
 
 
-DAMAGE = st.sampled_from(["none", "append", "append_garbage", "append_torn", "truncate",
+DAMAGE = st.sampled_from(["none", "append", "append_much", "append_garbage", "append_torn",
+                          "truncate",
                           "rewrite_same_size", "rewrite_in_place", "rewrite_new_file",
                           "torn_index",
                           "flip_index_byte", "wrong_version", "other_file_index", "our_append"])
 
+
+SEARCHED = st.sampled_from([_columns._SEARCHED, 0])
+"""Rows added to packed ones past one in this many make the ids whole; 0: never (the random
+files are small: so that rows added to them are searched in the ids' order too)."""
 
 # -- comparing an index-backed open with a full scan -------------------------------------------------
 
@@ -113,18 +120,26 @@ def index_file(path: Path) -> Path:
     return Path(_envindex.index_path(os.stat(path)))
 
 
-def damage(kind: str, path: Path, data: bytes, extra: bytes, cut: int, other: Path) -> str:
+LONG = (b'{"type":"message","id":"a1","parentId":"c3","timestamp":"2026-01-15T09:00:03.000Z",'
+        b'"message":{"role":"user","content":[{"type":"text","text":"' + b"x" * (300 << 10) +
+        b'"}],"timestamp":1}}')
+"""A line longer than the scan after which the index is written again (its id and parent are
+among the random files' ids)."""
+
+
+def damage(kind: str, path: Path, data: bytes, extra: list[bytes], cut: int,
+           other: Path) -> str:
     """Do ``kind`` to the file or its index; returns what was done."""
     idx = index_file(path)
-    if kind == "append":
+    if kind in ("append", "append_much"):  # (lines whose ids and parents the index has, too)
         with open(path, "ab") as f:
-            f.write(extra + b"\n")
+            f.write(b"\n".join(extra + [LONG] * (kind == "append_much")) + b"\n")
     elif kind == "append_garbage":
         with open(path, "ab") as f:
-            f.write(b"garbage {\n" + extra + b"\n")
+            f.write(b"garbage {\n" + extra[0] + b"\n")
     elif kind == "append_torn":
         with open(path, "ab") as f:
-            f.write(extra[:max(1, len(extra) // 2)])
+            f.write(extra[0][:max(1, len(extra[0]) // 2)])
     elif kind == "truncate":
         os.truncate(path, cut % max(1, len(data)))
     elif kind == "rewrite_same_size":  # in place, as an editor that keeps the file: mtime moves
@@ -136,10 +151,10 @@ def damage(kind: str, path: Path, data: bytes, extra: bytes, cut: int, other: Pa
     elif kind == "rewrite_in_place":  # truncated and written again, longer: same inode
         at = cut % max(1, len(data))
         with open(path, "wb") as f:
-            f.write(data[:at] + extra + b"\n" + data[at:])
+            f.write(data[:at] + extra[0] + b"\n" + data[at:])
     elif kind == "rewrite_new_file":
         scratch = path.with_suffix(".tmp")
-        scratch.write_bytes(data[:cut % max(1, len(data))] + extra + b"\n")
+        scratch.write_bytes(data[:cut % max(1, len(data))] + extra[0] + b"\n")
         os.replace(scratch, path)
     elif kind == "torn_index":
         raw = idx.read_bytes()
@@ -166,11 +181,18 @@ def damage(kind: str, path: Path, data: bytes, extra: bytes, cut: int, other: Pa
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.data_too_large])
-@given(data=session_bytes(), kind=DAMAGE, extra=entry_line(), cut=st.integers(0, 10_000),
-       other=session_bytes())
+@given(data=session_bytes(), kind=DAMAGE, extra=st.lists(entry_line(), min_size=1, max_size=4),
+       cut=st.integers(0, 10_000), other=session_bytes(), searched=SEARCHED)
 def test_an_index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPathFactory,
-                                                 data: bytes, kind: str, extra: bytes, cut: int,
-                                                 other: bytes) -> None:
+                                                 data: bytes, kind: str, extra: list[bytes],
+                                                 cut: int, other: bytes, searched: int) -> None:
+    with mock.patch.object(_columns, "_SEARCHED", searched):
+        index_backed_open_equals_a_full_scan(tmp_path_factory, data, kind, extra, cut, other)
+
+
+def index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPathFactory, data: bytes,
+                                         kind: str, extra: list[bytes], cut: int,
+                                         other: bytes) -> None:
     folder = tmp_path_factory.mktemp("envindex")
     path, other_path = folder / "s.jsonl", folder / "other.jsonl"
     path.write_bytes(data)
@@ -191,14 +213,106 @@ def test_an_index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPa
                         "rewrite_in_place")
     whole = state(path, index=False)
     assert state(path, index=True) == whole, kind
-    if kind == "none" or (kind in ("append", "append_garbage", "append_torn", "our_append")
-                          and clean):
+    if kind == "none" or (kind in ("append", "append_much", "append_garbage", "append_torn",
+                                   "our_append") and clean):
         assert log.indexed_bytes == indexed_end, kind  # read from the index, not scanned
     elif kind in ("torn_index", "wrong_version", "other_file_index", "rewrite_same_size",
                   "rewrite_in_place") or (
             kind == "truncate" and os.stat(path).st_size < indexed_end):
         assert log.indexed_bytes == 0, kind  # not trusted: scanned again
     assert state(path, index=True) == whole, kind  # and from the index that open wrote
+    if kind == "append_much" and clean:  # written again: the rows read back, and those added
+        reopened = JsonlFile(path, index=True)
+        Session(reopened, warn=False).close()
+        assert reopened.indexed_bytes == os.stat(path).st_size
+
+
+# -- the ids' order: rows read back find ids as the columns they were packed from -------------------
+
+FIXED_IDS = ["a1", "b2", "c3", "d4", "e5"]  # (packed in the fixed-width form)
+ODD_IDS = ["a1", "b2", "é9", "x\ny", "longer-id", ""]  # (packed as UTF-8)
+
+
+@settings(max_examples=200, deadline=None)
+@given(data=st.data(), ordered=st.booleans(), one_by_one=st.booleans(), searched=SEARCHED)
+def test_columns_read_back_find_ids_as_the_columns_they_were_packed_from(
+        data: st.DataObject, ordered: bool, one_by_one: bool, searched: int) -> None:
+    """Rows packed (with their order, or without: a helper's answer) and read back, then more
+    rows added (one by one as another writer's lines, or as a scanned batch): every id's row,
+    each row's parent, the duplicates and the order are those of columns that were never
+    packed, given the same rows the same way; and so again after packing those."""
+    from sessiontree._columns import Columns
+    from sessiontree._packed import Block, pack
+    from sessiontree._scan import FileRecord, ScanState
+
+    pool = data.draw(st.sampled_from([FIXED_IDS, ODD_IDS]))
+    ids = st.sampled_from(pool)
+    records = [FileRecord("message", entry_id, parent, line=line, offset=line, length=1)
+               for line, (entry_id, parent) in enumerate(data.draw(st.lists(st.tuples(
+                   ids, st.one_of(st.none(), ids, st.just("missing"))), max_size=30)))]
+    cut = data.draw(st.integers(0, len(records)))
+    state = ScanState(None, 0, 0, [], "clean", 0, True, 0, 0)
+
+    def read_back(columns: Columns, with_order: bool) -> Columns:
+        return Block.of_bytes(b"".join(pack(columns, state, order=with_order))).columns()
+
+    whole, packed = Columns(), Columns()
+    whole.add_batch(records[:cut])
+    packed.add_batch(records[:cut])
+    back = read_back(packed, ordered)
+    with mock.patch.object(_columns, "_SEARCHED", searched):
+        for columns in (whole, back):
+            if one_by_one:
+                for record in records[cut:]:
+                    columns.append(record)
+            else:
+                columns.add_batch(records[cut:])
+    for columns in (back, read_back(back, True)):
+        assert [columns.row_of(entry_id) for entry_id in [*pool, "missing"]] == \
+            [whole.row_of(entry_id) for entry_id in [*pool, "missing"]]
+        assert columns.ids == whole.ids
+        assert [columns.id_at(row) for row in range(len(records))] == whole.ids
+        assert (list(columns.parents), columns.unresolved, columns.duplicates, columns.forward) == \
+            (list(whole.parents), whole.unresolved, whole.duplicates, whole.forward)
+        assert list(columns.id_order()) == list(whole.id_order()) == \
+            sorted(range(len(records)), key=whole.ids.__getitem__)
+
+
+def test_a_grown_reopen_and_its_first_append_make_no_whole_id_column(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Lines another program appended and the first append of a session opened from its index
+    find their parents and a new id's collisions in the ids' order: the packed ids are never
+    made into one string each (a million of them took 2.4 s and 143 MiB). (A line reusing an
+    id still does: the tree index looks for duplicates among every id then.)"""
+    from sessiontree._columns import PackedIds
+
+    path = big_session(tmp_path)
+    Session.open(path).close()  # writes the index
+    lines = path.read_bytes().splitlines(keepends=True)
+    with open(path, "ab") as f:  # children of the last and of an early entry, an orphan
+        f.write(lines[-1].replace(b'"id":"', b'"id":"z'))
+        f.write(lines[5].replace(b'"id":"', b'"id":"y'))
+        f.write(lines[6].replace(b'"id":"', b'"id":"x').replace(b'"parentId":"', b'"parentId":"n'))
+    early = json.loads(lines[5])
+
+    every = PackedIds.all
+
+    def whole(self: PackedIds) -> list[str]:  # (the order's fences, one id in 16, may be made)
+        assert self.count < 400, "every id was made"
+        return every(self)
+
+    monkeypatch.setattr(PackedIds, "all", whole)
+    log = JsonlFile(path)
+    with Session(log, warn=False) as session:
+        assert log.indexed_bytes > 0
+        assert [p.kind for p in session.problems] == ["orphan"] and len(session) == 403
+        assert session.path_ids("y" + early["id"])[-2:] == [early["parentId"], "y" + early["id"]]
+        session.build_context()
+        leaf = session.leaf_id
+        new = session.append_message(UserMessage.of("after the reopen"))
+        assert session.path_ids(new)[-2:] == [leaf, new] and len(session) == 404
+    monkeypatch.undo()
+    assert state(path, True) == state(path, False)
 
 
 # -- what the index is and where it lives ------------------------------------------------------------

@@ -12,13 +12,16 @@ the same object is handed out from then on (the decoded-line cache hangs on it).
 Invariants:
 * Rows are in the order they were added (file order for a scanned log); a row never changes
   once added, except its parent, which the tree index may redirect (duplicate ids).
-* ``rows`` maps each id to its last row (a later duplicate wins); ``parents[row]`` is the row
-  of the parent named when the row was added if that id was known then (or ``-1``);
-  ``unresolved`` holds the parent ids not known when their row was added, by row.
-* Columns read back from their packed form (:mod:`sessiontree._packed`) keep the ids packed
-  (:class:`PackedIds`): ``ids`` and ``rows`` are made when first used (:meth:`Columns.id_at`
-  and :meth:`Columns.row_of` answer for one row without them), so reopening a large session
-  makes no object per entry.
+* :meth:`Columns.row_of` gives each id's last row (a later duplicate wins); ``parents[row]``
+  is the row of the parent named when the row was added if that id was known then (or
+  ``-1``); ``unresolved`` holds the parent ids not known when their row was added, by row.
+* Columns read back from their packed form (:mod:`sessiontree._packed`) keep the ids of those
+  rows packed (:class:`PackedIds`) with their order (:class:`IdOrder`: the rows sorted by id,
+  then row), and only the ids of rows added since in a list and a dict: an id's last row is
+  found by binary search in the order, so reopening a large session, reading lines
+  another program appended and appending make no object per entry (``ids`` is made when
+  asked for). Once the rows added outnumber a sixteenth of the packed ones, every id is made
+  (one search each would cost more than making them: about 6 µs against 0.6 µs an id at 1m).
 * ``rare`` holds a row of every ``label`` and ``session_info`` entry (whose replay the tree
   index needs), and of any other entry but a ``message`` with one of those fields set.
 * ``record(row)`` returns one object per row, equal in every field to the record that was
@@ -32,15 +35,15 @@ Invariants:
 from __future__ import annotations
 
 from array import array
+from bisect import bisect_right
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from functools import cached_property
 from itertools import compress, repeat
 from operator import add, attrgetter, ge, is_not, ne
-from typing import Any, cast, overload
+from typing import Any, NamedTuple, cast, overload
 
 from ._scan import _KINDS, _ROLES, FileRecord, Record, _Role
 
-__all__ = ["Columns", "PackedIds"]
+__all__ = ["FENCE", "Columns", "IdOrder", "PackedIds"]
 
 _get_id = attrgetter("id")
 _get_parent = attrgetter("parent_id")
@@ -57,6 +60,8 @@ _STAMP = 24
 _NO_STAMP = b" " * _STAMP
 _MESSAGE = 0
 """The type code of ``message`` in every instance (the first of the codes they all begin with)."""
+_SEARCHED = 16
+"""Packed ids stay packed while the rows added since number at most one in this many of them."""
 _ODD_ROLE = object()
 """The role code of a message whose ``role`` is not a string (its record's role is ``None``)."""
 
@@ -105,7 +110,10 @@ class PackedIds:
     UTF-8 back to back, row ``r`` ending at byte ``ends[r]``.
     """
 
-    __slots__ = ("blob", "count", "ends", "text", "width")
+    __slots__ = ("at", "blob", "count", "ends", "text", "width")
+
+    at: Callable[[int], str]
+    """The id of a row (a function of the form's own: a search calls it about 20 times)."""
 
     def __init__(self, blob: bytes | bytearray | str, count: int, width: int,
                  ends: array[int] | None = None) -> None:
@@ -113,8 +121,21 @@ class PackedIds:
         self.count = count
         self.width = width
         self.ends = ends
-        self.text = "" if not width else blob if isinstance(blob, str) else blob.decode("ascii")
-        self.blob = b"" if width or isinstance(blob, str) else blob
+        self.text = text = "" if not width else blob if isinstance(blob, str) else \
+            blob.decode("ascii")
+        self.blob = packed = b"" if width or isinstance(blob, str) else blob
+        step = width + 1
+
+        def fixed(row: int) -> str:
+            start = row * step
+            return text[start:start + width]
+
+        def utf8(row: int) -> str:
+            assert ends is not None
+            start = ends[row - 1] if row else 0
+            return packed[start:ends[row]].decode("utf-8", "surrogatepass")
+
+        self.at = fixed if width else utf8
 
     @classmethod
     def of(cls, ids: list[str]) -> PackedIds:
@@ -138,15 +159,6 @@ class PackedIds:
         """The block (for storing)."""
         return self.text.encode("ascii") if self.width else bytes(self.blob)
 
-    def at(self, row: int) -> str:
-        width = self.width
-        if width:
-            at = row * (width + 1)
-            return self.text[at:at + width]
-        assert self.ends is not None
-        start = self.ends[row - 1] if row else 0
-        return self.blob[start:self.ends[row]].decode("utf-8", "surrogatepass")
-
     def all(self) -> list[str]:
         if not self.count:
             return []
@@ -155,22 +167,50 @@ class PackedIds:
         return [self.at(row) for row in range(self.count)]
 
 
+class IdOrder(NamedTuple):
+    """Packed rows sorted by id, then row (:meth:`Columns.id_order`), and every ``FENCE``-th
+    of their ids: a search compares the fences first (in C, no call each), then searches the
+    stretch of ``FENCE`` rows between two (a call a probe)."""
+
+    rows: array[int]
+    fences: PackedIds
+
+
+FENCE = 16
+"""One id of the order in this many is a fence (a change needs a new format version)."""
+
+
+def _sorted_rows(ids: list[str]) -> array[int]:
+    """Positions in ``ids`` sorted by id, then position (a stable sort)."""
+    return array("I", sorted(range(len(ids)), key=ids.__getitem__))
+
+
 class Columns(Sequence[Record]):
     """Envelopes of one log by column (see the module docstring)."""
 
-    def __init__(self, located: bool | None = True, packed_ids: PackedIds | None = None) -> None:
+    def __init__(self, located: bool | None = True,
+                 packed: tuple[PackedIds, IdOrder | None] | None = None) -> None:
         """Args:
             located: rows are :class:`FileRecord` (with byte offset and length); ``False``:
                 plain :class:`Record` (a database log's); ``None``: as the first row added is
                 (what an empty log's records are cannot be told from none of them).
-            packed_ids: the ids of the rows already in the columns (read back from their
-                packed form); ``ids`` and ``rows`` are then made when first used.
+            packed: the ids of the rows already in the columns (read back from their packed
+                form) and their order (``None``: made when first searched).
         """
         self.located = located
-        self._packed_ids = packed_ids
-        if packed_ids is None:
-            self.ids = []
-            self.rows = {}
+        self._packed: PackedIds | None = packed[0] if packed is not None else None
+        order = packed[1] if packed is not None else None
+        self._order: array[int] | None = order.rows if order is not None else None
+        self._fence_ids = order.fences if order is not None else None
+        self._fences: list[str] | None = None
+        """``_fence_ids`` made into strings when first searched."""
+        self._first = packed[0].count if packed is not None else 0
+        """The first row whose id is in ``_ids`` (those before it are packed)."""
+        self._ids: list[str] = []
+        self._rows: dict[str, int] = {}
+        """Each id of ``_ids`` -> its last row."""
+        self._absent: set[str] = set()
+        """Ids searched for and not packed (an append's new id is searched twice)."""
         self.parents = array("i")
         self.unresolved: dict[int, str] = {}
         self.stamps = bytearray()
@@ -184,7 +224,7 @@ class Columns(Sequence[Record]):
         self.rare: dict[int, tuple[str | None, str | None, str | None, str | None]] = {}
         self.made: dict[int, Record] = {}
         self.duplicates = 0
-        """How many rows were added under an id already in ``rows``."""
+        """How many rows were added under an id already in use."""
         self.forward = False
         """Whether some row's parent was resolved to a row not before it."""
         self._types = _Codes(_KINDS)
@@ -206,9 +246,12 @@ class Columns(Sequence[Record]):
         """Add one record; it becomes the object of its row."""
         row = len(self.types)
         entry_id = record.id
-        rows = self.rows  # (made, if it is made from ids, before this row is added)
-        self.ids.append(entry_id)
-        if entry_id in rows:
+        if self._first and (len(self._ids) + 1) * _SEARCHED > self._first:
+            self._unpack()
+        rows = self._rows
+        self._ids.append(entry_id)
+        if entry_id in rows or self._first and entry_id not in self._absent and \
+                self._packed_row(entry_id) >= 0:  # (a new id of ours was searched already)
             self.duplicates += 1
         rows[entry_id] = row
         parent_id = record.parent_id
@@ -216,6 +259,8 @@ class Columns(Sequence[Record]):
             parent = -1
         else:
             parent = rows.get(parent_id, -1)
+            if parent < 0 and self._first:
+                parent = self._packed_row(parent_id)
             if parent < 0:
                 self.unresolved[row] = parent_id
             elif parent >= row:
@@ -270,20 +315,16 @@ class Columns(Sequence[Record]):
         if self.located is None:
             self.located = isinstance(batch[0], FileRecord)
         start = len(self.types)
-        ids = list(map(_get_id, batch))
-        rows = self.rows  # (made, if it is made from ids, before these rows are added)
-        self.ids += ids
-        before = len(rows)
-        rows.update(zip(ids, range(start, start + count)))
-        if len(rows) - before != count:
-            self.duplicates += count - (len(rows) - before)
+        self._add_ids(list(map(_get_id, batch)), start)
         parent_ids = list(map(_get_parent, batch))
-        parents = list(map(rows.get, parent_ids, repeat(-1)))
-        self.parents.extend(parents)
+        parents = list(map(self._rows.get, parent_ids, repeat(-1)))
         if -1 in parents:
             for i in compress(range(count), map(is_not, parent_ids, repeat(None))):
                 if parents[i] < 0:
-                    self.unresolved[start + i] = parent_ids[i]
+                    parents[i] = self._packed_row(parent_ids[i])
+                    if parents[i] < 0:
+                        self.unresolved[start + i] = parent_ids[i]
+        self.parents.extend(parents)
         if not self.forward and any(map(ge, parents, range(start, start + count))):
             self.forward = True
         self._add_stamps(start, list(map(_get_timestamp, batch)))
@@ -317,14 +358,10 @@ class Columns(Sequence[Record]):
         if not count:
             return
         start = len(self)
-        rows = self.rows  # (made, if it is made from ids, before these rows are added)
-        self.ids += part.ids
-        before = len(rows)
-        rows.update(zip(part.ids, range(start, start + count)))
-        self.duplicates += count - (len(rows) - before)
+        self._add_ids(part.ids, start)
         self.parents.extend([p + start if p >= 0 else -1 for p in part.parents])
         for row, parent_id in part.unresolved.items():
-            parent = rows.get(parent_id)
+            parent = self.row_of(parent_id)
             if parent is None:
                 self.unresolved[start + row] = parent_id
             else:  # in a part before this one, or (after a duplicate) in this one
@@ -365,35 +402,98 @@ class Columns(Sequence[Record]):
 
     # -- ids ---------------------------------------------------------------------------------
 
-    @cached_property
-    def ids(self) -> list[str]:
-        """Each row's id (made from the packed ids when first used)."""
-        packed = self._packed_ids
-        return packed.all() if packed is not None else []
+    def _add_ids(self, ids: list[str], start: int) -> None:
+        """Take the ids of the rows from ``start`` on, counting those already in use."""
+        count = len(ids)
+        if self._first and (len(self._ids) + count) * _SEARCHED > self._first:
+            self._unpack()
+        rows = self._rows
+        # (the ids new to the list that a packed row has are duplicates too)
+        packed = [entry_id for entry_id in set(ids).difference(rows)
+                  if self._packed_row(entry_id) >= 0] if self._first else ()
+        self._ids += ids
+        before = len(rows)
+        rows.update(zip(ids, range(start, start + count)))
+        self.duplicates += count - (len(rows) - before) + len(packed)
 
-    @cached_property
-    def rows(self) -> dict[str, int]:
-        """Each id -> its last row (made from ``ids`` when first used)."""
-        ids = self.ids
-        return dict(zip(ids, range(len(ids))))
+    def _unpack(self) -> None:
+        """Make every id and the dict of them; the packed ids are dropped."""
+        ids = self._ids = self.ids
+        self._rows = dict(zip(ids, range(len(ids))))
+        self._packed = self._order = self._fence_ids = self._fences = None
+        self._absent = set()
+        self._first = 0
+
+    def _packed_row(self, entry_id: str) -> int:
+        """The last packed row of ``entry_id`` (``-1``: none): a binary search in the order,
+        where a duplicate's rows follow each other, the last one last."""
+        if not self._first or entry_id in self._absent:
+            return -1
+        order, fences = self._order, self._fences
+        if order is None or fences is None:
+            order, fences = self._packed_order()
+        at = self._packed.at  # type: ignore[union-attr]
+        stretch = bisect_right(fences, entry_id) - 1  # (the last fence not after it)
+        if stretch >= 0:
+            low = stretch * FENCE
+            found = bisect_right(order, entry_id, low, min(low + FENCE, len(order)), key=at) - 1
+            if at(order[found]) == entry_id:
+                return order[found]
+        self._absent.add(entry_id)
+        return -1
+
+    def _packed_order(self) -> tuple[array[int], list[str]]:
+        """The order of the packed rows and its fences (made from their ids when they were not
+        packed with them: a helper's columns, which are only merged)."""
+        order, fences = self._order, self._fences
+        if order is None or fences is None:
+            if order is None or self._fence_ids is None:
+                ids = self._packed.all()  # type: ignore[union-attr]
+                order = self._order = _sorted_rows(ids)
+                fences = list(map(ids.__getitem__, order[::FENCE]))
+            else:
+                fences = self._fence_ids.all()
+            self._fences = fences
+        return order, fences
+
+    @property
+    def ids(self) -> list[str]:
+        """Each row's id (made from the packed ids, when there are any, at each call)."""
+        packed = self._packed
+        return self._ids if packed is None else packed.all() + self._ids
 
     def id_at(self, row: int) -> str:
         """The id of ``row`` (without making every id)."""
-        ids = self.__dict__.get("ids")
-        if ids is not None:
-            return ids[row]  # type: ignore[no-any-return]
-        assert self._packed_ids is not None
-        return self._packed_ids.at(row)
+        first = self._first
+        if row >= first:
+            return self._ids[row - first]
+        return self._packed.at(row)  # type: ignore[union-attr]
 
     def row_of(self, entry_id: str) -> int | None:
-        """The last row of ``entry_id``; the last row's own id is found without ``rows``."""
-        rows = self.__dict__.get("rows")
-        if rows is None:
-            last = len(self.types) - 1
-            if last >= 0 and self.id_at(last) == entry_id:
-                return last
-            rows = self.rows
-        return rows.get(entry_id)
+        """The last row of ``entry_id``, or ``None``."""
+        found = self._rows.get(entry_id)
+        if found is None:
+            found = self._packed_row(entry_id)
+            return found if found >= 0 else None
+        return found
+
+    def id_order(self) -> array[int]:
+        """The rows sorted by id, then row (what :meth:`row_of` searches in the rows read back
+        from the packed form): a sort of every id, or, for columns read back, of the ids added
+        since, merged into the packed rows' order."""
+        added, first = _sorted_rows(self._ids), self._first
+        if not first:
+            return added
+        order, at = self._packed_order()[0], self._packed.at  # type: ignore[union-attr]
+        merged, taken = array("I"), 0
+        for at_added in added:
+            # (after the packed rows of the same id: they come before every added row)
+            found = bisect_right(order, self._ids[at_added], taken, key=at)
+            merged += order[taken:found]
+            merged.append(first + at_added)
+            taken = found
+        merged += order[taken:]
+        return merged
 
     # -- reading -----------------------------------------------------------------------------
 
@@ -487,11 +587,9 @@ class Columns(Sequence[Record]):
             stamp = self.stamps[at:at + _STAMP].decode("ascii")
         rare = self.rare.get(row, _NO_RARE) if self.rare else _NO_RARE
         kind = self._types.by_code[self.types[row]]
-        ids = self.__dict__.get("ids")
-        id_of: Callable[[int], str] = ids.__getitem__ if ids is not None else \
-            self._packed_ids.at  # type: ignore[union-attr]
-        entry_id = id_of(row)
-        parent_id = id_of(parent) if parent >= 0 else self.unresolved.get(row)
+        id_at = self.id_at
+        entry_id = id_at(row)
+        parent_id = id_at(parent) if parent >= 0 else self.unresolved.get(row)
         made: Record
         if self.located:
             made = FileRecord(kind, entry_id, parent_id, stamp, holders[code], *rare,

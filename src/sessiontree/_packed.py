@@ -14,7 +14,10 @@ Invariants:
   :class:`Unreadable`; nothing half-read is handed out.
 * What is read back gives the same records as the columns that were packed (ids, parents as
   scanned, problems, codes, rare fields, odd timestamps).
-* Ids are stored as :class:`~sessiontree._columns.PackedIds` and stay packed until used.
+* Ids are stored as :class:`~sessiontree._columns.PackedIds` and stay packed until used; a
+  session file's index also keeps their order and its fences
+  (:class:`~sessiontree._columns.IdOrder`), so that an id's row is found without making every
+  id; a helper's answer, merged whole, does not.
 """
 
 from __future__ import annotations
@@ -29,14 +32,15 @@ from typing import Any
 
 import msgspec
 
-from ._columns import _ODD_ROLE, Columns, PackedIds
+from ._columns import _ODD_ROLE, FENCE, Columns, IdOrder, PackedIds
 from ._scan import ScanState
 
 __all__ = ["FORMAT_VERSION", "Block", "Unreadable", "pack"]
 
 MAGIC = b"sessiontree-envelopes\n"
-FORMAT_VERSION = 1
-"""Bumped whenever the layout or the meaning of a field changes: an older block is unreadable."""
+FORMAT_VERSION = 2
+"""Bumped whenever the layout or the meaning of a field changes: an older block is unreadable
+(2: the ids' order and its fences)."""
 _FIXED = struct.Struct("<HII")
 _ODD = {"~sessiontree.odd_role": True}
 """How the role marker of :mod:`sessiontree._columns` is stored (an object of this process)."""
@@ -51,6 +55,7 @@ class _Meta(msgspec.Struct, array_like=True):
     byteorder: str
     count: int
     id_width: int
+    fence_width: int
     type_table: list[str]
     role_table: list[Any]
     codes: dict[str, str]
@@ -70,18 +75,28 @@ class _Meta(msgspec.Struct, array_like=True):
 _meta_decoder = msgspec.msgpack.Decoder(_Meta)
 
 
-def pack(columns: Columns, state: ScanState, extra: bytes = b"") -> list[bytes | memoryview]:
+def pack(columns: Columns, state: ScanState, extra: bytes = b"", *,
+         order: bool = True) -> list[bytes | memoryview]:
     """The block of ``columns`` (of a file log: located records) and ``state``, in pieces to
-    write one after the other (views of the columns: nothing is copied).
+    write one after the other (views of the columns, but the ids and, with ``order``, their
+    order: a sort, or a merge for columns read back).
 
     Raises:
         msgspec.EncodeError, UnicodeEncodeError, OverflowError: a value MessagePack cannot hold
             (a lone surrogate, an integer past 64 bits): such a log is not packed.
     """
-    ids = PackedIds.of(columns.ids)
+    every = columns.ids
+    ids = PackedIds.of(every)
     raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.packed()}
     if ids.ends is not None:
         raw["ends"] = ids.ends
+    fences = None
+    if order:
+        rows = raw["order"] = columns.id_order()
+        fences = PackedIds.of(list(map(every.__getitem__, rows[::FENCE])))
+        raw["fences"] = fences.packed()
+        if fences.ends is not None:
+            raw["fence_ends"] = fences.ends
     raw["stamps"] = columns.stamps
     for name in _ARRAYS:
         raw[name] = getattr(columns, name)
@@ -89,10 +104,13 @@ def pack(columns: Columns, state: ScanState, extra: bytes = b"") -> list[bytes |
     # then again after the real size until it stops moving
     meta = _Meta(
         byteorder=sys.byteorder, count=len(columns), id_width=ids.width,
+        fence_width=fences.width if fences is not None else 0,
         type_table=list(columns.type_codes), role_table=[
             _ODD if role is _ODD_ROLE else role for role in columns.role_codes],
         codes={name: getattr(columns, name).typecode for name in _ARRAYS} | (
-            {"ends": "q"} if ids.ends is not None else {}),
+            {"ends": "q"} if ids.ends is not None else {}) | (
+            {"order": "I"} if order else {}) | (
+            {"fence_ends": "q"} if fences is not None and fences.ends is not None else {}),
         itemsizes={code: array(code).itemsize for code in "iIqB"},
         rare=columns.rare, odd_stamps=columns.odd_stamps, unresolved=columns.unresolved,
         duplicates=columns.duplicates, forward=columns.forward, state=state, extra=extra,
@@ -196,16 +214,19 @@ class Block:
         """The columns, each read and checked against its CRC."""
         meta = self.meta
         count = meta.count
+        # the columns rows are added to first: the ids' bytes, freed once decoded, raise
+        # malloc's threshold for mapping a block of its own, and an array allocated after that
+        # is copied whole when it first grows (16 MiB more at the peak of a grown 1m reopen)
         stamps = self._section("stamps", count * 24)
-        ends: array[int] | None = None
-        if meta.id_width:
-            blob = self._section("ids", count * (meta.id_width + 1))
-        else:
-            ends = self._array("ends", count)
-            blob = self._section("ids", ends[-1] if count else 0)
-        columns = Columns(packed_ids=PackedIds(blob, count, meta.id_width, ends))
-        for name in _ARRAYS:
-            setattr(columns, name, self._array(name, count))
+        arrays = {name: self._array(name, count) for name in _ARRAYS}
+        order = None
+        if "order" in meta.codes:
+            order = IdOrder(self._array("order", count),
+                            self._ids("fences", "fence_ends", (count + FENCE - 1) // FENCE,
+                                      meta.fence_width))
+        columns = Columns(packed=(self._ids("ids", "ends", count, meta.id_width), order))
+        for name, column in arrays.items():
+            setattr(columns, name, column)
         columns.stamps = stamps
         try:
             columns.set_codes(meta.type_table, [_ODD_ROLE if value == _ODD else value
@@ -218,6 +239,14 @@ class Block:
         columns.duplicates = meta.duplicates
         columns.forward = meta.forward
         return columns
+
+    def _ids(self, name: str, ends_name: str, count: int, width: int) -> PackedIds:
+        """``count`` ids packed by :meth:`PackedIds.of` (of the UTF-8 form, when ``width`` is
+        0: their ends in column ``ends_name``)."""
+        if width:
+            return PackedIds(self._section(name, count * (width + 1)), count, width)
+        ends = self._array(ends_name, count)
+        return PackedIds(self._section(name, ends[-1] if count else 0), count, 0, ends)
 
     def _array(self, name: str, count: int) -> array[int]:
         code = self.meta.codes.get(name)

@@ -11,7 +11,7 @@ Invariants (format-spec.md sections 12 and 18.1):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, overload
 
 import msgspec
@@ -230,11 +230,14 @@ class TreeIndex:
             check_cycles = True
         unresolved = columns.unresolved
         for row, parent_id in list(unresolved.items()):
-            parent = columns.rows.get(parent_id)
+            parent = columns.row_of(parent_id)
             if parent is not None:  # named before it came (or another writer appended it)
                 parents[row] = parent
                 del unresolved[row]
                 check_cycles = True
+                # (as when the columns resolve it: a scan in one batch, or a file read whole
+                # after its index, agrees with one read in parts)
+                columns.forward = columns.forward or parent >= row
             elif row >= start and row not in self._dead:
                 problems.append(Problem(
                     lines[row], "orphan",
@@ -273,10 +276,9 @@ class TreeIndex:
                     lines[row], "duplicate_id",
                     f"id {entry_id} is also used on line {lines[earlier]}; this later line wins",
                     entry_id))
-        rows = columns.rows
         for row, parent in enumerate(parents):
             if parent in dead:
-                parents[row] = rows[ids[parent]]
+                parents[row] = seen[ids[parent]]  # (its id's last row)
 
     def _replay(self, kind: str, target: str | None, label: str | None, name: str | None,
                 timestamp: str | None) -> None:
@@ -379,9 +381,9 @@ class TreeIndex:
         ids = self._columns.ids
         return list(ids) if not self._dead else [ids[row] for row in self._live()]
 
-    def taken(self) -> dict[str, int]:
-        """The ids in use (for drawing a new one)."""
-        return self._columns.rows
+    def taken(self) -> Container[str]:
+        """The ids in use (for drawing a new one): this index, whose ``in`` asks the columns."""
+        return self
 
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
         """The entry's label and the timestamp of the label entry that set it."""
