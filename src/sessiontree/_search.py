@@ -413,7 +413,8 @@ def bounds(query: Query) -> Callable[[Sequence[int], int], float]:
     """The highest relevance an entry can have, from how often it holds each of
     ``query.words()`` (in that order) and its size: a word occurs as often as it is counted,
     a phrase at most as often as its rarest word (for a query of words alone it is the
-    relevance itself)."""
+    relevance itself, unless a letter of the entry lowercases to two, as "\u0130" does: the
+    matcher keeps it whole, so the bound may then be above the relevance, never below)."""
     at = {word: index for index, word in enumerate(query.words())}
     terms = [[at[word] for word in term] for term in query.terms]
     if all(len(term) == 1 for term in terms):
