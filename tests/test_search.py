@@ -23,7 +23,7 @@ from sessiontree import Session, SessionNotFound, UserMessage
 from sessiontree._search import InvalidQuery, parse_query
 from sessiontree.cli import cli
 from sessiontree.search import search_sessions
-from sessiontree.stores._jsonl_search import index_path
+from sessiontree.stores._jsonl_search import _VERSION, index_path
 from sessiontree.stores.jsonl import JsonlStore, default_session_dir
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.postgres import PostgresStore
@@ -291,7 +291,14 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
     Path(index_path(root)).write_bytes(b"not a database at all" * 100)  # damaged
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == 4  # built again
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION  # built again
+        conn.execute("ALTER TABLE entries DROP COLUMN counts")  # as version 4 wrote it
+        conn.execute("PRAGMA user_version = 4")
+    assert _comparable(store.search("websocket")) == expected
+    with sqlite3.connect(index_path(root)) as conn:  # built again, with the counts
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION == 5
+        assert conn.execute("SELECT count(*) FROM entries WHERE counts IS NOT NULL"
+                            ).fetchone()[0]
 
 
 def test_a_folder_without_room_for_an_index_is_searched_all_the_same(root: Path) -> None:
@@ -619,11 +626,15 @@ def test_a_candidate_holds_every_word_among_its_words(text: str, words: list[str
        st.lists(st.sampled_from(["a", "ab", "b", "1", "\u00e9", "i", "k", "\u03c3", "\u03c2", "ab1",
                                  '"a b"', '"ab a"', '"i k"']), min_size=1, max_size=3))
 @example("\u0130A_A", ["a"])  # (the matcher sees one "a" after the whole "\u0130", the words two)
+@example("a a b", ["a"])  # (words held more than once: few of the texts drawn are candidates)
+@example("ab a-AB.a ab", ['"ab a"', "b"])
+@example("\u03c3 \u03c2 \u03a3a \u03a3", ["\u03c3"])
 def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms: list[str]) -> None:
-    """What a database keeps of an entry (its size, its words' counts) bounds the relevance
-    the matcher gives it (so reading lines in the order of their bounds finds the best hits
-    first), and is that relevance for a query of words alone (when no letter lowercases to
-    more than one: the matcher keeps such a letter, "\u0130", whole where the words split it)."""
+    """What a database or a folder's index keeps of an entry (its size, its words' counts)
+    bounds the relevance the matcher gives it (so reading lines in the order of their bounds
+    finds the best hits first), and is that relevance for a query of words alone (when no
+    letter lowercases to more than one: the matcher keeps such a letter, "\u0130", whole where
+    the words split it)."""
     from sessiontree._search import _patterns, _spans, bounds, entry_terms, holds_words, score
 
     query = parse_query(" ".join(terms))
@@ -631,11 +642,42 @@ def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms:
         return
     size, counts = entry_terms(text)
     highest = bounds(query)([counts.get(word, 1) for word in query.words()], size)
+    assert _folder_bound(text, query) in (highest, None)  # what the folder's index row gives
     spans = _spans(text, _patterns(query))
     if spans is not None:
         assert score(len(spans), len(text.split())) <= highest
         if all(len(term) == 1 for term in query.terms) and len(text.lower()) == len(text):
             assert score(len(spans), size) == highest
+
+
+def _folder_bound(text: str, query: Any) -> float | None:
+    """The bound a folder's index row gives an entry holding ``text`` (indexed as a search
+    indexes it, read back by the search's own query); ``None`` when FTS5 does not find it (a
+    combining mark is a letter of a word to FTS5, not to the matcher: "a\u0307" is not "a")."""
+    import tempfile
+
+    from sessiontree._search import bounds
+    from sessiontree.stores._jsonl_search import _QUERY, build
+
+    with tempfile.TemporaryDirectory() as folder:
+        header = {"type": "session", "version": 3, "id": "s", "cwd": "/x",
+                  "timestamp": "2026-03-01T09:59:00.000Z"}
+        entry = {"type": "message", "id": "e", "parentId": None,
+                 "timestamp": "2026-03-01T10:00:00.000Z",
+                 "message": {"role": "user", "content": text, "timestamp": 1772359200000}}
+        Path(folder, "2026-03-01T09-59-00-000Z_s.jsonl").write_text(
+            f"{json.dumps(header)}\n{json.dumps(entry)}\n", "utf-8")
+        build(folder)
+        words = query.words()
+        with sqlite3.connect(index_path(folder)) as conn:
+            rows = conn.execute(_QUERY, {
+                "match": " AND ".join(f'"{word}"' for word in words), "since": 0, "role": None,
+                "cwd": None, "paths": json.dumps([f'$."{word}"' for word in words])}).fetchall()
+        conn.close()
+    if not rows:
+        return None
+    ((*_, size, counts),) = rows
+    return bounds(query)([int(n) for n in counts.split(",")], size)
 
 
 def _crowded(folder: Path) -> None:

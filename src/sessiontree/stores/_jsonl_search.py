@@ -14,7 +14,10 @@ Invariants:
   which finds the candidates the index would have; :func:`build` indexes everything. A file
   indexed in part keeps the size indexed, so the next search goes on from there.
 * Every candidate's line is read again from its file and judged by :mod:`sessiontree._search`
-  before it is a hit, so a stale index can cost time but never give a wrong hit. A session's
+  before it is a hit, so a stale index can cost time but never give a wrong hit. Each entry's
+  row keeps its size and word counts, which bound its relevance: the lines are read best bound
+  first and only until no line left can rank (:func:`sessiontree._search.best_first`), so a
+  word most entries hold reads about as many lines as hits shown. A session's
   current branch (for the hits' flag) is kept with its file's row and forgotten when the file
   changes.
 * The cache folder is created ``0700``, the index ``0600``. An index that is damaged or of
@@ -24,17 +27,28 @@ Invariants:
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
 import msgspec
 
 from .. import _fs
-from .._search import CANDIDATES, Candidate, Query, SearchHit, document, rank
+from .._search import (
+    CANDIDATES,
+    Bounded,
+    Candidate,
+    Query,
+    SearchHit,
+    best_first,
+    bounds,
+    document,
+    entry_terms,
+)
 from .._search_scan import Found, Recent
 from ._jsonl_listing import session_files
 
@@ -43,7 +57,7 @@ __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "i
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 4
+_VERSION = 5
 _TAIL = 64
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 _BUSY_TIMEOUT = 30.0
@@ -62,8 +76,10 @@ _SCHEMA = (
     "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dev INTEGER, "
     "ino INTEGER, size INTEGER, mtime_ns INTEGER, indexed_to INTEGER, tail BLOB, "
     "session_id TEXT, cwd TEXT, branch BLOB)",
+        # size and counts (JSON: the words held more than once) bound the entry's relevance
     "CREATE TABLE entries (id INTEGER PRIMARY KEY, file INTEGER NOT NULL, offset INTEGER NOT "
-    "NULL, length INTEGER NOT NULL, role TEXT NOT NULL, ms INTEGER NOT NULL)",
+    "NULL, length INTEGER NOT NULL, role TEXT NOT NULL, ms INTEGER NOT NULL, size INTEGER NOT "
+    "NULL, counts TEXT)",
     "CREATE INDEX entries_file ON entries (file)",
     "CREATE VIRTUAL TABLE body USING fts5(text, detail=none, "
     "tokenize='unicode61 remove_diacritics 0')",
@@ -79,7 +95,8 @@ above a counter of ``_SHIFT`` bits: the index hands over the most recent matches
 stops (a query matching most entries reads a thousand rows, not all of them)."""
 
 _QUERY = f"""
-    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}
+    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}, e.size, (
+        SELECT group_concat(coalesce(json_extract(e.counts, value), 1)) FROM json_each(:paths))
     FROM body JOIN entries e ON e.id = body.rowid JOIN files f ON f.id = e.file
     WHERE body MATCH :match AND e.ms >= :since AND (:role IS NULL OR e.role = :role)
         AND (:cwd IS NULL OR f.cwd = :cwd)
@@ -341,20 +358,23 @@ def _read_lines_from(fd: int, start: int, size: int) -> bytes:
 
 def _insert(conn: sqlite3.Connection, file_id: int, offset: int, data: bytes) -> None:
     """The search rows of the entry lines of ``data`` (whole lines, from ``offset``)."""
-    entries: list[tuple[int, int, int, int, str, int]] = []
+    entries: list[tuple[int, int, int, int, str, int, int, str | None]] = []
     bodies: list[tuple[int, str]] = []
     count = conn.execute("SELECT next FROM counter").fetchone()[0]
     for line in data.split(b"\n")[:-1]:
         doc = document(line) if line.startswith(b"{") else None
         if doc is not None:
             row_id = min(max(doc.ms // 60_000, 0), _MINUTES - 1) << _SHIFT | count
-            entries.append((row_id, file_id, offset, len(line), doc.role, doc.ms))
+            size, counts = entry_terms(doc.text)
+            repeated = {word: count for word, count in counts.items() if count > 1}
+            entries.append((row_id, file_id, offset, len(line), doc.role, doc.ms, size,
+                            msgspec.json.encode(repeated).decode() if repeated else None))
             bodies.append((row_id, doc.text))
             count += 1
         offset += len(line) + 1
     conn.execute("UPDATE counter SET next = ?", (count,))
-    conn.executemany("INSERT INTO entries (id, file, offset, length, role, ms) "
-                     "VALUES (?, ?, ?, ?, ?, ?)", entries)
+    conn.executemany("INSERT INTO entries (id, file, offset, length, role, ms, size, counts) "
+                     "VALUES (?, ?, ?, ?, ?, ?, ?, ?)", entries)
     conn.executemany("INSERT INTO body (rowid, text) VALUES (?, ?)", bodies)
 
 
@@ -413,34 +433,75 @@ def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
 
 def search(root: str | os.PathLike[str], query: Query, *, role: str | None, since: int,
            cwd: str | None, limit: int, branch: Callable[[str], set[str]]) -> list[SearchHit]:
-    """The best hits among the folder's sessions (:func:`sessiontree._search.rank`): the
-    index refreshed first for at most :data:`INDEX_BUDGET` seconds, the bytes it does not
+    """The best hits among the folder's sessions (:func:`sessiontree._search.best_first`):
+    the index refreshed first for at most :data:`INDEX_BUDGET` seconds, the bytes it does not
     hold yet scanned (:mod:`sessiontree._search_scan`); ``branch(path)`` gives the ids on a
     session's current branch, kept in the index until the file changes."""
     location = os.path.abspath(root)
-    match = " AND ".join(f'"{word}"' for word in query.words())
+    words = query.words()
+    match = " AND ".join(f'"{word}"' for word in words)
+    highest = bounds(query)
     with _opened(location, INDEX_BUDGET) as (conn, pending):
-        rows = _most_recent(conn.execute(_QUERY, {"match": match, "since": since,
-                                                  "role": role, "cwd": cwd}))
-        found = {(path, offset): (key, candidate) for key, path, offset, candidate in
-                 _read_lines(location, rows)}
+        rows = _most_recent(conn.execute(_QUERY, {
+            "match": match, "since": since, "role": role, "cwd": cwd,
+            "paths": msgspec.json.encode([f'$."{word}"' for word in words]).decode()}))
+        found: dict[tuple[str, int], tuple[Bounded, int | bytes]] = {}
+        paths: dict[str, str] = {}
+        for session_id, name, session_cwd, offset, length, ms, _, size, counts in rows:
+            path = paths.get(name) or paths.setdefault(name, os.path.join(location, name))
+            found[(path, offset)] = (Bounded(session_id, path, session_cwd or "", offset, ms,
+                                             highest([int(n) for n in counts.split(",")], size)),
+                                     length)
         for item in _scan(pending, query, role=role, since=since, cwd=cwd):
-            place = item.key[2]
-            found[(item.session, place)] = (item.key, Candidate(
-                item.key[1], item.session, item.cwd, place, item.line))
-        best = [candidate for _, candidate in sorted(found.values(),
-                                                     key=lambda pair: pair[0])[:CANDIDATES]]
+            place = item.key[2]  # (its line in hand: read first, whatever its relevance)
+            found[(item.session, place)] = (Bounded(item.key[1], item.session, item.cwd, place,
+                                                    -item.key[0], math.inf), item.line)
+        best = sorted(found.values(), key=lambda pair: (-pair[0].ms, pair[0].session_id,
+                                                        pair[0].place))[:CANDIDATES]
+        lines = {(row.session, row.place): line for row, line in best}
         computed: dict[str, set[str]] = {}
+        descriptors: dict[str, int | None] = {}
 
-        def current(candidate: Candidate) -> set[str]:
+        def read(batch: Sequence[Bounded]) -> list[Candidate]:
+            out: list[Candidate] = []
+            for row in batch:
+                line = lines[row.session, row.place]
+                if isinstance(line, int):  # its length: read from its file
+                    if row.session not in descriptors:
+                        try:
+                            descriptors[row.session] = os.open(row.session, os.O_RDONLY)
+                        except OSError:
+                            descriptors[row.session] = None
+                    fd = descriptors[row.session]
+                    if fd is None:
+                        continue
+                    line = os.pread(fd, line, row.place)
+                out.append(Candidate(row.session_id, row.session, row.cwd, row.place, line))
+            return out
+
+        def current(path: str) -> set[str]:
             stored = conn.execute("SELECT branch FROM files WHERE path = ?",
-                                  (os.path.relpath(candidate.session, location),)).fetchone()
+                                  (os.path.relpath(path, location),)).fetchone()
             if stored is not None and stored[0] is not None:
                 return set(_ids.decode(stored[0]))
-            ids = computed[candidate.session] = branch(candidate.session)
+            ids = computed[path] = branch(path)
             return ids
 
-        hits = rank(best, query, role=role, since=since, limit=limit, branch=current)
+        branches: dict[str, set[str]] = {}
+
+        def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
+            for candidate, _ in pairs:
+                if candidate.session not in branches:
+                    branches[candidate.session] = current(candidate.session)
+            return [entry_id in branches[candidate.session] for candidate, entry_id in pairs]
+
+        try:
+            hits = best_first([row for row, _ in best], query, read, role=role, since=since,
+                              limit=limit, on_branch=on_branch)
+        finally:
+            for fd in descriptors.values():
+                if fd is not None:
+                    os.close(fd)
         if computed:
             try:
                 with conn:
@@ -483,29 +544,3 @@ def build(root: str | os.PathLike[str]) -> None:
 
 _ids = msgspec.msgpack.Decoder(list[str])
 _ids_encoder = msgspec.msgpack.Encoder()
-
-
-def _read_lines(root: str, rows: list[Any]
-                ) -> list[tuple[tuple[int, str, int], str, int, Candidate]]:
-    """Each candidate with its line read again from its file (in ``root``), and its recency
-    order."""
-    found: list[tuple[tuple[int, str, int], str, int, Candidate]] = []
-    descriptors: dict[str, int | None] = {}
-    try:
-        for session_id, name, session_cwd, offset, length, ms, _ in rows:
-            path = os.path.join(root, name)
-            if path not in descriptors:
-                try:
-                    descriptors[path] = os.open(path, os.O_RDONLY)
-                except OSError:
-                    descriptors[path] = None
-            fd = descriptors[path]
-            if fd is not None:
-                found.append(((-ms, session_id, offset), path, offset,
-                              Candidate(session_id, path, session_cwd or "", offset,
-                                        os.pread(fd, length, offset))))
-    finally:
-        for fd in descriptors.values():
-            if fd is not None:
-                os.close(fd)
-    return found
