@@ -315,6 +315,37 @@ def test_a_grown_reopen_and_its_first_append_make_no_whole_id_column(
     assert state(path, True) == state(path, False)
 
 
+def test_every_reader_sees_the_entries_appended_since_it_last_read(tmp_path: Path) -> None:
+    """Appends wait to join the columns until something reads them (in one batch): each reader,
+    called right after appends to a session opened from its index, answers as a session that
+    read the whole file does."""
+    path = big_session(tmp_path)
+    Session.open(path).close()  # writes the index
+    readers: dict[str, Any] = {
+        "ids": lambda s: s.ids(), "len": len, "leaves": lambda s: s.leaves(),
+        "branch_points": lambda s: s.branch_points(), "labels": lambda s: s.labels(),
+        "name": lambda s: s.name, "tree": lambda s: tree_digest(s.tree()),
+        "path": lambda s: s.path_ids(s.ids()[-1]),
+        "children": lambda s: s.children_ids(s.ids()[-3]),
+        "entries": lambda s: [e.id for e in s.entries()],
+        "context": lambda s: context_digest(s.build_context(s.ids()[-1]).to_builtins()["messages"]),
+        "last line": lambda s: s.raw_line(s.ids()[-1]),
+    }
+    with Session.open(path) as session:
+        early = session.ids()[7]
+        session.tree()  # children indexed, then kept up to date
+        for turn, (name, read) in enumerate(readers.items()):
+            first = session.append_message(UserMessage.of(f"turn {turn}"))
+            session.set_label(early, f"label {turn}")
+            session.set_name(f"name {turn}")
+            session.branch(first)
+            session.append_message(UserMessage.of(f"second child of turn {turn}"))
+            assert first in session and session.last_id == session.leaf_id
+            with Session.open(path, index=False) as whole:
+                assert read(session) == read(whole), name
+    assert state(path, True) == state(path, False)
+
+
 # -- what the index is and where it lives ------------------------------------------------------------
 
 def big_session(folder: Path, entries: int = 400) -> Path:

@@ -409,7 +409,7 @@ class Columns(Sequence[Record]):
             self._unpack()
         rows = self._rows
         # (the ids new to the list that a packed row has are duplicates too)
-        packed = [entry_id for entry_id in set(ids).difference(rows)
+        packed = [entry_id for entry_id in set(ids).difference(rows, self._absent)
                   if self._packed_row(entry_id) >= 0] if self._first else ()
         self._ids += ids
         before = len(rows)

@@ -197,7 +197,8 @@ class RowPath(Sequence[Record]):
 
 
 class TreeIndex:
-    """The session's entries as a tree; built once on load, then kept up to date on appends.
+    """The session's entries as a tree; built once on load, then kept up to date on appends
+    (which join the columns when they are next read: :meth:`add`).
 
     The envelopes live in :class:`~sessiontree._columns.Columns` (a million entries fit in
     about 250 MB); the tree works on row numbers, and a :class:`Record` is made only for the
@@ -205,7 +206,9 @@ class TreeIndex:
     """
 
     def __init__(self, records: Sequence[Record], problems: list[Problem]) -> None:
-        self._columns = records if isinstance(records, Columns) else Columns.of(records)
+        self._indexed = records if isinstance(records, Columns) else Columns.of(records)
+        self._pending: dict[str, Record] = {}
+        """Entries added since the columns were last read, by id (see :meth:`add`)."""
         self.cycle_roots: set[str] = set()
         self._forced: set[int] = set()  # the rows of cycle_roots
         self._dead: set[int] = set()  # rows whose id a later row took (not nodes)
@@ -217,6 +220,30 @@ class TreeIndex:
         self._paths: dict[str, list[Record]] = {}
         with no_gc():
             self._settle(0, problems)
+
+    @property
+    def _columns(self) -> Columns:
+        """The columns, holding every entry added (what is pending goes in first, in one batch)."""
+        if self._pending:
+            self._flush()
+        return self._indexed
+
+    def _flush(self) -> None:
+        columns, start = self._indexed, len(self._indexed)
+        pending = list(self._pending.values())
+        if len(pending) == 1:  # (one row costs less on its own than as a batch)
+            columns.append(pending[0])
+        else:
+            columns.add_batch(pending, keep=True)
+        self._pending = {}
+        if self._children is not None and self._roots is not None:
+            parents = columns.parents
+            for row in range(start, len(columns)):
+                parent = parents[row]
+                if parent < 0:
+                    self._roots.append(row)
+                else:
+                    self._children.setdefault(parent, []).append(row)
 
     def _settle(self, start: int, problems: list[Problem]) -> None:
         """Index the rows from ``start`` on: duplicates, parents named before they came,
@@ -300,7 +327,7 @@ class TreeIndex:
 
     def _parent_row(self, row: int) -> int:
         """The effective parent's row: ``-1`` for roots (null parent, orphan, broken cycle)."""
-        return -1 if row in self._forced else self._columns.parents[row]
+        return -1 if row in self._forced else self._indexed.parents[row]
 
     def _break_cycles(self, problems: list[Problem]) -> None:
         columns = self._columns
@@ -341,36 +368,41 @@ class TreeIndex:
         self._paths.clear()
 
     def add(self, rec: Record) -> None:
-        """Index a new entry whose parent is indexed (or null) and whose id is new."""
-        columns = self._columns
-        row = len(columns.types)
-        columns.append(rec)
+        """Index a new entry whose parent is indexed (or null) and whose id is new.
+
+        It waits, with those after it, until the columns are next read, and goes in with them
+        in one batch (an append then costs only what must happen at once; a row costs less in
+        a batch than alone): until then it is answered from here (its id is taken, it is the
+        last entry, :meth:`get` finds it), and the labels and name it sets are replayed at
+        once.
+        """
+        self._pending[rec.id] = rec
         if rec.type in _REPLAYED:
             self._replay(rec.type, rec.target_id, rec.label, rec.name, rec.timestamp)
-        if self._children is not None and self._roots is not None:
-            parent = columns.parents[row]
-            if parent < 0:
-                self._roots.append(row)
-            else:
-                self._children.setdefault(parent, []).append(row)
 
     # -- queries -----------------------------------------------------------------------------
 
     def __len__(self) -> int:
-        return len(self._columns) - len(self._dead)
+        return len(self._indexed) + len(self._pending) - len(self._dead)
 
     def __contains__(self, entry_id: object) -> bool:
-        return isinstance(entry_id, str) and self._columns.row_of(entry_id) is not None
+        return isinstance(entry_id, str) and (entry_id in self._pending or
+                                              self._indexed.row_of(entry_id) is not None)
 
     def get(self, entry_id: str) -> Record | None:
-        row = self._columns.row_of(entry_id)
-        return None if row is None else self._columns.record(row)
+        found = self._pending.get(entry_id)
+        if found is not None:
+            return found
+        row = self._indexed.row_of(entry_id)
+        return None if row is None else self._indexed.record(row)
 
     def last(self) -> Record | None:
         """The last indexed entry in stored order (the leaf on open; a later line always wins
         over an earlier one with its id, so the last row is a node)."""
-        count = len(self._columns)
-        return self._columns.record(count - 1) if count else None
+        if self._pending:
+            return next(reversed(self._pending.values()))
+        count = len(self._indexed)
+        return self._indexed.record(count - 1) if count else None
 
     def records(self) -> list[Record]:
         """Every indexed entry in stored order."""
