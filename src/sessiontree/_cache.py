@@ -58,13 +58,9 @@ class DecodedCache:
         if self.budget <= 0:
             return slot
         record.cached = slot
-        held = self._held
-        held.append((record, size))
+        self._held.append((record, size))
         self.used += size
-        while self.used > self.budget and len(held) > 1:
-            old, old_size = held.popleft()
-            old.cached = None
-            self.used -= old_size
+        self._evict()
         return slot
 
     def admit_many(self, records: Sequence[Record], sizes: Iterable[int]) -> list[Decoded]:
@@ -77,11 +73,16 @@ class DecodedCache:
             record.cached = slot
             held.append((record, size))
             self.used += size
+        self._evict()
+        return slots
+
+    def _evict(self) -> None:
+        """Drop the oldest lines while over the budget (the newest always stays)."""
+        held = self._held
         while self.used > self.budget and len(held) > 1:
             old, old_size = held.popleft()
             old.cached = None
             self.used -= old_size
-        return slots
 
     def clear(self) -> None:
         """Drop every cached line."""
