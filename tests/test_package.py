@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -15,28 +16,30 @@ import sessiontree
 from .conftest import REPO
 
 
-def test_import_pulls_in_no_heavy_dependency() -> None:
-    code = ("import sys, sessiontree; heavy = {'click', 'rich', 'httpx', 'textual', 'playwright'};"
-            "print(sorted(heavy & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+def _loaded_after(code: str, modules: set[str]) -> list[str]:
+    """Which of ``modules`` a fresh interpreter has loaded after running ``code``."""
+    probe = f"{code}\nimport sys; print(sorted({sorted(modules)!r} & sys.modules.keys()))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    return ast.literal_eval(out.stdout.strip())
 
+
+def test_import_pulls_in_no_heavy_dependency() -> None:
+    assert _loaded_after("import sessiontree",
+                         {"click", "rich", "httpx", "textual", "playwright"}) == []
 
 
 def test_session_import_loads_only_what_a_session_file_needs() -> None:
     """``from sessiontree import Session``, then opening a file and building its context,
     loads neither the hooks, the listing, the database code nor pathlib and json (their
     import time is what a user's first line would pay)."""
-    code = ("import sys, tempfile, os; from sessiontree import Session, UserMessage\n"
+    code = ("import tempfile, os; from sessiontree import Session, UserMessage\n"
             "path = os.path.join(tempfile.mkdtemp(), 's.jsonl')\n"
             "s = Session.create(os.path.dirname(path)); s.append_message(UserMessage.of('hi'))\n"
-            "s.close(); s = Session.open(s.file); s.build_context().messages; s.close()\n"
-            "unwanted = {'sessiontree.events', 'sessiontree.stores._sql_common', 'pathlib', "
-            "'sessiontree.stores._jsonl_listing', 'sessiontree._listing', 'json', 'subprocess', "
-            "'urllib.parse'}\n"
-            "print(sorted(unwanted & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+            "s.close(); s = Session.open(s.file); s.build_context().messages; s.close()")
+    assert _loaded_after(code, {
+        "sessiontree.events", "sessiontree.stores._sql_common", "pathlib",
+        "sessiontree.stores._jsonl_listing", "sessiontree._listing", "json", "subprocess",
+        "urllib.parse"}) == []
 
 
 def test_session_import_leaves_the_rest_to_first_use() -> None:
@@ -44,14 +47,11 @@ def test_session_import_leaves_the_rest_to_first_use() -> None:
     ipaddress), no context building, no file lock (fcntl is a shared library) and no operation
     or provider: each is imported by its first use (issue 21: the import is what a user's first
     line pays)."""
-    code = ("import sys; from sessiontree import Session\n"
-            "deferred = {'urllib.parse', 'ipaddress', 'fcntl', 'sessiontree.stores.url', "
-            "'sessiontree.context', 'sessiontree.stores._follow', 'sessiontree.stores.memory', "
-            "'sessiontree.events', 'sessiontree.navigation', 'sessiontree.compaction', "
-            "'sessiontree.fork', 'sessiontree.providers', 'sessiontree.summarize'}\n"
-            "print(sorted(deferred & set(sys.modules)))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "[]"
+    assert _loaded_after("from sessiontree import Session", {
+        "urllib.parse", "ipaddress", "fcntl", "sessiontree.stores.url", "sessiontree.context",
+        "sessiontree.stores._follow", "sessiontree.stores.memory", "sessiontree.events",
+        "sessiontree.navigation", "sessiontree.compaction", "sessiontree.fork",
+        "sessiontree.providers", "sessiontree.summarize"}) == []
 
 
 def test_public_names_resolve_and_package_is_typed() -> None:
