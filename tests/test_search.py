@@ -72,9 +72,11 @@ def handmade(folder: Path) -> Path:
     fixed = message(result, "assistant", "Fixed: the reconnect timer now awaits the close "
                     "handshake before retrying. Ünïcödé wörds stay searchable.")
     _entry(entries, "label", fixed, targetId=fixed, label="websocket fix")
-    _entry(entries, "compaction", fixed, summary="The flaky websocket test was a reconnect "
-           "race; fixed by awaiting the close handshake.", firstKeptEntryId=fixed,
-           tokensBefore=5000)
+    compacted = _entry(entries, "compaction", fixed, summary="The flaky websocket test was a "
+                       "reconnect race; fixed by awaiting the close handshake.",
+                       firstKeptEntryId=fixed, tokensBefore=5000)
+    # combining marks (decomposed letters): a word ends at one, in every backend
+    message(compacted, "user", "Noted for the cafe\u0301 wiki: na\u0308ive a\u0307b checks.")
     header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-00000000feed",
               "timestamp": "2026-03-01T09:59:00.000Z", "cwd": PROJECT}
     folder.mkdir(parents=True, exist_ok=True)
@@ -102,6 +104,8 @@ QUERIES: list[tuple[str, dict[str, Any]]] = [
     ("connectionreseterror", {"role": "tool"}),
     ("websocket fix", {"role": "label"}),
     ("wörds ÜNÏCÖDÉ", {}),
+    ("cafe wiki", {}),  # "cafe\u0301": a combining mark ends a word
+    ('"ive a"', {}),
     ("error", {}),
     ("error", {"cwd": "/srv/app", "limit": 7}),
     ('"bad line" stack', {"role": "tool", "limit": 50}),
@@ -296,7 +300,7 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
         conn.execute("PRAGMA user_version = 4")
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:  # built again, with the counts
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION == 5
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION == 6
         assert conn.execute("SELECT count(*) FROM entries WHERE counts IS NOT NULL"
                             ).fetchone()[0]
 
@@ -387,6 +391,28 @@ def test_search_tables_of_version_5_are_built_again(root: Path, tmp_path: Path,
         assert _comparable(store.search("error")) == expected
 
 
+def test_sqlite_search_rows_of_version_6_are_built_again(root: Path, tmp_path: Path) -> None:
+    """Version 6 gave FTS5 the entries' text, which FTS5 splits its own way (a combining mark
+    inside a word); the migration gives it the words every backend finds."""
+    from sessiontree._search import document
+
+    db = tmp_path / "v6.db"
+    copy_sessions(str(root), f"sqlite:///{db}")
+    with sqlite3.connect(db) as conn:  # the rows as version 6 wrote them
+        conn.execute("DELETE FROM sessiontree_migrations WHERE v >= 7")
+        rows = conn.execute("SELECT k.id, e.line FROM sessiontree_search_keys k JOIN "
+                            "sessiontree_entries e USING (session_id, seq)").fetchall()
+        conn.execute("DELETE FROM sessiontree_search")
+        conn.executemany("INSERT INTO sessiontree_search (rowid, body) VALUES (?, ?)",
+                         [(key, document(bytes(line)).text) for key, line in rows])
+    with SqliteStore.open(db, read_only=True) as store:  # (found by FTS5's own words)
+        assert store.schema_version() == 6 and not store.search("cafe wiki")
+    expected = _comparable(JsonlStore(root).search("cafe wiki"))
+    with SqliteStore.open(db) as store:
+        assert store.schema_version() == len(store.dialect.migrations) == 7
+        assert expected and _comparable(store.search("cafe wiki")) == expected
+
+
 def test_database_indexes_follow_appends_deletes_and_purges(tmp_path: Path,
                                                            fresh_postgres_url: str) -> None:
     for url in (f"sqlite:///{tmp_path / 'live.db'}", fresh_postgres_url):
@@ -435,7 +461,7 @@ def test_the_search_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert not any(_index_rows(other).values())  # found by a scan of the files
     done = runner.invoke(cli, ["search", "handshake", str(other), "--json", "--index"])
     assert done.exit_code == 0 and len(json.loads(done.stdout)) == 2
-    assert [len(rows) for rows in _index_rows(other).values()] == [9]  # the whole index
+    assert [len(rows) for rows in _index_rows(other).values()] == [10]  # the whole index
     done = runner.invoke(cli, ["search", "--", "--", str(root)])
     assert done.exit_code == 1 and "nothing to search for" in done.stderr
     assert search_sessions(str(root), "handshake", cwd="/srv/app") == []

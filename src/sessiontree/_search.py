@@ -8,8 +8,10 @@ So every backend gives the same hits in the same order, and an index never decid
 (a stale one can only cost time, never a wrong hit).
 
 Invariants:
-* Words are runs of letters and digits (Unicode categories L* and N*, as FTS5's ``unicode61``
-  tokenizer splits them), compared lowercased; ``"quoted words"`` must be adjacent, in order.
+* Words are runs of letters and digits (Unicode categories L* and N*) of the lowercased text;
+  ``"quoted words"`` must be adjacent, in order. The FTS5 indexes are given these words
+  (:func:`fts_body`), never the text, which FTS5's ``unicode61`` tokenizer splits otherwise
+  (it keeps a combining mark inside a word, where these words end).
 * An entry matches when it holds every word and every phrase of the query, anywhere in its
   text: message text, thinking, tool calls (name and arguments), tool results, bash commands
   and output, custom messages, branch and compaction summaries, and labels.
@@ -53,6 +55,7 @@ __all__ = [
     "bounds",
     "document",
     "entry_terms",
+    "fts_body",
     "holds_words",
     "parse_query",
     "rank",
@@ -407,6 +410,13 @@ def entry_terms(text: str) -> tuple[int, dict[str, int]]:
     (:func:`best_first`): its size (as :func:`score` counts it) and how often each word
     occurs (``{word: count}``, every distinct word)."""
     return len(text.split()), Counter(tokens(text))  # (Counter counts at C speed)
+
+
+def fts_body(counts: Iterable[str]) -> str:
+    """What an FTS5 index is given for an entry: its distinct words (the keys of
+    :func:`entry_terms`'s counts), so FTS5 finds the words this module finds and no others
+    (its own tokenizer splits no word of theirs: they hold letters and digits only)."""
+    return " ".join(counts)
 
 
 def bounds(query: Query) -> Callable[[Sequence[int], int], float]:

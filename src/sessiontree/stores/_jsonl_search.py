@@ -48,6 +48,7 @@ from .._search import (
     bounds,
     document,
     entry_terms,
+    fts_body,
 )
 from .._search_scan import Found, Recent
 from ._jsonl_listing import session_files
@@ -57,7 +58,7 @@ __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "i
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 5
+_VERSION = 6
 _TAIL = 64
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 _BUSY_TIMEOUT = 30.0
@@ -369,7 +370,7 @@ def _insert(conn: sqlite3.Connection, file_id: int, offset: int, data: bytes) ->
             repeated = {word: count for word, count in counts.items() if count > 1}
             entries.append((row_id, file_id, offset, len(line), doc.role, doc.ms, size,
                             msgspec.json.encode(repeated).decode() if repeated else None))
-            bodies.append((row_id, doc.text))
+            bodies.append((row_id, fts_body(counts)))
             count += 1
         offset += len(line) + 1
     conn.execute("UPDATE counter SET next = ?", (count,))

@@ -47,7 +47,7 @@ import msgspec
 
 from .. import _json
 from .._listing import ListingStats, listed_usage, listing_line, listing_row
-from .._search import document, entry_terms
+from .._search import document, entry_terms, fts_body
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
 from ..errors import ConcurrentModification, InvalidEntry
@@ -203,13 +203,23 @@ _MIGRATIONS: list[str | dict[str, str]] = [
     CREATE INDEX sessiontree_search_recent ON sessiontree_search
         (ms DESC, session_id COLLATE "C", seq);
     """},
+    # v7: SQLite's FTS5 rows hold the entry's words as sessiontree._search splits them
+    # (fts_body), not its text, which FTS5 split otherwise (a combining mark joined words): the
+    # rows are built again. PostgreSQL's rows held those words already.
+    {"sqlite": """
+    DELETE FROM sessiontree_search;
+    DELETE FROM sessiontree_search_keys;
+    """, "postgres": ""},
 ]
 """Schema versions, in order: a migration's position (from 1) is its version (a script, or one
 per driver). Never edit one that shipped; append a new one."""
 
 _SEARCH_VERSION = 6
-"""The last migration of the search tables (4 made them): after it, the search rows of the
-entries already stored are built."""
+"""The migration that gave the search tables their present form (4 made them); a read-only
+store of an older schema does not search."""
+_SEARCH_REBUILT = {"sqlite": 7, "postgres": _SEARCH_VERSION}
+"""The last migration of each driver's search rows: after it, the rows of the entries
+already stored are built (once, however many search migrations ran)."""
 USAGE_VERSION = 5
 """The migration that adds the usage columns (after it, the totals of the sessions already
 stored are counted); a read-only store on an older schema counts them from the lines."""
@@ -730,7 +740,7 @@ def migrate_flow(d: Dialect) -> Flow[int]:
     for number, script in enumerate(d.migrations[version:], start=version + 1):
         for index in range(len(script)):
             yield Step(f"migration {number}.{index}", None, "none")
-        if number == _SEARCH_VERSION:
+        if number == _SEARCH_REBUILT[d.driver]:
             yield from _backfill_search(d)
         elif number == USAGE_VERSION:
             yield from _backfill_usage()
@@ -753,7 +763,7 @@ def search_flow(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect)
         if d.driver == "postgres":
             row["words"] = sorted(counts)
         else:
-            row["body"] = doc.text
+            row["body"] = fts_body(counts)
             row["first"] = search_row_id(doc.ms)
             row["last"] = row["first"] + (1 << _COUNTER_BITS) - 1
         params.append(row)
