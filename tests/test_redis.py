@@ -11,12 +11,14 @@ import time
 import uuid
 from pathlib import Path
 
+import msgspec
 import pytest
 import redis
 from redis.crc import key_slot
 
 from sessiontree import Session, UserMessage
 from sessiontree.entries import SessionHeader
+from sessiontree.messages import now_ms
 from sessiontree.errors import (
     ConcurrentModification,
     DuplicateId,
@@ -203,23 +205,51 @@ def test_the_listing_reads_no_entry(store: RedisStore) -> None:
         s.close()
 
 
-def test_a_writer_that_dies_before_the_listing_leaves_a_stale_order(store: RedisStore) -> None:
-    old = Session.create(cwd="/w", store=store)
-    old.append_message(UserMessage.of("old"))
-    new = Session.create(cwd="/w", store=store)
-    new.append_message(UserMessage.of("new"))
-    index = f"{store.prefix}:sessions"
-    score = store._client.zscore(index, old.id)
-    time.sleep(0.002)  # a later millisecond than "new" (an append takes less than one now)
-    old.append_message(UserMessage.of("latest"))
-    store._client.zadd(index, {old.id: score})  # as if the writer died before the listing
-    rows = store.list_sessions()
-    assert rows[0].id == old.id and rows[0].message_count == 2  # every row is read whole
-    assert [r.id for r in store.list_sessions(limit=1)] == [new.id]  # the order is stale
-    old.append_message(UserMessage.of("again"))  # the next append puts it right
-    assert [r.id for r in store.list_sessions(limit=1)] == [old.id]
-    old.close()
-    new.close()
+def said(text: str, ms: int) -> UserMessage:
+    """A user message of a given time (what a session's place in the listing follows)."""
+    return msgspec.structs.replace(UserMessage.of(text), timestamp=ms)
+
+
+def test_a_writer_that_dies_before_the_listing_leaves_a_stale_order(store_url: str) -> None:
+    with RedisStore.from_url(store_url) as store:
+        start = now_ms()
+        old = Session.create(cwd="/w", store=store)
+        old.append_message(said("old", start))
+        new = Session.create(cwd="/w", store=store)
+        new.append_message(said("new", start + 10_000))
+        index = f"{store.prefix}:sessions"
+        score = store._client.zscore(index, old.id)
+        old.append_message(said("latest", start + 20_000))
+        store._client.zadd(index, {old.id: score})  # as if the writer died before the listing
+        rows = store.list_sessions()
+        assert rows[0].id == old.id and rows[0].message_count == 2  # every row is read whole
+        assert [r.id for r in store.list_sessions(limit=1)] == [new.id]  # the order is stale
+        old.close()
+        new.close()
+    with Session.open(f"{store_url}#{old.id}") as again:  # the next writer's append puts it right
+        again.append_message(said("again", start + 20_001))
+    with RedisStore.from_url(store_url) as reader:
+        assert [r.id for r in reader.list_sessions(limit=1)] == [old.id]
+
+
+def test_back_to_back_appends_on_a_cluster_are_one_script_and_the_listing_stays_exact(
+        request: pytest.FixtureRequest) -> None:
+    with RedisStore.from_url(redis_store_url(request, "redis-cluster")) as store:
+        start = now_ms() + 10_000  # after the sessions' creation, which places them
+        first, second = (Session.create(cwd="/l", store=store) for _ in range(2))
+        first.append_message(said("first", start))
+        second.append_message(said("second", start + 300))
+        for i in range(20):  # within the lag of its last place: no ZADD
+            first.append_message(said(f"first {i}", start + 400 + i))
+        keys = [f"{store.prefix}:sessions", store._index_keys("/l")[-1]]
+        assert [store._client.zscore(key, first.id) for key in keys] == [start, start]
+        assert [r.id for r in store.list_sessions(limit=1)] == [first.id]  # yet in order
+        assert [r.id for r in store.list_sessions(cwd="/l", limit=1)] == [first.id]
+        assert [r.id for r in store.list_sessions(limit=2)] == [first.id, second.id]
+        first.append_message(said("later", start + 1_500))  # past the lag: placed again
+        assert [store._client.zscore(key, first.id) for key in keys] == [start + 1_500] * 2
+        first.close()
+        second.close()
 
 
 def test_prefixes_keep_applications_apart(store_url: str) -> None:

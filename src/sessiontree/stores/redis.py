@@ -35,10 +35,14 @@ Invariants:
   the writer expected them and writes nothing (found anywhere else: ``DuplicateId``).
 * On one server the append script updates the listing's sorted sets too. On a cluster they live
   in other slots: ``ZADD XX GT`` to them is sent beside the script (one round trip, not
-  atomic with it): a writer that dies before it leaves the session's place in the order stale
-  until its next append, a refused append may have raised it to the time of the messages it
-  did not store; a listing reads each row from the session's hash, so names and counts are
-  never stale, and skips ids without one.
+  atomic with it) when the append's time is more than ``_LISTING_LAG_MS`` past the last one
+  the store sent for the session, so a session's place lags its time by at most that (the
+  script alone: back-to-back appends are one command on one node), and a ``limit``ed
+  listing also reads the sessions within that of its last one and orders them by their rows.
+  A writer that dies before a ``ZADD`` leaves the session's place in the order stale until
+  the next append that sends one, a refused append may have raised it to the time of the
+  messages it did not store; a listing reads each row from the session's hash, so names and
+  counts are never stale, and skips ids without one.
 * ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
   holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
 * Passwords never appear in :attr:`RedisStore.url`, errors or logs.
@@ -384,6 +388,27 @@ redis.call('HSET', KEYS[1], 'indexed', 1)
 return 1
 """
 
+_LISTING_LAG_MS = 1000
+"""On a cluster, how far (in ms) a session's place in the listing's order may lag its modified
+time: an append sends the listing's ``ZADD``s only when its time is more than this past the
+last one its store sent for the session, so that back-to-back appends are one script on one
+node; a ``limit``ed listing reads the sessions within this of its last row too (:data:`_NEWEST`)
+and orders them by their rows, so it lists the same sessions as an exact order would."""
+
+# KEYS: a listing's sorted set. ARGV: how many, the lag (ms). The ids of the newest n by score,
+# and the ids after them whose score is within the lag of the n-th's, newest first.
+_NEWEST = """
+local n = tonumber(ARGV[1])
+local top = redis.call('ZREVRANGE', KEYS[1], 0, n - 1, 'WITHSCORES')
+if #top < 2 * n then
+  local ids = {}
+  for i = 1, #top, 2 do ids[#ids + 1] = top[i] end
+  return ids
+end
+return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf',
+                  string.format('%.17g', tonumber(top[#top]) - tonumber(ARGV[2])))
+"""
+
 _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
                    "activity", "modified", *_USAGE_FIELDS)
 
@@ -481,6 +506,7 @@ class RedisStore(StoredEntries):
         self.replicas = replicas
         self._timeout = timeout
         self.lock_timeout = lock_timeout
+        self._listed: dict[str, int] = {}  # cluster: session id -> time of the last ZADDs sent
         self.cluster = "+cluster://" in base
         options: dict[str, Any] = {"socket_timeout": timeout,
                                    "socket_connect_timeout": timeout}
@@ -519,6 +545,7 @@ class RedisStore(StoredEntries):
         self._path_script = self._client.register_script(_PATH)
         self._head_script = self._client.register_script(_HEAD)
         self._record_script = self._client.register_script(_RECORD)
+        self._newest_script = self._client.register_script(_NEWEST)
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str | None = None, read_only: bool = False,
@@ -588,23 +615,44 @@ class RedisStore(StoredEntries):
     def _run_append(self, session_id: str, args: list[Any], cwd: str,
                     listed: int | None = None) -> tuple[list[Any], bool]:
         """The append script on the session's slot (``WAIT`` after it when durable), and
-        whether the listing's sorted sets are updated: on one server the script does it; on a
-        cluster, when ``listed`` (the batch's modified time) is given and the append is not
-        durable, ``ZADD XX GT`` to them is sent beside the script, every node written to
-        before any reply is read (one round trip); the script alone again, redirections
-        followed, if its node did not run it."""
+        whether the listing's sorted sets need no update now: on one server the script does
+        it; on a cluster, when ``listed`` (the batch's modified time) is given and the append
+        is not durable, the script alone when ``listed`` is within :data:`_LISTING_LAG_MS` of
+        what this store last sent for the session (:meth:`_listing_due`), else ``ZADD XX GT``
+        to them beside it, every node written to before any reply is read (one round trip);
+        the script alone again, redirections followed, if its node did not run it."""
         keys = [*self.keys(session_id), self.words_key(session_id), *self.tree_keys(session_id)]
         with self._errors(writing=True):
             if not self.cluster:
                 return self._pipelined(self._client, keys + self._index_keys(cwd), args), True
             if listed is not None and not self.durable:
-                script = ("EVALSHA", self._append_script.sha, len(keys), *keys, *args)
-                sends = [(keys[0], script)] + [(key, ("ZADD", key, "XX", "GT", listed, session_id))
-                                               for key in self._index_keys(cwd)]
+                sends: list[tuple[str, tuple[Any, ...]]] = [
+                    (keys[0], ("EVALSHA", self._append_script.sha, len(keys), *keys, *args))]
+                due = self._listing_due(session_id, listed)
+                if due:
+                    sends += [(key, ("ZADD", key, "XX", "GT", listed, session_id))
+                              for key in self._index_keys(cwd)]
                 replies = self._side_by_side(sends)
                 if not isinstance(replies[0], Exception):
-                    return replies[0], not any(isinstance(r, Exception) for r in replies[1:])
+                    done = not any(isinstance(r, Exception) for r in replies[1:])
+                    if due and done:
+                        self._listing_sent(session_id, listed)
+                    return replies[0], done
             return self._redirected(session_id, keys, args), False
+
+    def _listing_due(self, session_id: str, modified: int) -> bool:
+        """Whether the listing's sorted sets must hear of ``modified`` now (a cluster): it is
+        more than :data:`_LISTING_LAG_MS` past the last time this store sent them for the
+        session (the sets hold at least that: ``GT`` never lowers a score)."""
+        last = self._listed.get(session_id)
+        return last is None or modified - last > _LISTING_LAG_MS
+
+    def _listing_sent(self, session_id: str, modified: int) -> None:
+        """Remember that the sorted sets took ``modified`` for the session (forgetting every
+        session now and then: one forgotten is only sent again)."""
+        if len(self._listed) >= 65536:
+            self._listed.clear()
+        self._listed[session_id] = max(modified, self._listed.get(session_id, modified))
 
     def _side_by_side(self, sends: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
         """One command per key, each to the node holding the key's slot: all written before
@@ -710,6 +758,7 @@ class RedisStore(StoredEntries):
         created_ms = iso_to_ms(created) if created else None
         if mode in ("create", "first", "import") and self.cluster:
             self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
+            self._listing_sent(session_id, created_ms or 0)
         stats = ListingStats()
         parsed = [line for line in map(listing_line, lines) if line is not None]
         stats.add(parsed)
@@ -753,8 +802,9 @@ class RedisStore(StoredEntries):
             # stored already, but not where this writer expects its lines: not its own retry
             raise DuplicateId(f"id {records[0].id} is already in the session (an earlier try "
                               "stored this batch)", path=where, entry_id=records[0].id)
-        if changed and not indexed:
-            self._index(cwd, session_id, modified)
+        if changed and not indexed and self._listing_due(session_id, modified):
+            self._index(cwd, session_id, modified)  # a cluster's (one server's script did it)
+            self._listing_sent(session_id, modified)
         return first
 
     def _index(self, cwd: str, session_id: str, modified: int) -> None:
@@ -788,27 +838,34 @@ class RedisStore(StoredEntries):
     def list_sessions(self, *, cwd: str | None = None, limit: int | None = None
                       ) -> list[SessionListing]:
         """Sessions newest first, from the listing's sorted set and each session's hash
-        (never from entries): one ``ZREVRANGE`` and one ``HMGET`` per session, pipelined.
+        (never from entries): one ``ZREVRANGE`` (a script on a cluster, with ``limit``: see
+        :data:`_NEWEST`) and one ``HMGET`` per session, pipelined.
 
         Args:
             cwd: only the sessions of this working directory.
             limit: at most this many.
         """
+        if limit is not None and limit <= 0:
+            return []
         key = self._index_keys(cwd)[-1]
         with self._errors():
-            ids = [sid.decode() for sid in self._client.zrevrange(
-                key, 0, -1 if limit is None else max(0, limit - 1))] if limit != 0 else []
+            if limit is None or not self.cluster:
+                found = self._client.zrevrange(key, 0, -1 if limit is None else limit - 1)
+            else:  # the places may lag: the sessions just after the last one too
+                found = self._newest_script(keys=[key], args=[limit, _LISTING_LAG_MS],
+                                            client=self._client)
+        ids = [sid.decode() for sid in found]
         rows = self._query(lambda pipe: [pipe.hmget(self.keys(sid)[0], _LISTING_FIELDS)
                                          for sid in ids])
-        present = [(sid, row) for sid, row in zip(ids, rows) if row[0] is not None]
-        listings = [self._listing(sid, row) for sid, row in present]
+        present = sorted(((self._listing(sid, row), sid, row[0]) for sid, row in zip(ids, rows)
+                          if row[0] is not None),
+                         key=lambda item: item[0].modified_ms, reverse=True)[:limit]
+        listings = [listing for listing, _, _ in present]
         uncounted = [at for at, row in enumerate(listings) if row.usage is None]
         if uncounted:  # totals not kept: counted from the lines (and kept from now on)
-            counted = self._count_usage([(present[at][0], present[at][1][0])
-                                         for at in uncounted])
+            counted = self._count_usage([present[at][1:] for at in uncounted])
             for at, usage in zip(uncounted, counted):
                 listings[at] = msgspec.structs.replace(listings[at], usage=usage)
-        listings.sort(key=lambda item: item.modified_ms, reverse=True)
         return listings
 
     def _count_usage(self, sessions: Sequence[tuple[str, bytes | None]]) -> list[UsageTotals]:
@@ -857,6 +914,7 @@ class RedisStore(StoredEntries):
             cwd = self._delete_script(keys=self.session_keys(session_id), client=self._client)
         if cwd is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+        self._listed.pop(session_id, None)
         with self._errors(writing=True):
             pipe = self._client.pipeline(transaction=False)
             for key in self._index_keys(cwd.decode("utf-8", "surrogatepass")):
