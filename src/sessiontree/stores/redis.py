@@ -50,6 +50,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import io
 import math
@@ -750,12 +751,7 @@ class RedisStore(StoredEntries):
             The first line's position in the session's list (from 1; where they were already
             when this is a retry).
         """
-        header = _json.loads(header_line)
-        if not isinstance(header, dict) or header.get("type") != "session":
-            raise InvalidEntry("the header line is not a session header")
-        cwd, created, parent = (_field(header, "cwd"), _field(header, "timestamp"),
-                                _field(header, "parentSession"))
-        created_ms = iso_to_ms(created) if created else None
+        cwd, created, parent, created_ms = _header_fields(header_line)
         if mode in ("create", "first", "import") and self.cluster:
             self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
             self._listing_sent(session_id, created_ms or 0)
@@ -1236,6 +1232,23 @@ def _tree_fields(record: Record) -> tuple[str, bytes, bytes]:
         return code, b"", b""
     value = _json.dumps([record.label, record.timestamp]) if record.label else b""
     return code, _text(record.target_id), value
+
+
+@functools.lru_cache(maxsize=256)
+def _header_fields(header_line: bytes) -> tuple[str, str, str, int | None]:
+    """A session header's cwd, creation time, parent session and creation time in ms ('' and
+    ``None`` where missing), kept for the next append of the session, which sends the same
+    line (parsing the time took longer than the rest of an append's own arguments).
+
+    Raises:
+        InvalidEntry: not a session header.
+    """
+    header = _json.loads(header_line)
+    if not isinstance(header, dict) or header.get("type") != "session":
+        raise InvalidEntry("the header line is not a session header")
+    created = _field(header, "timestamp")
+    return (_field(header, "cwd"), created, _field(header, "parentSession"),
+            iso_to_ms(created) if created else None)
 
 
 def _field(header: Mapping[str, Any], key: str) -> str:
