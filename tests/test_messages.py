@@ -11,8 +11,10 @@ import pytest
 
 from sessiontree import (
     AssistantMessage,
+    BashExecutionMessage,
     BranchSummaryMessage,
     CompactionSummaryMessage,
+    Cost,
     ImageContent,
     InvalidEntry,
     InvalidMessage,
@@ -25,7 +27,7 @@ from sessiontree import (
     convert_to_llm,
     validate_message,
 )
-from sessiontree._json import loads
+from sessiontree._json import dumps, exact_type, loads
 
 
 @pytest.mark.parametrize(("make", "field"), [
@@ -79,6 +81,35 @@ def test_typed_messages_built_by_hand_are_checked_before_writing(tmp_path: Path)
             session.append_custom_message("note", ["plain strings are not blocks"])  # type: ignore[list-item]
         assert caught.value.field == "content[0]"
         assert len(session) == 0 and not os.path.exists(session.file or "")
+
+
+@pytest.mark.parametrize("message", [
+    UserMessage.of("plain \u2028 \x00 \"quoted\" é"),
+    UserMessage(content="a lone \ud800 surrogate", timestamp=5),
+    BashExecutionMessage(command="ls", output="", exit_code=None),
+    AssistantMessage.of("x", usage=Usage(input=3, cost=Cost(input=1.0, output=1e21, total=9e-6))),
+    AssistantMessage.of("nan", usage=Usage(cost=Cost(total=float("nan")))),  # JSON writes null
+    AssistantMessage.of(tool_calls=[ToolCall(id="c1", name="f", arguments={"b": 1, "10": 2.0,
+                                                                          "0": [1e-7]})]),
+    ToolResultMessage.of("c1", "out", tool_name="f", details={"2": {"1": 0.5}, "n": 2**70}),
+])
+def test_typed_messages_are_written_as_json_stringify_writes_them(tmp_path: Path,
+                                                                   message: Any) -> None:
+    """The line of an appended message is the general writer's for the whole entry, whichever
+    shortcut its class allows (its encoding as it is, or only its numbers and keys looked at)."""
+    with Session.create(tmp_path) as session:
+        entry = session.append_message(message)
+        line = session.raw_line(entry)
+        stored = loads(line)
+    assert line == dumps({"type": "message", "id": entry, "parentId": None,
+                          "timestamp": stored["timestamp"], "message": message})
+
+
+def test_exact_types_hold_nothing_json_stringify_writes_otherwise() -> None:
+    assert exact_type(UserMessage) and exact_type(BashExecutionMessage)
+    assert exact_type(list[str]) and exact_type(int | None)
+    for kind in (AssistantMessage, ToolResultMessage, float, dict[str, int], list[Any], Any):
+        assert not exact_type(kind)
 
 
 class _MySummary(BranchSummaryMessage):

@@ -19,8 +19,10 @@ from msgspec import UNSET
 
 from . import _json
 from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
+from .messages import AgentMessage, UnknownMessage, stored_message
 
-__all__ = ["decode_line", "entries_decoder", "entry_builtins", "ordered_entry", "typed_header"]
+__all__ = ["decode_line", "entries_decoder", "entry_builtins", "message_json", "message_line",
+           "ordered_entry", "typed_header"]
 
 _PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
 
@@ -62,6 +64,31 @@ def ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: st
     if kind in _PAYLOAD_FIRST:
         return {"type": kind, **body, **envelope}
     return {"type": kind, **envelope, **body}
+
+
+def message_json(message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> bytes:
+    """What a ``message`` entry stores for ``message``, checked
+    (:func:`~sessiontree.messages.stored_message`), as ``JSON.stringify`` writes it.
+
+    Raises:
+        InvalidMessage: a field of the wrong type or a missing required field.
+        InvalidEntry: no ``role``, or a summary message (those come from entries).
+    """
+    payload, encoded = stored_message(message)
+    if encoded is None:
+        return _json.dumps(payload)
+    # (checked, it holds only the types of its class: for most, the encoding is the answer)
+    return encoded if _json.exact_type(type(payload)) else _json.stringified(encoded, payload)
+
+
+def message_line(entry_id: str, parent_id: str | None, timestamp: str, message: bytes) -> bytes:
+    """A ``message`` entry's line in pi's key order, from its message's JSON (as
+    :func:`message_json` makes it): what ``JSON.stringify`` writes for the whole entry, without
+    encoding the message again."""
+    string = _json.string
+    return b"".join((b'{"type":"message","id":', string(entry_id), b',"parentId":',
+                     b"null" if parent_id is None else string(parent_id), b',"timestamp":',
+                     string(timestamp), b',"message":', message, b"}"))
 
 
 def typed_header(data: dict[str, Any]) -> SessionHeader:

@@ -17,7 +17,7 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["dumps", "is_index_key", "js_number", "loads", "JSONError"]
+__all__ = ["dumps", "exact_type", "is_index_key", "js_number", "loads", "string", "stringified", "JSONError"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -192,6 +192,63 @@ def dumps(value: Any) -> bytes:
         out = _encoder.encode(value)
     except (UnicodeEncodeError, OverflowError):
         return _dump_py(value).encode("utf-8", "surrogatepass")
+    return stringified(out, value)
+
+
+_EXACT: dict[Any, bool] = {}
+"""Each type asked about by :func:`exact_type` -> the answer."""
+
+
+def exact_type(kind: Any) -> bool:
+    """Whether msgspec writes every value of ``kind`` that checks as ``kind`` (decodes as it)
+    exactly as ``JSON.stringify`` does, so that :func:`stringified` has nothing to look for:
+    the type holds no float and no object of free keys (a dict, or anything untyped), only
+    strings, integers, booleans, nulls, and arrays and structs of them."""
+    try:
+        return _EXACT[kind]
+    except KeyError:
+        import msgspec.inspect  # (for the first value of each type)
+
+        found = _EXACT[kind] = _exact_info(msgspec.inspect.type_info(kind), set())
+        return found
+
+
+def _exact_info(info: Any, seen: set[int]) -> bool:
+    from msgspec import inspect
+
+    if isinstance(info, (inspect.StrType, inspect.IntType, inspect.BoolType, inspect.NoneType)):
+        return True
+    if isinstance(info, inspect.LiteralType):
+        return all(value is None or type(value) in (str, int) for value in info.values)
+    if isinstance(info, (inspect.ListType, inspect.VarTupleType, inspect.SetType,
+                         inspect.FrozenSetType)):
+        return _exact_info(info.item_type, seen)
+    if isinstance(info, inspect.TupleType):
+        return all(_exact_info(item, seen) for item in info.item_types)
+    if isinstance(info, inspect.UnionType):
+        return all(_exact_info(member, seen) for member in info.types)
+    if isinstance(info, inspect.StructType):
+        if id(info) in seen:  # (a struct that holds itself: judged where it was met first)
+            return True
+        seen.add(id(info))
+        return not is_index_key(str(info.tag_field or "")) and all(
+            not is_index_key(field.encode_name) and _exact_info(field.type, seen)
+            for field in info.fields)
+    return False  # floats, dicts, untyped values and the rest
+
+
+def string(text: str) -> bytes:
+    """``JSON.stringify`` of a string (msgspec writes strings as JavaScript does, except lone
+    surrogates, which take the pure-Python path)."""
+    try:
+        return _encoder.encode(text)
+    except UnicodeEncodeError:
+        return _dump_str(text).encode("utf-8", "surrogatepass")
+
+
+def stringified(out: bytes, value: Any) -> bytes:
+    """``JSON.stringify``'s form of ``value`` from ``out``, msgspec's JSON encoding of it (what
+    :func:`dumps` does after encoding, for a caller that has the encoding already)."""
     zeroed = out.translate(_DIGITS_AS_ZERO)
     if _maybe_index_key(zeroed):
         return _dump_py(value).encode("utf-8", "surrogatepass")

@@ -498,7 +498,8 @@ class TreeLog:
             for make in makers:
                 entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
                                         if ids or refused else taken)
-                lines.append(_json.dumps(make(entry_id, above, now)))
+                entry = make(entry_id, above, now)
+                lines.append(entry if type(entry) is bytes else _json.dumps(entry))
                 ids.append(entry_id)
                 above = entry_id
             header = None if self._header_data is not None else self._serialized_header()
@@ -578,7 +579,8 @@ def current_branch(tree: TreeLog) -> set[str]:
 
 
 EntryMaker = Callable[[str, "str | None", str], Any]
-"""Makes an entry from its id, parent id and timestamp."""
+"""Makes an entry from its id, parent id and timestamp: a typed entry or an on-disk dict, or
+its line (bytes, as ``JSON.stringify`` writes it)."""
 
 
 def entry_maker(entry: Mapping[str, Any] | AnyEntry) -> EntryMaker:
