@@ -599,6 +599,43 @@ def test_a_search_without_time_to_index_finds_what_the_index_finds(
         sorted(map(len, _index_rows(root).values()))
 
 
+def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Asked for more processes, a search scans its files with helpers (each keeps its own
+    most recent candidates), with the hits of one process; a helper that does not start or
+    answers nonsense costs only time; asked for none, the library starts no helper."""
+    from sessiontree import _helpers
+    from sessiontree.stores import _jsonl_search
+
+    _tricky(root / "--tricky--")
+    monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", 0)
+    monkeypatch.setattr(_jsonl_search, "PARALLEL_SCAN_BYTES", 1)
+    monkeypatch.setattr(_jsonl_search, "HELPER_START", 0)
+    monkeypatch.delenv("SESSIONTREE_PROCESSES", raising=False)
+    store = JsonlStore(root)
+    started: list[object] = []
+    real_start, real_answer = _helpers.start, _helpers.answer
+    monkeypatch.setattr(_helpers, "start", lambda *args: started.append(args) or real_start(*args))
+    expected = {(query, str(options)): _comparable(store.search(query, **options))
+                for query, options in SCAN_QUERIES}
+    assert not started
+
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: 3)
+    answers: list[bytes | None] = []
+    monkeypatch.setattr(_helpers, "answer",
+                        lambda helper: answers.append(real_answer(helper)) or answers[-1])
+    for query, options in SCAN_QUERIES:
+        assert _comparable(store.search(query, **options)) == expected[query, str(options)]
+    assert len(answers) == 2 * len(SCAN_QUERIES) and None not in answers
+
+    broken = iter([None, "nonsense"] * len(SCAN_QUERIES))
+    monkeypatch.setattr(_helpers, "answer", lambda helper: (_helpers.finish(helper), next(
+        broken))[1] and b"\x93not found")
+    for query, options in SCAN_QUERIES:
+        assert _comparable(store.search(query, **options)) == expected[query, str(options)]
+
+
 def test_a_search_while_another_process_holds_the_index_scans_instead(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index another process keeps locked is neither waited for without end nor taken for

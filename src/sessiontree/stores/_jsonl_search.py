@@ -37,7 +37,7 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from .. import _fs
+from .. import _fs, _helpers
 from .._search import (
     CANDIDATES,
     Bounded,
@@ -204,6 +204,9 @@ class Pending(NamedTuple):
     """``None``: not known yet (the scan reads the header: ``start`` is 0)."""
     cwd: str | None
     mtime_ns: int
+    size: int
+    """The file's size when it was looked at (the bytes from ``start`` to it are scanned,
+    and any appended since)."""
 
 
 def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
@@ -331,11 +334,17 @@ def _index_file(conn: sqlite3.Connection, root: str, name: str, st: os.stat_resu
                       tail or (row.tail if start else b""), session_id, cwd, row.id))
     if done:
         return None
-    return Pending(path, at, session_id if at else None, cwd if at else None, st.st_mtime_ns)
+    return Pending(path, at, session_id if at else None, cwd if at else None, st.st_mtime_ns,
+                   st.st_size)
 
 
 _CHUNK = 1 << 23
 """Bytes indexed at a time: what bounds a build's memory on a huge file."""
+PARALLEL_SCAN_BYTES = 64 << 20
+"""Bytes left to scan from which a search shares them with helper processes, when allowed
+(a helper starts in about 0.1 s of CPU: what a scan of some 40 MB takes)."""
+HELPER_START = 24 << 20
+"""About what this process scans while a helper starts: its share is larger by this much."""
 _SCAN_CHUNK = 1 << 18
 """Bytes scanned at a time: a buffer this small is reused from the process's heap and stays
 in the CPU's cache between the passes over it (reading 8 MiB at a time cost 2-3 times as
@@ -403,10 +412,54 @@ def _session_of(data: bytes) -> tuple[str | None, str | None]:
 
 def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
           cwd: str | None) -> list[Found]:
-    """The most recent candidates in the bytes the index does not hold (newest files first:
-    the older ones then have fewer lines to decode)."""
-    recent = Recent(query.words(), role=role, since=since)
-    for left in sorted(pending, key=lambda item: -item.mtime_ns):
+    """The most recent candidates in the bytes the index does not hold, shared with helper
+    processes when there are many and the caller allows them (:mod:`sessiontree._helpers`:
+    ``SESSIONTREE_PROCESSES``, or the command-line tool); each process keeps its own most
+    recent, and the most recent of them all are those of one scan."""
+    words = query.words()
+    left = sum(item.size - item.start for item in pending)
+    count = _helpers.processes() if left >= PARALLEL_SCAN_BYTES else 1
+    shares = _shares(pending, count)
+    task = _task_encoder.encode([words, role, since, cwd]).decode()
+    helpers = [_helpers.start("sessiontree.stores._jsonl_search:_scan_share", task,
+                              *(_task_encoder.encode(item).decode() for item in share))
+               for share in shares[1:]]
+    try:
+        found = _scan_files(shares[0], words, role=role, since=since, cwd=cwd)
+        for helper, share in zip(helpers, shares[1:]):
+            answer = _helpers.answer(helper)
+            try:
+                theirs = _found_decoder.decode(answer) if answer is not None else None
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                theirs = None
+            found += theirs if theirs is not None else \
+                _scan_files(share, words, role=role, since=since, cwd=cwd)
+    finally:
+        for helper in helpers:
+            _helpers.finish(helper)
+    found.sort(key=lambda item: item.key)
+    return found[:CANDIDATES]
+
+
+def _shares(pending: list[Pending], count: int) -> list[list[Pending]]:
+    """``pending`` cut into at most ``count`` shares of about as many bytes, each newest
+    file first: the first (this process's) larger by what it scans while the helpers start,
+    and no helper's empty."""
+    shares: list[list[Pending]] = [[] for _ in range(count)]
+    loads = [HELPER_START if n else 0 for n in range(count)]
+    for item in sorted(pending, key=lambda item: -item.mtime_ns):
+        least = loads.index(min(loads))
+        shares[least].append(item)
+        loads[least] += item.size - item.start
+    return shares[:1] + [share for share in shares[1:] if share]
+
+
+def _scan_files(pending: list[Pending], words: list[str], *, role: str | None, since: int,
+                cwd: str | None) -> list[Found]:
+    """The most recent candidates in these bytes, newest files first (the older ones then
+    have fewer lines to decode)."""
+    recent = Recent(words, role=role, since=since)
+    for left in pending:
         try:
             fd = os.open(left.path, os.O_RDONLY)
         except OSError:
@@ -430,6 +483,20 @@ def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
         finally:
             os.close(fd)
     return recent.best()
+
+
+def _scan_share(task: str, *items: str) -> None:
+    """A helper process: the most recent candidates of its share of the files, as
+    MessagePack (``task``: the words, role, since and cwd; ``items``: its files)."""
+    words, role, since, cwd = msgspec.json.decode(task)
+    share = [Pending(*msgspec.json.decode(item)) for item in items]
+    _helpers.reply(_found_encoder.encode(_scan_files(share, words, role=role, since=since,
+                                                     cwd=cwd)))
+
+
+_task_encoder = msgspec.json.Encoder()
+_found_encoder = msgspec.msgpack.Encoder()
+_found_decoder = msgspec.msgpack.Decoder(list[Found])
 
 
 def search(root: str | os.PathLike[str], query: Query, *, role: str | None, since: int,
