@@ -27,6 +27,7 @@ from sessiontree import (
     convert_to_llm,
     validate_message,
 )
+from sessiontree._codec import message_json, message_line
 from sessiontree._json import dumps, exact_type, loads
 
 
@@ -103,6 +104,19 @@ def test_typed_messages_are_written_as_json_stringify_writes_them(tmp_path: Path
         stored = loads(line)
     assert line == dumps({"type": "message", "id": entry, "parentId": None,
                           "timestamp": stored["timestamp"], "message": message})
+
+
+@pytest.mark.parametrize(("entry_id", "parent_id", "timestamp"), [
+    ("abcdef12", "abcdef11", "2026-11-26T11:00:00.000Z"), ("abcdef12", None, "t"),
+    ('a"b', "c\\d", "x\u2028y"), ("é", "\ud800", "\x00"), ("x", 'y"', "z"), ("", "", ""),
+])
+def test_a_message_line_is_the_whole_entry_json_stringify_writes(
+        entry_id: str, parent_id: str | None, timestamp: str) -> None:
+    """Ids and times of other programs' files (quotes, escapes, lone surrogates) too."""
+    message = UserMessage(content="hi", timestamp=1)
+    assert message_line(entry_id, parent_id, timestamp, message_json(message)) == dumps(
+        {"type": "message", "id": entry_id, "parentId": parent_id, "timestamp": timestamp,
+         "message": message})
 
 
 def test_exact_types_hold_nothing_json_stringify_writes_otherwise() -> None:
