@@ -350,6 +350,31 @@ def test_the_migration_indexes_sessions_stored_before(root: Path, tmp_path: Path
         assert _comparable(store.search("websocket reconnect")) == expected
 
 
+def test_postgres_search_rows_have_planner_statistics_after_a_copy_or_a_migration(
+        root: Path, fresh_postgres_url: str) -> None:
+    """Without them PostgreSQL plans a word most entries hold as a rare one (every match
+    fetched and sorted); a server whose autovacuum is off would never gather them."""
+    import psycopg
+
+    schema = fresh_postgres_url.rpartition("schema=")[2]
+
+    def columns_with_statistics() -> set[str]:
+        with psycopg.connect(fresh_postgres_url.rpartition("?")[0], autocommit=True) as conn:
+            return {row[0] for row in conn.execute(
+                "SELECT attname FROM pg_stats WHERE schemaname = %s "
+                "AND tablename = 'sessiontree_search'", (schema,))}
+
+    copy_sessions(str(root), fresh_postgres_url)
+    assert {"words", "ms"} <= columns_with_statistics()
+    with psycopg.connect(fresh_postgres_url.rpartition("?")[0], autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        _forget_search(conn, "postgres")
+    assert not columns_with_statistics()
+    with PostgresStore.from_url(fresh_postgres_url) as store:
+        assert store.search("websocket reconnect")
+    assert {"words", "ms"} <= columns_with_statistics()
+
+
 def _search_as_version_5(conn: Any, driver: str) -> None:
     """Make the database's search tables what schema version 5 had (no sizes, no counts; in
     SQLite, row ids in the order of writing)."""

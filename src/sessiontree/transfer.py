@@ -156,9 +156,18 @@ class _Destination:
             self._ids[folder] = set(opened.session_ids())
         return self._stores[folder], self._ids[folder]
 
-    def close(self) -> None:
-        for store in self._stores.values():
-            store.close()
+    def close(self, copied: int) -> None:
+        """Close the stores; a database that received sessions has its planner statistics
+        brought up to date (:meth:`SqlStore.analyze <sessiontree.stores._sql.SqlStore.analyze>`)."""
+        from .stores._sql import SqlStore
+
+        try:
+            for store in self._stores.values():
+                if copied and isinstance(store, SqlStore):
+                    store.analyze()
+        finally:
+            for store in self._stores.values():
+                store.close()
 
 
 def copy_sessions(source: str, destination: str) -> CopyResult:
@@ -194,7 +203,7 @@ def copy_sessions(source: str, destination: str) -> CopyResult:
                 continue
             (copied if done else skipped).append(session_id)
     finally:
-        target.close()
+        target.close(len(copied))
         if src_store is not None:
             src_store.close()
     result = CopyResult(copied, skipped, destination, failed)

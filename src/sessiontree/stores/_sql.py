@@ -427,6 +427,15 @@ class SqlStore(StoredEntries, ABC):
         return best_first(rows, parsed, read, role=role, since=after, limit=limit,
                           on_branch=on_branch)
 
+    def analyze(self) -> None:
+        """Bring the database's query planner statistics up to date with the search rows:
+        what a copy of many sessions calls when done (PostgreSQL's autovacuum does it later,
+        when it runs), so that the first searches are planned for how common each word is;
+        nothing to do in SQLite."""
+        if "analyze_search" in self.dialect.statements and not self.read_only:
+            with self._errors(), self._transaction() as conn:
+                conn.execute(self.dialect["analyze_search"])
+
     def _array(self, values: list[Any]) -> Any:
         """A list for a statement: an array for psycopg, JSON text for SQLite's ``json_each``."""
         return values if self.dialect.driver == "postgres" else json.dumps(values)

@@ -376,6 +376,10 @@ _SEARCH = {
         "search_lines": "SELECT session_id, seq, line FROM sessiontree_entries "
                         "WHERE session_id = ANY(CAST(:sids AS TEXT[])) AND (session_id, seq) IN "
                         "(SELECT * FROM unnest(CAST(:sids AS TEXT[]), CAST(:seqs AS BIGINT[])))",
+        # the planner's statistics of the search rows: without them a word most entries hold
+        # is taken for a rare one (its GIN matches all fetched and sorted, not the index by
+        # time walked until enough match: 1.3 s against 9 ms at 10,000 sessions)
+        "analyze_search": "ANALYZE sessiontree_search, sessiontree_sessions",
     },
 }
 """The search statements: an FTS5 table (and its keys) in SQLite, a GIN-indexed array of the
@@ -742,6 +746,8 @@ def migrate_flow(d: Dialect) -> Flow[int]:
             yield Step(f"migration {number}.{index}", None, "none")
         if number == _SEARCH_REBUILT[d.driver]:
             yield from _backfill_search(d)
+            if "analyze_search" in d.statements:
+                yield Step("analyze_search", None, "none")
         elif number == USAGE_VERSION:
             yield from _backfill_usage()
         yield Step("insert_version", {"v": number}, "none")
