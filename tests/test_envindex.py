@@ -89,7 +89,7 @@ DAMAGE = st.sampled_from(["none", "append", "append_much", "append_garbage", "ap
 
 SEARCHED = st.sampled_from([_columns._SEARCHED, 0])
 """Rows added to packed ones past one in this many make the ids whole; 0: never (the random
-files are small: so that rows added to them are searched in the ids' order too)."""
+files are small: so that rows added to them are searched in the ids' table too)."""
 
 # -- comparing an index-backed open with a full scan -------------------------------------------------
 
@@ -227,21 +227,22 @@ def index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPathFactor
         assert reopened.indexed_bytes == os.stat(path).st_size
 
 
-# -- the ids' order: rows read back find ids as the columns they were packed from -------------------
+# -- the ids' table: rows read back find ids as the columns they were packed from -------------------
 
 FIXED_IDS = ["a1", "b2", "c3", "d4", "e5"]  # (packed in the fixed-width form)
 ODD_IDS = ["a1", "b2", "é9", "x\ny", "longer-id", ""]  # (packed as UTF-8)
 
 
 @settings(max_examples=200, deadline=None)
-@given(data=st.data(), ordered=st.booleans(), one_by_one=st.booleans(), searched=SEARCHED)
+@given(data=st.data(), tabled=st.booleans(), one_by_one=st.booleans(), searched=SEARCHED)
 def test_columns_read_back_find_ids_as_the_columns_they_were_packed_from(
-        data: st.DataObject, ordered: bool, one_by_one: bool, searched: int) -> None:
-    """Rows packed (with their order, or without: a helper's answer) and read back, then more
-    rows added (one by one as another writer's lines, or as a scanned batch): every id's row,
-    each row's parent, the duplicates and the order are those of columns that were never
-    packed, given the same rows the same way; and so again after packing those."""
-    from sessiontree._columns import Columns
+        data: st.DataObject, tabled: bool, one_by_one: bool, searched: int) -> None:
+    """Rows packed (with their hash table, or without: a helper's answer) and read back, then
+    more rows added (one by one as another writer's lines, or as a scanned batch): every id's
+    row, each row's parent, the duplicates and the table are those of columns that were never
+    packed, given the same rows the same way; and so again after packing those. The random
+    files are small: their tables have few heads, so ids share chains."""
+    from sessiontree._columns import Columns, PackedIds
     from sessiontree._packed import Block, pack
     from sessiontree._scan import FileRecord, ScanState
 
@@ -253,13 +254,13 @@ def test_columns_read_back_find_ids_as_the_columns_they_were_packed_from(
     cut = data.draw(st.integers(0, len(records)))
     state = ScanState(None, 0, 0, [], "clean", 0, True, 0, 0)
 
-    def read_back(columns: Columns, with_order: bool) -> Columns:
-        return Block.of_bytes(b"".join(pack(columns, state, order=with_order))).columns()
+    def read_back(columns: Columns, with_table: bool) -> Columns:
+        return Block.of_bytes(b"".join(pack(columns, state, table=with_table))).columns()
 
     whole, packed = Columns(), Columns()
     whole.add_batch(records[:cut])
     packed.add_batch(records[:cut])
-    back = read_back(packed, ordered)
+    back = read_back(packed, tabled)
     with mock.patch.object(_columns, "_SEARCHED", searched):
         for columns in (whole, back):
             if one_by_one:
@@ -274,14 +275,48 @@ def test_columns_read_back_find_ids_as_the_columns_they_were_packed_from(
         assert [columns.id_at(row) for row in range(len(records))] == whole.ids
         assert (list(columns.parents), columns.unresolved, columns.duplicates, columns.forward) == \
             (list(whole.parents), whole.unresolved, whole.duplicates, whole.forward)
-        assert list(columns.id_order()) == list(whole.id_order()) == \
-            sorted(range(len(records)), key=whole.ids.__getitem__)
+        every = PackedIds.of(whole.ids)
+        assert tuple(map(list, columns.id_table(every))) == \
+            tuple(map(list, whole.id_table(every))) == tuple(map(list, chained(whole.ids)))
+
+
+@settings(max_examples=200, deadline=None)
+@given(width=st.integers(0, 20), count=st.integers(0, 40), bits=st.integers(4, 26),
+       data=st.data())
+def test_the_ids_slots_are_their_crc(width: int, count: int, bits: int,
+                                     data: st.DataObject) -> None:
+    """The slots computed for many ids of one width at once (XORed tables) are each id's
+    CRC-32 in the table, as a lookup computes it, whatever its characters and from any row."""
+    import zlib
+
+    from sessiontree._columns import PackedIds
+
+    text = st.text(max_size=width, min_size=width) if data.draw(st.booleans()) else \
+        st.text(st.characters(max_codepoint=127), min_size=width, max_size=width)
+    ids = data.draw(st.lists(text, min_size=count, max_size=count))
+    start, mask = data.draw(st.integers(0, count)), (1 << bits) - 1
+    assert list(PackedIds.of(ids).slots(mask, start)) == [
+        zlib.crc32(entry_id.encode("utf-8", "surrogatepass")) & mask for entry_id in ids[start:]]
+
+
+def chained(ids: list[str]) -> tuple[list[int], list[int]]:
+    """The hash table of ``ids`` made the plain way: each row links to the last row before it
+    whose id has the same CRC-32 in the table's heads."""
+    import zlib
+
+    size = _columns.table_size(len(ids))
+    heads, links = [_columns.NO_ROW] * size, []
+    for row, entry_id in enumerate(ids):
+        slot = zlib.crc32(entry_id.encode("utf-8", "surrogatepass")) % size
+        links.append(heads[slot])
+        heads[slot] = row
+    return heads, links
 
 
 def test_a_grown_reopen_and_its_first_append_make_no_whole_id_column(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Lines another program appended and the first append of a session opened from its index
-    find their parents and a new id's collisions in the ids' order: the packed ids are never
+    find their parents and a new id's collisions in the ids' hash table: the packed ids are never
     made into one string each (a million of them took 2.4 s and 143 MiB). (A line reusing an
     id still does: the tree index looks for duplicates among every id then.)"""
     from sessiontree._columns import PackedIds
@@ -295,11 +330,8 @@ def test_a_grown_reopen_and_its_first_append_make_no_whole_id_column(
         f.write(lines[6].replace(b'"id":"', b'"id":"x').replace(b'"parentId":"', b'"parentId":"n'))
     early = json.loads(lines[5])
 
-    every = PackedIds.all
-
-    def whole(self: PackedIds) -> list[str]:  # (the order's fences, one id in 16, may be made)
-        assert self.count < 400, "every id was made"
-        return every(self)
+    def whole(self: PackedIds) -> list[str]:
+        raise AssertionError("every id was made")
 
     monkeypatch.setattr(PackedIds, "all", whole)
     log = JsonlFile(path)

@@ -15,8 +15,8 @@ Invariants:
 * What is read back gives the same records as the columns that were packed (ids, parents as
   scanned, problems, codes, rare fields, odd timestamps).
 * Ids are stored as :class:`~sessiontree._columns.PackedIds` and stay packed until used; a
-  session file's index also keeps their order and its fences
-  (:class:`~sessiontree._columns.IdOrder`), so that an id's row is found without making every
+  session file's index also keeps a hash table of them
+  (:class:`~sessiontree._columns.IdTable`), so that an id's row is found without making every
   id; a helper's answer, merged whole, does not.
 """
 
@@ -32,15 +32,15 @@ from typing import Any
 
 import msgspec
 
-from ._columns import _ODD_ROLE, FENCE, Columns, IdOrder, PackedIds
+from ._columns import _ODD_ROLE, Columns, IdTable, PackedIds, table_size
 from ._scan import ScanState
 
 __all__ = ["FORMAT_VERSION", "Block", "Unreadable", "pack"]
 
 MAGIC = b"sessiontree-envelopes\n"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 """Bumped whenever the layout or the meaning of a field changes: an older block is unreadable
-(2: the ids' order and its fences)."""
+(2: the ids' order and its fences; 3: a hash table of the ids in their place)."""
 _FIXED = struct.Struct("<HII")
 _ODD = {"~sessiontree.odd_role": True}
 """How the role marker of :mod:`sessiontree._columns` is stored (an object of this process)."""
@@ -55,7 +55,6 @@ class _Meta(msgspec.Struct, array_like=True):
     byteorder: str
     count: int
     id_width: int
-    fence_width: int
     type_table: list[str]
     role_table: list[Any]
     codes: dict[str, str]
@@ -76,27 +75,21 @@ _meta_decoder = msgspec.msgpack.Decoder(_Meta)
 
 
 def pack(columns: Columns, state: ScanState, extra: bytes = b"", *,
-         order: bool = True) -> list[bytes | memoryview]:
+         table: bool = True) -> list[bytes | memoryview]:
     """The block of ``columns`` (of a file log: located records) and ``state``, in pieces to
-    write one after the other (views of the columns, but the ids and, with ``order``, their
-    order: a sort, or a merge for columns read back).
+    write one after the other (views of the columns, but the ids and, with ``table``, their
+    hash table: one step a row, or a copy with the rows added since for columns read back).
 
     Raises:
         msgspec.EncodeError, UnicodeEncodeError, OverflowError: a value MessagePack cannot hold
             (a lone surrogate, an integer past 64 bits): such a log is not packed.
     """
-    every = columns.ids
-    ids = PackedIds.of(every)
+    ids = PackedIds.of(columns.ids)
     raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.packed()}
     if ids.ends is not None:
         raw["ends"] = ids.ends
-    fences = None
-    if order:
-        rows = raw["order"] = columns.id_order()
-        fences = PackedIds.of(list(map(every.__getitem__, rows[::FENCE])))
-        raw["fences"] = fences.packed()
-        if fences.ends is not None:
-            raw["fence_ends"] = fences.ends
+    if table:
+        raw["heads"], raw["links"] = columns.id_table(ids)
     raw["stamps"] = columns.stamps
     for name in _ARRAYS:
         raw[name] = getattr(columns, name)
@@ -104,13 +97,11 @@ def pack(columns: Columns, state: ScanState, extra: bytes = b"", *,
     # then again after the real size until it stops moving
     meta = _Meta(
         byteorder=sys.byteorder, count=len(columns), id_width=ids.width,
-        fence_width=fences.width if fences is not None else 0,
         type_table=list(columns.type_codes), role_table=[
             _ODD if role is _ODD_ROLE else role for role in columns.role_codes],
         codes={name: getattr(columns, name).typecode for name in _ARRAYS} | (
             {"ends": "q"} if ids.ends is not None else {}) | (
-            {"order": "I"} if order else {}) | (
-            {"fence_ends": "q"} if fences is not None and fences.ends is not None else {}),
+            {"heads": "I", "links": "I"} if table else {}),
         itemsizes={code: array(code).itemsize for code in "iIqB"},
         rare=columns.rare, odd_stamps=columns.odd_stamps, unresolved=columns.unresolved,
         duplicates=columns.duplicates, forward=columns.forward, state=state, extra=extra,
@@ -219,12 +210,10 @@ class Block:
         # is copied whole when it first grows (16 MiB more at the peak of a grown 1m reopen)
         stamps = self._section("stamps", count * 24)
         arrays = {name: self._array(name, count) for name in _ARRAYS}
-        order = None
-        if "order" in meta.codes:
-            order = IdOrder(self._array("order", count),
-                            self._ids("fences", "fence_ends", (count + FENCE - 1) // FENCE,
-                                      meta.fence_width))
-        columns = Columns(packed=(self._ids("ids", "ends", count, meta.id_width), order))
+        table = None
+        if "heads" in meta.codes:
+            table = IdTable(self._array("heads", table_size(count)), self._array("links", count))
+        columns = Columns(packed=(self._ids("ids", "ends", count, meta.id_width), table))
         for name, column in arrays.items():
             setattr(columns, name, column)
         columns.stamps = stamps

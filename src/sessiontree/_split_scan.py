@@ -72,7 +72,7 @@ def _helper(path: str, start: str, stop: str) -> None:
     scanner.start_after_header({}, 0)
     with open(path, "rb", buffering=0) as stream:
         scanner.scan(stream, int(start), stop=None if int(stop) < 0 else int(stop))
-    _helpers.reply(*pack(columns, scanner.state(), order=False))  # (merged whole)
+    _helpers.reply(*pack(columns, scanner.state(), table=False))  # (merged whole)
 
 
 def _answer(helper: subprocess.Popen[bytes] | None) -> tuple[ScanState, Columns] | None:
