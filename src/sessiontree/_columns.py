@@ -39,8 +39,8 @@ import zlib
 from array import array
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from itertools import compress, repeat
-from operator import add, attrgetter, ge, is_not, ne
+from itertools import chain, compress, repeat
+from operator import add, and_, attrgetter, ge, is_not, ne
 from typing import Any, NamedTuple, cast, overload
 
 from ._scan import _KINDS, _ROLES, FileRecord, Record, _Role
@@ -105,39 +105,47 @@ class _Codes(dict[Any, int]):
 
 
 class PackedIds:
-    """The ids of many rows in one block, read one at a time without making the rest.
+    """The ids of many rows in one block of bytes, read one at a time without making the rest.
 
-    Either every id has ``width`` ASCII characters and is followed by ``\\n`` (pi's ids: kept
-    as one string, which one ``split`` makes into all of them), or (``width`` 0) the ids are
-    UTF-8 back to back, row ``r`` ending at byte ``ends[r]``.
+    Either every id has ``width`` ASCII characters and is followed by ``\\n`` (pi's ids: one
+    ``split`` makes them all), or (``width`` 0) the ids are UTF-8 back to back, row ``r`` ending
+    at byte ``ends[r]``. The block stays bytes: decoding it whole held the bytes read back and
+    their text at once (9 MB more at the peak of a warm reopen of a million entries).
     """
 
-    __slots__ = ("at", "blob", "count", "ends", "text", "width")
+    __slots__ = ("at", "blob", "count", "ends", "holds", "width")
 
     at: Callable[[int], str]
-    """The id of a row (a function of the form's own: a search calls it about 20 times)."""
+    """The id of a row (a function of the form's own)."""
+    holds: Callable[[int, bytes], bool]
+    """Whether a row's id is the one whose UTF-8 is given (read in place, no id made)."""
 
-    def __init__(self, blob: bytes | bytearray | str, count: int, width: int,
+    def __init__(self, blob: bytes | bytearray, count: int, width: int,
                  ends: array[int] | None = None) -> None:
-        """``blob``: the fixed-width form as bytes or text, or the UTF-8 form."""
         self.count = count
         self.width = width
         self.ends = ends
-        self.text = text = "" if not width else blob if isinstance(blob, str) else \
-            blob.decode("ascii")
-        self.blob = packed = b"" if width or isinstance(blob, str) else blob
+        self.blob = blob
         step = width + 1
 
         def fixed(row: int) -> str:
             start = row * step
-            return text[start:start + width]
+            return blob[start:start + width].decode("ascii")
+
+        def fixed_holds(row: int, encoded: bytes) -> bool:
+            return len(encoded) == width and blob.startswith(encoded, row * step)
 
         def utf8(row: int) -> str:
             assert ends is not None
             start = ends[row - 1] if row else 0
-            return packed[start:ends[row]].decode("utf-8", "surrogatepass")
+            return blob[start:ends[row]].decode("utf-8", "surrogatepass")
 
-        self.at = fixed if width else utf8
+        def utf8_holds(row: int, encoded: bytes) -> bool:
+            assert ends is not None
+            start = ends[row - 1] if row else 0
+            return ends[row] - start == len(encoded) and blob.startswith(encoded, start)
+
+        self.at, self.holds = (fixed, fixed_holds) if width else (utf8, utf8_holds)
 
     @classmethod
     def of(cls, ids: list[str]) -> PackedIds:
@@ -148,7 +156,7 @@ class PackedIds:
         # width + 1 characters
         if width and len(joined) == count * (width + 1) - 1 and joined.isascii() and \
                 joined.count("\n") == count - 1 and joined[width::width + 1] == "\n" * (count - 1):
-            return cls(joined + "\n", count, width)
+            return cls((joined + "\n").encode("ascii"), count, width)
         encoded = [entry_id.encode("utf-8", "surrogatepass") for entry_id in ids]
         ends = array("q")
         total = 0
@@ -158,25 +166,33 @@ class PackedIds:
         return cls(b"".join(encoded), len(ids), 0, ends)
 
     def slots(self, mask: int, start: int = 0) -> Iterable[int]:
-        """Each id's :func:`id_slot` in a table of ``mask + 1`` heads, from row ``start`` on.
-        Ids of one width up to 16 are hashed all at once: a CRC-32 is the XOR of one table
-        entry per byte (and a constant), so each byte position's entries are looked up for
-        every id by one ``bytes.translate`` and XORed as one integer, a byte of the slot at a
-        time (about a fourth of the time of a CRC-32 call per id)."""
-        count = self.count - start
+        """Each id's slot in a table of ``mask + 1`` heads (its UTF-8's CRC-32, the same in
+        every process, unlike ``hash``), from row ``start`` on. Ids of one width up to 16 are
+        hashed all at once: a CRC-32 is the XOR of one table entry per byte (and a constant),
+        so each byte position's entries are looked up for every id by one ``bytes.translate``
+        and XORed as one integer, a byte of the slot at a time (about a fourth of the time of
+        a CRC-32 call per id)."""
+        count, width, blob = self.count - start, self.width, self.blob
         if count <= 0:
             return ()
-        if not self.width or self.width > 16:
-            ids = map(self.at, range(start, self.count)) if not self.width else \
-                self.text[start * (self.width + 1):-1].split("\n")
-            return map(id_slot, ids, repeat(mask))
-        step = self.width + 1
-        blob = self.text[start * step:].encode("ascii")
+        step = width + 1
+        if not width or width > 16:
+            if width:
+                firsts: Iterable[int] = range(start * step, self.count * step, step)
+                lasts: Iterable[int] = range(start * step + width, self.count * step, step)
+            else:
+                ends = cast("array[int]", self.ends)
+                firsts = chain((ends[start - 1] if start else 0,), ends[start:-1])
+                lasts = ends[start:]
+            pieces = cast("Iterable[bytes]", map(blob.__getitem__, map(slice, firsts, lasts)))
+            crcs = map(zlib.crc32, pieces)
+            return map(and_, crcs, repeat(mask))
+        tail = blob[start * step:]
         out = bytearray(4 * count)
-        for at, tables in enumerate(_crc_tables(self.width, mask)):
+        for at, tables in enumerate(_crc_tables(width, mask)):
             acc = 0
             for position, table in enumerate(tables):
-                acc ^= int.from_bytes(blob[position::step].translate(table), "little")
+                acc ^= int.from_bytes(tail[position::step].translate(table), "little")
             out[at::4] = acc.to_bytes(count, "little")
         slots = array("I", out[:0])
         slots.frombytes(out)
@@ -184,21 +200,17 @@ class PackedIds:
             slots.byteswap()
         return slots
 
-    def packed(self) -> bytes:
-        """The block (for storing)."""
-        return self.text.encode("ascii") if self.width else bytes(self.blob)
-
     def all(self) -> list[str]:
         if not self.count:
             return []
         if self.width:
-            return self.text[:-1].split("\n")
+            return str(memoryview(self.blob)[:-1], "ascii").split("\n")
         return [self.at(row) for row in range(self.count)]
 
 
 class IdTable(NamedTuple):
     """A hash table of the packed rows' ids, chained (:meth:`Columns.id_table`): ``heads[h]``
-    is the last row whose id hashes to ``h`` (:func:`id_slot`), ``links[row]`` the row before
+    is the last row whose id hashes to ``h`` (:meth:`PackedIds.slots`), ``links[row]`` the row before
     ``row`` with the same hash, ``NO_ROW`` for none. A chain runs from later rows to earlier
     ones, so a duplicate id's last row is found first."""
 
@@ -214,12 +226,6 @@ def table_size(count: int) -> int:
     """How many heads a table of ``count`` rows has: a power of two, at least half of them
     (two rows a head at most: a chain is about 1.5 long; 6 to 8 bytes a row in all)."""
     return 1 << max(4, (count // 2 - 1).bit_length())
-
-
-def id_slot(entry_id: str, mask: int) -> int:
-    """The head of ``entry_id`` in a table of ``mask + 1`` heads: its UTF-8's CRC-32 (the same
-    in every process, unlike ``hash``)."""
-    return zlib.crc32(entry_id.encode("utf-8", "surrogatepass")) & mask
 
 
 @lru_cache(maxsize=8)
@@ -241,11 +247,10 @@ def _chain(table: IdTable, slots: Iterable[int]) -> None:
     """Add rows whose ids are in ``slots`` to ``table``, numbered from its ``len(links)`` on:
     one step per row, with no sort (a sort of a million ids took a second at a cold open)."""
     heads, links = table
-    row, link = len(links), links.append
-    for slot in slots:
+    link = links.append
+    for row, slot in enumerate(slots, len(links)):
         link(heads[slot])
         heads[slot] = row
-        row += 1
 
 
 class Columns(Sequence[Record]):
@@ -489,10 +494,11 @@ class Columns(Sequence[Record]):
         if not self._first or entry_id in self._absent:
             return -1
         heads, links = self._table or self._packed_table()
-        at = self._packed.at  # type: ignore[union-attr]
-        row, bound = heads[id_slot(entry_id, len(heads) - 1)], self._first
+        holds = self._packed.holds  # type: ignore[union-attr]
+        encoded = entry_id.encode("utf-8", "surrogatepass")
+        row, bound = heads[zlib.crc32(encoded) & (len(heads) - 1)], self._first
         while row < bound:
-            if at(row) == entry_id:
+            if holds(row, encoded):
                 return row
             bound, row = row, links[row]
         self._absent.add(entry_id)

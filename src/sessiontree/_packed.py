@@ -85,7 +85,7 @@ def pack(columns: Columns, state: ScanState, extra: bytes = b"", *,
             (a lone surrogate, an integer past 64 bits): such a log is not packed.
     """
     ids = PackedIds.of(columns.ids)
-    raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.packed()}
+    raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.blob}
     if ids.ends is not None:
         raw["ends"] = ids.ends
     if table:
