@@ -169,6 +169,30 @@ def cluster_spread(url: str) -> dict[str, int]:
     return counts
 
 
+def prefix_memory(url: str) -> dict[str, int]:
+    """Bytes a Redis store's keys take (``MEMORY USAGE ... SAMPLES 0``, summed over the masters
+    of a cluster: its replicas hold as much again), by kind: the entry lines, the search index
+    (postings and records in each session's slot, the words' sets and ``searched`` across
+    sessions; ``words``, the sorted sets of earlier versions), everything else (the sessions'
+    hashes, ids, tree index, the listing's sorted sets)."""
+    from sessiontree.stores.redis import RedisStore
+
+    found = {"lines": 0, "search": 0, "other": 0}
+    with RedisStore.from_url(url) as store:
+        client = store._client
+        nodes = [client.get_redis_connection(n) for n in client.get_primaries()] \
+            if store.cluster else [client]
+        prefix = store.prefix.encode()
+        for node in nodes:
+            for key in node.scan_iter(match=f"{store.prefix}:*", count=1000):
+                size = node.memory_usage(key, samples=0) or 0
+                kind = key.rpartition(b":")[2]
+                search = kind in (b"post", b"docs", b"words") or key.startswith(
+                    (prefix + b":w:", prefix + b":searched", prefix + b":search"))
+                found["search" if search else "lines" if kind == b"lines" else "other"] += size
+    return found
+
+
 def drop_prefix(url: str) -> None:
     """Delete every key of a Redis store's prefix (on each master of a cluster)."""
     from sessiontree.stores.redis import RedisStore
@@ -375,6 +399,12 @@ def main() -> int:
             total = args.sessions * args.entries + args.big
             rows.append(["load (copy of every pi file)", name, f"{seconds:,.0f} s",
                          f"{total / seconds:,.0f} entries/s"])
+            if name.startswith("Redis"):
+                used = prefix_memory(url)
+                rows.append(["memory per entry (`MEMORY USAGE` of every key; masters only)",
+                             name, f"{sum(used.values()) / total:,.0f} B", ", ".join(
+                                 f"{kind} {size / total:,.0f} B" for kind, size in used.items())
+                             + f"; {sum(used.values()) / 2**30:,.2f} GiB in all"])
             if name == "SQLite":
                 loaded.write_text("ok\n")
         print("context ...", flush=True)

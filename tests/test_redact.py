@@ -101,9 +101,10 @@ def secret_bytes(backend: Backend, session: Session) -> list[str]:
                  if SECRET.encode() in line]
         found += [f"listing {key!r}" for key, value in store._client.hgetall(meta).items()
                   if SECRET.encode() in value]
-        return found + [f"search word {word!r}" for word in
-                        store._client.zrange(store.words_key(session.id), 0, -1)
-                        if word.startswith(b"hunter2 ")]
+        found += [f"search word {word!r}" for word in
+                  store._client.hkeys(store.search_keys(session.id)[0]) if word == b"hunter2"]
+        return found + [f"search set {key!r}" for key in [store.word_key("hunter2")]
+                        if store._client.sismember(key, session.id)]
     return [str(path) for path in backend.tmp_path.rglob("*")
             if path.is_file() and SECRET.encode() in path.read_bytes()]
 

@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 from sessiontree import Session, SessionNotFound, UserMessage
 from sessiontree._search import InvalidQuery, parse_query
 from sessiontree.cli import cli
+from sessiontree.errors import InvalidLocation
 from sessiontree.search import search_sessions
 from sessiontree.stores._jsonl_search import _VERSION, index_path
 from sessiontree.stores.jsonl import JsonlStore, default_session_dir
@@ -395,8 +396,6 @@ def test_search_tables_of_version_5_are_built_again(root: Path, tmp_path: Path,
     read-only before that, its search says what to do."""
     import psycopg
 
-    from sessiontree.errors import InvalidLocation
-
     db = tmp_path / "v5.db"
     copy_sessions(str(root), f"sqlite:///{db}")
     copy_sessions(f"sqlite:///{db}", fresh_postgres_url)
@@ -492,6 +491,20 @@ def test_the_search_command(root: Path, monkeypatch: pytest.MonkeyPatch) -> None
     assert search_sessions(str(root), "handshake", cwd="/srv/app") == []
 
 
+def _redis_word_sets(store: RedisStore, session_id: str) -> set[str]:
+    """The words whose sets across sessions hold the session (every one of the store's)."""
+    if store.cluster:
+        nodes = [store._client.get_redis_connection(n) for n in store._client.get_primaries()]
+    else:
+        nodes = [store._client]
+    found = set()
+    for node in nodes:
+        for key in node.scan_iter(match=f"{store.prefix}:w:*", count=1000):
+            if node.sismember(key, session_id):
+                found.add(key.decode().rpartition(":w:")[2])
+    return found
+
+
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
 def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.FixtureRequest,
                                                   tmp_path: Path) -> None:
@@ -513,42 +526,103 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
         assert [h.session_id for h in store.search("albatross", cwd="/w3")] == [sessions[3].id]
         assert [h.session_id for h in store.search('"number 2"')] == [sessions[2].id]
         assert store.search('"albatross number"') == []  # words, not adjacent
-        # the index holds each word once per entry, in the session's slot
-        words = store._client.zrange(store.words_key(first.id), 0, -1)
-        assert b"albatross 1" in words and b"sighting 3" in words
-        assert len(words) == len(set(words))
-        # a session stored before the index (no word set, no mark) is read line by line
-        store._client.delete(store.words_key(sessions[1].id))
-        store._client.hdel(store.keys(sessions[1].id)[0], "indexed")
-        assert [h.session_id for h in store.search('"number 1"')] == [sessions[1].id]
-        sessions[1].append_message(UserMessage.of("a late albatross"))
-        expected = _comparable(store.search("albatross"))
-        store.reindex_search(sessions[1].id)  # builds its index: the same hits
-        assert store._client.hget(store.keys(sessions[1].id)[0], "indexed") == b"1"
-        assert b"migrates 1" in store._client.zrange(store.words_key(sessions[1].id), 0, -1)
-        assert _comparable(store.search("albatross")) == expected
-        with pytest.raises(SessionNotFound):
-            store.reindex_search("nosuchsession")
+        assert store.search("albatross", since=_dt.datetime(2100, 1, 1)) == []
+        # the index: each word once per session, its entries' positions (and counts) in order
+        post, docs = store.search_keys(first.id)
+        from sessiontree.stores import _redis_search
+
+        assert _redis_search.decode(store._client.hget(post, "albatross")) == {1: 1, 3: 1}
+        assert store._client.strlen(docs) == 4 * _redis_search.DOC.size
+        assert {"albatross", "sighting", "current"} <= _redis_word_sets(store, first.id)
         # through the address, and the command
         assert {h.session_id for h in search_sessions(url, "albatross", limit=100)} == \
             {s.id for s in sessions}
         done = CliRunner().invoke(cli, ["search", "sighting", url, "--json"])
         assert done.exit_code == 0, done.output
         assert [hit["session_id"] for hit in json.loads(done.stdout)] == [first.id]
-        # a purge's rewrite takes the line's words out of the index and puts the new ones in
+        # a purge's rewrite takes the line's postings out of the index and puts the new ones
+        # in; the session leaves the sets of the words it no longer holds
         target = sessions[4]
         entry = target.path_ids()[0]
         store.replace_line(target.id, entry, target.raw_line(entry).replace(b"albatross",
                                                                             b"petrel"))
         assert target.id not in {h.session_id for h in store.search("albatross")}
         assert [h.entry_id for h in store.search("petrel")] == [entry]
+        words = _redis_word_sets(store, target.id)
+        assert "petrel" in words and "albatross" not in words
         with pytest.raises(SessionNotFound):
             store.replace_line(target.id, "nope1234", b"{}")
         for session in sessions:
             session.close()
         store.delete(first.id)
-        assert store._client.exists(store.words_key(first.id)) == 0
+        assert not any(store._client.exists(key) for key in store.session_keys(first.id))
+        assert _redis_word_sets(store, first.id) == set()
         assert first.id not in {h.session_id for h in store.search("albatross")}
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_redis_search_stays_honest_when_a_writer_dies_between_its_writes(
+        kind: str, request: pytest.FixtureRequest) -> None:
+    """A writer that dies after the append script, before the writes to the words' sets (in
+    other slots on a cluster), leaves its words unfound there, never a wrong hit;
+    ``reindex_search`` puts them back. Sets naming sessions that no longer hold the word (a
+    writer that died after a delete's script) cost a look, never a hit."""
+    url = redis_store_url(request, kind)
+    with RedisStore.from_url(url) as store:
+        kept, died = (Session.create(cwd="/w", store=store) for _ in range(2))
+        kept.append_message(UserMessage.of("the albatross migrates"))
+        died.append_message(UserMessage.of("a lost albatross"))
+        for word in ("a", "lost", "albatross"):  # as if its writer died after the script
+            store._client.srem(store.word_key(word), died.id)
+        assert [h.session_id for h in store.search("albatross")] == [kept.id]
+        assert store.search("lost") == []
+        store.reindex_search(died.id)
+        assert {h.session_id for h in store.search("albatross")} == {kept.id, died.id}
+        assert [h.session_id for h in store.search("lost")] == [died.id]
+        gone = "0195a000-0000-7000-8000-0000000000aa"  # deleted, its sets left behind
+        store._client.sadd(store.word_key("albatross"), gone)
+        store._client.sadd(store.word_key("migrates"), died.id)  # a word it never held
+        assert {h.session_id for h in store.search("albatross")} == {kept.id, died.id}
+        assert [h.session_id for h in store.search("migrates")] == [kept.id]
+        # a purge elsewhere takes the session out of a word's set; this store, which put it
+        # there, puts it back when an append brings the word again
+        entry = kept.leaf_id
+        with RedisStore.from_url(url) as other:
+            other.replace_line(kept.id, entry, kept.raw_line(entry).replace(b"migrates", b"rests"))
+            assert other.search("migrates") == []
+        kept.append_message(UserMessage.of("it migrates again"))
+        assert [h.entry_id for h in store.search("migrates")] == [kept.leaf_id]
+        kept.close()
+        died.close()
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_redis_sessions_stored_before_the_search_index_are_migrated(
+        kind: str, request: pytest.FixtureRequest, root: Path) -> None:
+    """A store whose sessions have the search index of the version before (a sorted-set
+    member per word and entry, no postings, no sets across sessions) refuses to search
+    until ``migrate`` builds this version's, which then gives the hits of every backend."""
+    url = redis_store_url(request, kind)
+    assert copy_sessions(str(root), url).copied
+    expected = {query: _comparable(JsonlStore(root).search(query, **options))
+                for query, options in QUERIES[:4]}
+    with RedisStore.from_url(url) as store:
+        ids = store.session_ids()
+        for session_id in ids:  # as version 1 left them
+            post, docs = store.search_keys(session_id)
+            store._client.delete(post, docs)
+            store._client.hset(store.keys(session_id)[0], "indexed", 1)
+            store._client.zadd(f"{store.prefix}:{{{session_id}}}:words", {"albatross 1": 0})
+            for word in _redis_word_sets(store, session_id):
+                store._client.srem(store.word_key(word), session_id)
+        store._client.delete(f"{store.prefix}:search", f"{store.prefix}:searched")
+    with RedisStore.from_url(url) as store:
+        with pytest.raises(InvalidLocation, match="migrate"):
+            store.search("websocket")
+        assert store.migrate() == len(ids)
+        for query, options in QUERIES[:4]:
+            assert _comparable(store.search(query, **options)) == expected[query], query
+        assert not any(store._client.exists(f"{store.prefix}:{{{sid}}}:words") for sid in ids)
 
 
 def _tricky(folder: Path) -> None:
@@ -795,7 +869,9 @@ def _crowded(folder: Path) -> None:
 
 
 def test_databases_rank_in_the_database_as_the_matcher_ranks(tmp_path: Path,
-                                                               fresh_postgres_url: str) -> None:
+                                                               fresh_postgres_url: str,
+                                                               request: pytest.FixtureRequest
+                                                               ) -> None:
     """With more candidates than an index hands over, ties of time at the edge of the most
     recent ones, phrases (whose counts only bound the
     relevance) and filters, the databases (which read only the lines that can rank) give the
@@ -809,9 +885,13 @@ def test_databases_rank_in_the_database_as_the_matcher_ranks(tmp_path: Path,
     for path in sorted(folder.rglob("*.jsonl")):
         header, *lines = path.read_bytes().splitlines()
         memory.import_lines(header, lines)
+    redis_urls = {kind: redis_store_url(request, kind) for kind in ("redis", "redis-cluster")}
+    for url in redis_urls.values():
+        assert copy_sessions(db, url).copied
     stores = {"jsonl": JsonlStore(folder), "memory": memory,
               "sqlite": SqliteStore.open(tmp_path / "crowd.db"),
-              "postgres": PostgresStore.from_url(fresh_postgres_url)}
+              "postgres": PostgresStore.from_url(fresh_postgres_url),
+              **{kind: RedisStore.from_url(url) for kind, url in redis_urls.items()}}
     queries: list[tuple[str, dict[str, Any]]] = [
         ("albatross", {}), ("albatross", {"limit": 300}), ('"albatross migrates"', {}),
         ('albatross "migrates"', {"limit": 40}), ("albatross filler", {"role": "assistant"}),

@@ -317,7 +317,8 @@ def migrate(file: str) -> None:
 
 
 def _index_redis_trees(url: str) -> None:
-    """``migrate`` of a Redis store: the tree index for the sessions stored without one."""
+    """``migrate`` of a Redis store: the tree and search indexes for the sessions stored
+    without them."""
     from ..stores.redis import RedisStore
     from ..stores.url import open_store, parse_location
 
@@ -325,7 +326,8 @@ def _index_redis_trees(url: str) -> None:
     with open_store(url.partition("#")[0]) as store:
         assert isinstance(store, RedisStore)
         if session_id is None:
-            click.echo(f"{store.url}: {store.migrate()} session(s) given the tree index")
+            click.echo(f"{store.url}: {store.migrate()} session(s) given the tree index or "
+                       "this version's search index")
         elif store.index_tree(session_id):
             click.echo(f"{store.session_url(session_id)}: given the tree index")
         else:

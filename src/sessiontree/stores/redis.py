@@ -9,9 +9,11 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   them counted and kept at its first listing by a writable store);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
-* ``P:{ID}:words``, a sorted set: the search index, ``word position`` for each distinct word
-  of each entry (split by :mod:`sessiontree._search`), written by the append script (the hash's
-  ``indexed`` field marks a session that has it);
+* ``P:{ID}:post`` (a hash) and ``P:{ID}:docs`` (a string): the search index, each word's
+  postings and each entry's time, role and size (:mod:`sessiontree.stores._redis_search`),
+  written by the append script (the hash's ``indexed`` field, ``2``, marks a session that has
+  it; ``1`` was the sorted set ``P:{ID}:words`` of earlier versions, a member per word and
+  entry, until :meth:`RedisStore.migrate`);
 * ``P:{ID}:tree`` and ``P:{ID}:labels``, hashes: the tree index (position to parent position,
   segment, depth and the path's last compaction, thinking level change and model source
   depths; entry id to its current label), written by the append script; the meta hash's
@@ -19,7 +21,9 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   (head, paths and entries read as asked for), else as a :class:`RedisLog` (every line read:
   sessions stored before it, until :meth:`RedisStore.migrate`);
 * ``P:sessions`` and ``P:cwd:<sha1 of the cwd>``, sorted sets: session ids by modified time,
-  what a listing reads instead of the entries.
+  what a listing reads instead of the entries;
+* ``P:w:<word>``, sets of session ids, ``P:searched``, session ids by their latest entry's
+  time, and ``P:search``, the search index's version: what a search starts from.
 
 Invariants:
 * An append is one script, one round trip, and takes no lock (optimistic, as a compare and
@@ -43,6 +47,13 @@ Invariants:
   the next append that sends one, a refused append may have raised it to the time of the
   messages it did not store; a listing reads each row from the session's hash, so names and
   counts are never stale, and skips ids without one.
+  The words' sets and ``P:searched`` are written the same way (in the script on one server;
+  beside it on a cluster, the sets of the words this store has not put the session in yet, and
+  the latest time when more than ``_LISTING_LAG_MS`` past the one it last sent): a writer that
+  dies before them leaves its new words unfound in that session until
+  :meth:`RedisStore.reindex_search`; a set naming a session that does not hold the word (a
+  refused append, a writer that died after a delete's script) costs a look at that session,
+  never a hit: a search judges the session's own postings, then its lines.
 * ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
   holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
 * Passwords never appear in :attr:`RedisStore.url`, errors or logs.
@@ -56,7 +67,7 @@ import io
 import math
 import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
 from itertools import islice
@@ -82,14 +93,14 @@ from .._columns import Columns
 from .._listing import ListingLine, ListingStats, cost_steps, listing_line, listing_row
 from .._scan import FileRecord, Record, Scanner
 from .._search import (
+    CANDIDATES,
+    Bounded,
     Candidate,
     SearchHit,
-    document,
+    best_first,
+    bounds,
     parse_query,
-    rank,
-    recent_first,
     since_ms,
-    tokens,
 )
 from .._time import iso_to_ms
 from .._treelog import StoredEntries, TreeLog, current_branch
@@ -107,6 +118,7 @@ from ..errors import (
 )
 from ..usage import UsageTotals
 from ._address import redacted, take_option
+from . import _redis_search as _rs
 from ._path import ChunkedPath
 from .base import LoadResult, LogBehind, LogHead, SessionListing, check_session_id
 
@@ -180,17 +192,24 @@ local function index_entry(ids, tree, labels, p, parent, kind, target, value)
 end
 """
 
-# KEYS: meta, lines, ids, words, tree, labels, then the listing's sorted sets on one server (on
-# a cluster they are in other slots: updated beside the script). ARGV: mode (create | first |
-# append | import | more: an import's later chunk, parents not checked), header line, cwd,
-# created, parent, created ms, message count, first message, activity, name set (0/1), name,
-# the number of lines the writer has read ('': no check), whether a new session's tree can be
-# indexed (1/0: an import whose parents do not all come before their children), n, then n
-# times: id, parent id ('' for none), line, the line's search words (space-separated), kind,
-# label target, label value (see _INDEX_ENTRY); last, the batch's usage (_usage_spec).
+# KEYS: meta, lines, ids, post, docs, tree, labels, then on one server the listing's sorted
+# sets and the search's (searched, then each word's set; on a cluster they are in other slots:
+# updated beside the script). ARGV: mode (create | first | append | import | more: an import's
+# later chunk, parents not checked), header line, cwd, created, parent, created ms, message
+# count, first message, activity, name set (0/1), name, the number of lines the writer has
+# read ('': no check), whether a new session's tree can be indexed (1/0: an import whose
+# parents do not all come before their children), n, then n times: id, parent id ('' for
+# none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
+# (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
+# m then m times a word and its postings (stores/_redis_search.py).
 _APPEND = _USAGE_LUA + _INDEX_ENTRY + """
-local meta, lines, ids, words, tree, labels = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local meta, lines, ids, post, docs, tree, labels = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
+  KEYS[6], KEYS[7]
 local mode, header, seen = ARGV[1], ARGV[2], ARGV[12]
+local n = tonumber(ARGV[14])
+local tail = 15 + 6 * n
+local listings = tonumber(ARGV[tail + 3])
+local sid = string.match(meta, '{([^}]*)}')
 local stored = redis.call('HGET', meta, 'header')
 if mode == 'append' or mode == 'more' then
   if not stored then return {'gone'} end
@@ -201,15 +220,13 @@ elseif stored and mode ~= 'first' then
   return {'exists'}
 end
 local function listed(modified)
-  local sid = string.match(meta, '{([^}]*)}')
-  for i = 7, #KEYS do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
+  for i = 8, 7 + listings do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
 end
-local n = tonumber(ARGV[14])
 local batch = {}
 local again = 0
 local first_again = nil
 for i = 0, n - 1 do
-  local id, parent, line = ARGV[15 + 7 * i], ARGV[16 + 7 * i], ARGV[17 + 7 * i]
+  local id, parent, line = ARGV[15 + 6 * i], ARGV[16 + 6 * i], ARGV[17 + 6 * i]
   local at = redis.call('HGET', ids, id)
   if batch[id] then return {'dup', id} end
   if at then
@@ -236,19 +253,31 @@ if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
              'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
              'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0,
-             'indexed', 1)
+             'indexed', 2)
   if ARGV[13] == '1' then redis.call('HSET', meta, 'tree', 1) end
 end
 local indexing = redis.call('HGET', meta, 'tree') == '1'
 for i = 0, n - 1 do
-  local at = 15 + 7 * i
+  local at = 15 + 6 * i
   redis.call('RPUSH', lines, ARGV[at + 2])
   redis.call('HSET', ids, ARGV[at], first + i)
-  for word in string.gmatch(ARGV[at + 3], '%S+') do
-    redis.call('ZADD', words, 0, word .. ' ' .. (first + i))
-  end
   if indexing then
-    index_entry(ids, tree, labels, first + i, ARGV[at + 1], ARGV[at + 4], ARGV[at + 5], ARGV[at + 6])
+    index_entry(ids, tree, labels, first + i, ARGV[at + 1], ARGV[at + 3], ARGV[at + 4], ARGV[at + 5])
+  end
+end
+local fresh = {}  -- the words new to the session
+if redis.call('HGET', meta, 'indexed') == '2' then
+  redis.call('APPEND', docs, ARGV[tail + 1])
+  local words = tonumber(ARGV[tail + 4])
+  for j = 0, words - 1 do
+    local word, add = ARGV[tail + 5 + 2 * j], ARGV[tail + 6 + 2 * j]
+    local old = redis.call('HGET', post, word)
+    if not old then fresh[#fresh + 1] = word end
+    redis.call('HSET', post, word, old and old .. add or add)
+  end
+  if #KEYS > 7 + listings then  -- one server: the search's keys across sessions too
+    if ARGV[tail + 2] ~= '' then redis.call('ZADD', KEYS[8 + listings], 'GT', ARGV[tail + 2], sid) end
+    for k = 9 + listings, #KEYS do redis.call('SADD', KEYS[k], sid) end
   end
 end
 redis.call('HINCRBY', meta, 'entries', n)
@@ -269,9 +298,9 @@ redis.call('HSET', meta, 'modified', modified)
 local changed = 0
 if modified ~= old or not stored then changed = 1 end
 if not stored then start_usage(meta) end
-add_usage(meta, ARGV[#ARGV])
+add_usage(meta, ARGV[tail])
 listed(modified)
-return {'ok', first, modified, changed, 0}
+return {'ok', first, modified, changed, 0, fresh}
 """
 
 # KEYS: meta, lines, ids, tree, labels. ARGV: n, then for each stored line in order: parent id,
@@ -330,37 +359,47 @@ while true do
 end
 """
 
-# KEYS: every key of the session (meta first). Returns the session's cwd, or false when there
-# is no session.
+# KEYS: every key of the session (meta first, its search postings fourth). Returns the
+# session's cwd and words, or false when there is no session.
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
+local words = redis.call('HKEYS', KEYS[4])
 redis.call('DEL', unpack(KEYS))
-return cwd
+return {cwd, words}
 """
 
-# KEYS: meta, lines, ids, words. ARGV: entry id, its line as read, the new line, the listing's
-# first message as read, the new one, the old line's words, the new line's, the number of lines
-# read, the usage spec of them all (the line replaced). Replaces the line in place if it is still
-# the one read, and its words in the index, and keeps the totals counted again (if no line came
-# since: else they are left to the next listing to count); returns 'ok', 'gone' (no session),
-# 'missing' (no such entry) or 'changed'.
+# KEYS: meta, lines, ids, post, docs. ARGV: entry id, its line as read, the new line, the
+# listing's first message as read, the new one, the number of lines read, the usage spec of them
+# all (the line replaced), the new line's search record, m, then m times a word of the old or
+# the new line, its postings as read ('': none) and as they become ('': none). Replaces the line
+# in place if it is still the one read, and its search postings if they are still the ones read,
+# and keeps the totals counted again (if no line came since: else they are left to the next
+# listing to count); returns 'ok', 'gone' (no session), 'missing' (no such entry), 'changed'
+# (the line changed) or 'moved' (postings changed: read them again).
 _REPLACE = _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
 at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
-redis.call('LSET', KEYS[2], at - 1, ARGV[3])
-for word in string.gmatch(ARGV[6], '%S+') do redis.call('ZREM', KEYS[4], word .. ' ' .. at) end
-if redis.call('HGET', KEYS[1], 'indexed') then
-  for word in string.gmatch(ARGV[7], '%S+') do redis.call('ZADD', KEYS[4], 0, word .. ' ' .. at) end
+local indexed = redis.call('HGET', KEYS[1], 'indexed') == '2'
+if indexed then
+  for i = 9, #ARGV, 3 do
+    if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1] then return 'moved' end
+  end
+  for i = 9, #ARGV, 3 do
+    if ARGV[i + 2] == '' then redis.call('HDEL', KEYS[4], ARGV[i])
+    else redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2]) end
+  end
+  redis.call('SETRANGE', KEYS[5], (at - 1) * string.len(ARGV[8]), ARGV[8])
 end
+redis.call('LSET', KEYS[2], at - 1, ARGV[3])
 if redis.call('HGET', KEYS[1], 'first') == ARGV[4] then redis.call('HSET', KEYS[1], 'first', ARGV[5]) end
 redis.call('HDEL', KEYS[1], unpack(USAGE))
-if redis.call('LLEN', KEYS[2]) == tonumber(ARGV[8]) then
+if redis.call('LLEN', KEYS[2]) == tonumber(ARGV[6]) then
   start_usage(KEYS[1])
-  add_usage(KEYS[1], ARGV[9])
+  add_usage(KEYS[1], ARGV[7])
 end
 return 'ok'
 """
@@ -378,15 +417,19 @@ add_usage(KEYS[1], ARGV[3])
 return 1
 """
 
-# KEYS: meta, lines, words. ARGV: n, then the words of the session's first n lines (an append
-# indexes its own lines, so the lines after them are in already). Returns 0 without a session.
+# KEYS: meta, lines, post, docs, and the search index of versions before (a sorted set of
+# 'word position'). ARGV: n, the search records of the session's n lines, then each word and its
+# postings. Builds the session's search index again from its lines if it still has n; returns
+# {'ok', the words it held before}, {'gone'} or {'changed'}.
 _REINDEX = """
-if not redis.call('HGET', KEYS[1], 'header') then return 0 end
-for i = 1, tonumber(ARGV[1]) do
-  for word in string.gmatch(ARGV[1 + i], '%S+') do redis.call('ZADD', KEYS[3], 0, word .. ' ' .. i) end
-end
-redis.call('HSET', KEYS[1], 'indexed', 1)
-return 1
+if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
+if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return {'changed'} end
+local old = redis.call('HKEYS', KEYS[3])
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+redis.call('SET', KEYS[4], ARGV[2])
+for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+redis.call('HSET', KEYS[1], 'indexed', 2)
+return {'ok', old}
 """
 
 _LISTING_LAG_MS = 1000
@@ -409,6 +452,10 @@ end
 return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf',
                   string.format('%.17g', tonumber(top[#top]) - tonumber(ARGV[2])))
 """
+
+_SEARCH_VERSION = b"2"
+"""The search index's version (``P:search``; a session's ``indexed`` field): postings per
+word and session (version 1 kept a sorted-set member per word and entry)."""
 
 _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
                    "activity", "modified", *_USAGE_FIELDS)
@@ -547,6 +594,8 @@ class RedisStore(StoredEntries):
         self._head_script = self._client.register_script(_HEAD)
         self._record_script = self._client.register_script(_RECORD)
         self._newest_script = self._client.register_script(_NEWEST)
+        self._search_ready = False  # whether this store has seen it marked (_mark_search_version)
+        self._searched: dict[str, tuple[int | None, set[str]]] = {}  # cluster: see _search_due
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str | None = None, read_only: bool = False,
@@ -572,10 +621,16 @@ class RedisStore(StoredEntries):
         tag = f"{self.prefix}:{{{session_id}}}"
         return f"{tag}:meta", f"{tag}:lines", f"{tag}:ids"
 
-    def words_key(self, session_id: str) -> str:
-        """The session's search index: a sorted set of ``word position`` members (all at score
-        0, so a word's positions are one ``ZRANGEBYLEX``), in the session's slot."""
-        return f"{self.prefix}:{{{session_id}}}:words"
+    def search_keys(self, session_id: str) -> tuple[str, str]:
+        """The session's search index, in its slot: its words' postings (a hash) and its
+        entries' search records (a string; both :mod:`sessiontree.stores._redis_search`)."""
+        tag = f"{self.prefix}:{{{session_id}}}"
+        return f"{tag}:post", f"{tag}:docs"
+
+    def word_key(self, word: str) -> bytes:
+        """The set of the ids of the sessions holding ``word`` (a word is letters and digits:
+        never a hash tag)."""
+        return f"{self.prefix}:w:".encode() + _text(word)
 
     def tree_keys(self, session_id: str) -> tuple[str, str]:
         """The session's tree index (see ``_INDEX_ENTRY``): a hash of position to parent
@@ -585,11 +640,23 @@ class RedisStore(StoredEntries):
         return f"{tag}:tree", f"{tag}:labels"
 
     def session_keys(self, session_id: str) -> list[str]:
-        """Every key a session may have (all in its slot), what deleting it removes: the lock
-        key is one earlier versions took while appending."""
+        """Every key a session may have (all in its slot), what deleting it removes: the
+        ``words`` and ``lock`` keys are ones earlier versions wrote (a search index of a member
+        per word and entry; a lock taken while appending)."""
         tag = f"{self.prefix}:{{{session_id}}}"
-        return [*self.keys(session_id), self.words_key(session_id), *self.tree_keys(session_id),
-                f"{tag}:lock"]
+        return [*self.keys(session_id), *self.search_keys(session_id), f"{tag}:words",
+                *self.tree_keys(session_id), f"{tag}:lock"]
+
+    @property
+    def _searched_key(self) -> str:
+        """Session ids by the time of their latest entry with text (see ``_redis_search``)."""
+        return f"{self.prefix}:searched"
+
+    @property
+    def _search_version_key(self) -> str:
+        """Set (to ``2``) when every session of the store has the search index of this version:
+        by the first session stored in an empty store, and by :meth:`migrate`."""
+        return f"{self.prefix}:search"
 
     def _index_keys(self, cwd: str | None) -> list[str]:
         keys = [f"{self.prefix}:sessions"]
@@ -613,33 +680,54 @@ class RedisStore(StoredEntries):
             raise ReadOnlyStore("the store was opened read-only; nothing was written",
                                 path=self.url)
 
-    def _run_append(self, session_id: str, args: list[Any], cwd: str,
+    def _run_append(self, session_id: str, args: list[Any], cwd: str, found: _rs.Batch,
                     listed: int | None = None) -> tuple[list[Any], bool]:
         """The append script on the session's slot (``WAIT`` after it when durable), and
         whether the listing's sorted sets need no update now: on one server the script does
-        it; on a cluster, when ``listed`` (the batch's modified time) is given and the append
-        is not durable, the script alone when ``listed`` is within :data:`_LISTING_LAG_MS` of
-        what this store last sent for the session (:meth:`_listing_due`), else ``ZADD XX GT``
-        to them beside it, every node written to before any reply is read (one round trip);
-        the script alone again, redirections followed, if its node did not run it."""
-        keys = [*self.keys(session_id), self.words_key(session_id), *self.tree_keys(session_id)]
+        it, and adds the session to its words' sets; on a cluster these are in other slots: the
+        writes to the search's keys this store has not sent yet (:meth:`_search_due`) and, when
+        ``listed`` (the batch's modified time) is given and more than :data:`_LISTING_LAG_MS`
+        past what this store last sent for the session (:meth:`_listing_due`), ``ZADD XX GT``
+        to the listing's sets, are sent beside the script when the append is not durable,
+        every node written to before any reply is read (one round trip; the script alone when
+        none is due); else (or if the script's node did not run it) the script alone,
+        redirections followed, and the search's writes after it."""
+        keys: list[Any] = [*self.keys(session_id), *self.search_keys(session_id),
+                           *self.tree_keys(session_id)]
+        words = [item for word, postings in found.postings.items()
+                 for item in (_text(word), postings)]
         with self._errors(writing=True):
             if not self.cluster:
-                return self._pipelined(self._client, keys + self._index_keys(cwd), args), True
-            if listed is not None and not self.durable:
-                sends: list[tuple[str, tuple[Any, ...]]] = [
-                    (keys[0], ("EVALSHA", self._append_script.sha, len(keys), *keys, *args))]
-                due = self._listing_due(session_id, listed)
+                listing = self._index_keys(cwd)
+                search: list[Any] = [self._searched_key, *map(self.word_key, found.postings)]
+                return self._pipelined(self._client, [*keys, *listing, *search], [
+                    *args, len(listing), len(found.postings), *words]), True
+            args = [*args, 0, len(found.postings), *words]
+            words_due, latest = self._search_due(session_id, found)
+            beside = self._search_writes(session_id, words_due, latest)
+            if not self.durable:
+                sends = [(keys[0], ("EVALSHA", self._append_script.sha, len(keys), *keys, *args)),
+                         *beside]
+                due = listed is not None and self._listing_due(session_id, listed)
                 if due:
                     sends += [(key, ("ZADD", key, "XX", "GT", listed, session_id))
                               for key in self._index_keys(cwd)]
                 replies = self._side_by_side(sends)
                 if not isinstance(replies[0], Exception):
-                    done = not any(isinstance(r, Exception) for r in replies[1:])
+                    self._send([write for write, reply in zip(beside, replies[1:])
+                                if isinstance(reply, Exception)]  # (moved meanwhile)
+                               + self._search_late(session_id, replies[0], words_due))
+                    self._search_sent(session_id, found)
+                    done = not any(isinstance(r, Exception) for r in replies[1 + len(beside):])
                     if due and done:
+                        assert listed is not None
                         self._listing_sent(session_id, listed)
-                    return replies[0], done
-            return self._redirected(session_id, keys, args), False
+                    return replies[0], listed is not None and done
+            reply = self._redirected(session_id, keys, args)
+            if reply[0] == b"ok":
+                self._send(beside + self._search_late(session_id, reply, words_due))
+                self._search_sent(session_id, found)
+            return reply, False
 
     def _listing_due(self, session_id: str, modified: int) -> bool:
         """Whether the listing's sorted sets must hear of ``modified`` now (a cluster): it is
@@ -655,29 +743,85 @@ class RedisStore(StoredEntries):
             self._listed.clear()
         self._listed[session_id] = max(modified, self._listed.get(session_id, modified))
 
-    def _side_by_side(self, sends: list[tuple[str, tuple[Any, ...]]]) -> list[Any]:
-        """One command per key, each to the node holding the key's slot: all written before
-        any reply is read; the replies in order (a redis error in place of its reply)."""
-        taken: list[tuple[Any, Any]] = []
-        replies: list[Any] = []
+    def _search_writes(self, session_id: str, words: Iterable[str],
+                       latest: int | None) -> list[tuple[str | bytes, tuple[Any, ...]]]:
+        """The writes to the search's keys across sessions: the session in these words' sets,
+        its latest time raised to ``latest`` (``None``: not)."""
+        writes: list[tuple[str | bytes, tuple[Any, ...]]] = [
+            (key, ("SADD", key, session_id)) for key in map(self.word_key, words)]
+        if latest is not None:
+            writes.append((self._searched_key, ("ZADD", self._searched_key, "GT", latest,
+                                                session_id)))
+        return writes
+
+    def _search_due(self, session_id: str, found: _rs.Batch) -> tuple[list[str], int | None]:
+        """What an append on a cluster sends to the search's keys beside its script: the
+        session into the sets of its words this store has not put it in, and its latest time
+        when more than :data:`_LISTING_LAG_MS` past the last this store sent (a search visits
+        the sessions within that of its last candidate too), so that most appends to a session
+        write to its node alone."""
+        last, known = self._searched.get(session_id, (None, set()))
+        latest = found.latest if found.latest is not None and (
+            last is None or found.latest - last > _LISTING_LAG_MS) else None
+        return [word for word in found.postings if word not in known], latest
+
+    def _search_late(self, session_id: str, reply: list[Any],
+                     due: Sequence[str]) -> list[tuple[str | bytes, tuple[Any, ...]]]:
+        """The sets of the words the script found new to the session that were not sent
+        beside it (a store that put the session in them before a purge took it out)."""
+        if reply[0] != b"ok" or len(reply) < 6:
+            return []
+        sent = set(due)
+        return self._search_writes(session_id, [
+            word for word in (w.decode("utf-8", "surrogatepass") for w in reply[5])
+            if word not in sent], None)
+
+    def _search_sent(self, session_id: str, found: _rs.Batch) -> None:
+        """Remember what :meth:`_search_due` sent (forgetting every session now and then)."""
+        last, known = self._searched.get(session_id, (None, set()))
+        if len(self._searched) >= 4096 and session_id not in self._searched:
+            self._searched.clear()
+        if found.latest is not None and (last is None or found.latest - last > _LISTING_LAG_MS):
+            last = found.latest
+        self._searched[session_id] = (last, known | found.postings.keys())
+
+    def _send(self, writes: Sequence[tuple[str | bytes, tuple[Any, ...]]]) -> None:
+        """Commands on keys of any slots, pipelined (redirections followed)."""
+        if writes:
+            with self._errors(writing=True):
+                pipe = self._client.pipeline(transaction=False)
+                for _, command in writes:
+                    pipe.execute_command(*command)
+                pipe.execute()
+
+    def _side_by_side(self, sends: Sequence[tuple[str | bytes, tuple[Any, ...]]]) -> list[Any]:
+        """Commands, each to the node holding its key's slot, one connection per node: all
+        written before any reply is read; the replies in order (a redis error in place of its
+        reply)."""
+        taken: dict[str, tuple[Any, Any, list[int]]] = {}
+        replies: list[Any] = [None] * len(sends)
         try:
-            for key, command in sends:
+            for at, (key, _) in enumerate(sends):
                 node = self._client.get_node_from_key(key)
-                pool = self._client.get_redis_connection(node).connection_pool
-                connection = pool.get_connection()
-                taken.append((pool, connection))
-                connection.send_command(*command)
-            for _, connection in taken:
-                try:
-                    replies.append(connection.read_response())
-                except rx.ResponseError as exc:  # MOVED, ASK, NOSCRIPT, ...: the caller decides
-                    replies.append(exc)
+                if node.name not in taken:
+                    pool = self._client.get_redis_connection(node).connection_pool
+                    taken[node.name] = (pool, pool.get_connection(), [])
+                taken[node.name][2].append(at)
+            for _, connection, ats in taken.values():
+                connection.send_packed_command(connection.pack_commands(
+                    [sends[at][1] for at in ats]))
+            for _, connection, ats in taken.values():
+                for at in ats:
+                    try:
+                        replies[at] = connection.read_response()
+                    except rx.ResponseError as exc:  # MOVED, ASK, NOSCRIPT...: the caller decides
+                        replies[at] = exc
         except BaseException:
-            for _, connection in taken:
+            for _, connection, _ in taken.values():
                 connection.disconnect()  # a reply may be left unread on it
             raise
         finally:
-            for pool, connection in taken:
+            for pool, connection, _ in taken.values():
                 pool.release(connection)
         return replies
 
@@ -752,9 +896,12 @@ class RedisStore(StoredEntries):
             when this is a retry).
         """
         cwd, created, parent, created_ms = _header_fields(header_line)
-        if mode in ("create", "first", "import") and self.cluster:
-            self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
-            self._listing_sent(session_id, created_ms or 0)
+        if mode in ("create", "first", "import"):
+            self._mark_search_version()
+            self._searched.pop(session_id, None)
+            if self.cluster:
+                self._index(cwd, session_id, created_ms or 0)  # first: never an unlisted session
+                self._listing_sent(session_id, created_ms or 0)
         stats = ListingStats()
         parsed = [line for line in map(listing_line, lines) if line is not None]
         stats.add(parsed)
@@ -766,13 +913,14 @@ class RedisStore(StoredEntries):
             _text(stats.name or ""), "" if seen is None else seen,
             int(regular), len(lines)]
         for record, line in zip(records, lines):
-            args += [_text(record.id), _text(record.parent_id or ""), line, _words(line),
-                     *_tree_fields(record)]
-        args.append(_usage_spec(stats, parsed))
+            args += [_text(record.id), _text(record.parent_id or ""), line, *_tree_fields(record)]
+        found = _rs.batch(lines, (seen or 0) + 1)  # (the script refuses other positions)
+        args += [_usage_spec(stats, parsed), found.docs,
+                 "" if found.latest is None else found.latest]
         listed = None  # an append's new place in the listing's order, sent beside the script
         if mode == "append" and stats.activity is not None and stats.activity > 0:
             listed = math.floor(stats.activity)
-        reply, indexed = self._run_append(session_id, args, cwd, listed)
+        reply, indexed = self._run_append(session_id, args, cwd, found, listed)
         status = reply[0].decode()
         where = self.session_url(session_id)
         if status == "behind":
@@ -802,6 +950,19 @@ class RedisStore(StoredEntries):
             self._index(cwd, session_id, modified)  # a cluster's (one server's script did it)
             self._listing_sent(session_id, modified)
         return first
+
+    def _mark_search_version(self) -> None:
+        """Mark the store as one whose sessions all have this version's search index when it
+        has no session yet (a store holding sessions without is marked by :meth:`migrate`)."""
+        if self._search_ready:
+            return
+        key = self._search_version_key
+        version, listed = self._query(lambda pipe: (pipe.get(key),
+                                                    pipe.exists(self._index_keys(None)[0])))
+        if version is None and not listed:
+            with self._errors(writing=True):
+                self._client.set(key, _SEARCH_VERSION, nx=True)
+        self._search_ready = version == _SEARCH_VERSION or not listed
 
     def _index(self, cwd: str, session_id: str, modified: int) -> None:
         """Raise the session's place in the listing's order to ``modified`` (never lower)."""
@@ -899,7 +1060,8 @@ class RedisStore(StoredEntries):
         return listing
 
     def delete(self, session_id: str) -> None:
-        """Remove a session and its entries (one script on its slot), then its listing rows.
+        """Remove a session and its entries (one script on its slot), then its listing rows
+        and its place in its words' sets.
 
         Raises:
             SessionNotFound: no such session.
@@ -907,15 +1069,16 @@ class RedisStore(StoredEntries):
         self._writable()
         check_session_id(session_id)
         with self._errors(writing=True):
-            cwd = self._delete_script(keys=self.session_keys(session_id), client=self._client)
-        if cwd is None:
+            found = self._delete_script(keys=self.session_keys(session_id), client=self._client)
+        if found is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
         self._listed.pop(session_id, None)
-        with self._errors(writing=True):
-            pipe = self._client.pipeline(transaction=False)
-            for key in self._index_keys(cwd.decode("utf-8", "surrogatepass")):
-                pipe.zrem(key, session_id)
-            pipe.execute()
+        self._searched.pop(session_id, None)
+        cwd, words = found
+        self._send([(key, ("ZREM", key, session_id)) for key in [
+            *self._index_keys(cwd.decode("utf-8", "surrogatepass")), self._searched_key]]
+            + [(key, ("SREM", key, session_id))
+               for key in (self.word_key(word.decode("utf-8", "surrogatepass")) for word in words)])
 
     def close(self) -> None:
         """Close the connections (idempotent)."""
@@ -982,16 +1145,25 @@ class RedisStore(StoredEntries):
 
     def migrate(self) -> int:
         """Give every session stored before the tree index one (:meth:`index_tree`), so that
-        opening it reads its head and paths, not every line; returns how many got one.
-        Sessions that cannot have one (orphans, parents named before they came: imported
-        damaged files) keep being read whole."""
+        opening it reads its head and paths, not every line, and every session stored before
+        this version's search index its own (:meth:`reindex_search`), then mark the store as
+        searchable; returns how many sessions changed. Sessions that cannot have a tree index
+        (orphans, parents named before they came: imported damaged files) keep being read
+        whole."""
+        self._writable()
         done = 0
         for session_id in self.session_ids():
             meta = self.keys(session_id)[0]
             with self._errors():
-                tree = self._client.hget(meta, "tree")
-            if tree != b"1" and self.index_tree(session_id):
-                done += 1
+                tree, indexed = self._client.hmget(meta, ("tree", "indexed"))
+            changed = tree != b"1" and self.index_tree(session_id)
+            if indexed != _SEARCH_VERSION:
+                self.reindex_search(session_id)
+                changed = True
+            done += changed
+        with self._errors(writing=True):
+            self._client.set(self._search_version_key, _SEARCH_VERSION)
+        self._search_ready = True
         return done
 
     def index_tree(self, session_id: str) -> bool:
@@ -1062,8 +1234,9 @@ class RedisStore(StoredEntries):
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
         """Replace the stored line of one entry (same id and parent: the tree is unchanged),
-        its words in the search index and the listing's first message, in one script on the
-        session's slot, if the line is still the one read (what a purge calls).
+        its search postings and record and the listing's first message, in one script on the
+        session's slot, if the line is still the one read (what a purge calls); then the
+        session leaves the sets of the words it no longer holds and joins its new words'.
 
         Raises:
             SessionNotFound: no such session or entry.
@@ -1071,50 +1244,87 @@ class RedisStore(StoredEntries):
         """
         self._writable()
         check_session_id(session_id)
+        self._searched.pop(session_id, None)
         meta, lines_key, ids = self.keys(session_id)
-        first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
-                                                    pipe.hget(ids, entry_id)))
+        post, docs = self.search_keys(session_id)
         where = self.session_url(session_id)
-        if first is None or position is None:
-            raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
-        with self._errors():
-            lines = self._client.lrange(lines_key, 0, -1)
-        old = lines[int(position) - 1]
-        lines[int(position) - 1] = line
-        stats = ListingStats()
-        parsed = [found for found in map(listing_line, lines) if found is not None]
-        stats.add(parsed)
-        with self._errors(writing=True):
-            status = self._replace_script(
-                keys=[meta, lines_key, ids, self.words_key(session_id)],
-                args=[_text(entry_id), old, line, first, _text(stats.first), _words(old),
-                      _words(line), len(lines), _usage_spec(stats, parsed)],
-                client=self._client).decode()
-        if status in ("gone", "missing"):
-            raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
-        if status == "changed":
-            raise ConcurrentModification(f"entry {entry_id}'s line changed meanwhile; nothing "
-                                         "was written", path=where, entry_id=entry_id)
+        while True:  # again when an append changed the postings read
+            first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
+                                                        pipe.hget(ids, entry_id)))
+            if first is None or position is None:
+                raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
+            at = int(position)
+            with self._errors():
+                lines = self._client.lrange(lines_key, 0, -1)
+            old = lines[at - 1]
+            lines[at - 1] = line
+            stats = ListingStats()
+            parsed = [found for found in map(listing_line, lines) if found is not None]
+            stats.add(parsed)
+            record, counts = _rs.terms(line)
+            words = sorted(_rs.terms(old)[1].keys() | counts.keys())
+            with self._errors():
+                values = self._client.hmget(post, words) if words else []
+            edits: list[bytes] = []
+            for word, value in zip(words, values):
+                postings = _rs.decode(value)
+                postings.pop(at, None)
+                if word in counts:
+                    postings[at] = counts[word]
+                edits += [_text(word), value or b"", _rs.encode(postings)]
+            with self._errors(writing=True):
+                status = self._replace_script(
+                    keys=[meta, lines_key, ids, post, docs],
+                    args=[_text(entry_id), old, line, first, _text(stats.first), len(lines),
+                          _usage_spec(stats, parsed), record, *edits],
+                    client=self._client).decode()
+            if status in ("gone", "missing"):
+                raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
+            if status == "changed":
+                raise ConcurrentModification(f"entry {entry_id}'s line changed meanwhile; "
+                                             "nothing was written", path=where,
+                                             entry_id=entry_id)
+            if status == "ok":
+                break
+        gone = [word for word, _, postings in zip(*[iter(edits)] * 3) if not postings]
+        self._send([(key, ("SREM", key, session_id)) for key in map(self.word_key, (
+            word.decode("utf-8", "surrogatepass") for word in gone))] + self._search_writes(
+            session_id, counts, _rs.batch([line], at).latest))
 
     def reindex_search(self, session_id: str) -> None:
-        """Build the search index of a session stored before it had one (searched by reading
-        every line until then), in one script on its slot.
+        """Build the search index of a session again from its lines, in one script on its
+        slot (again if an append came in between), then put the session in its words' sets
+        and take it out of the sets of words it no longer holds: what a session stored before
+        this version's index needs (:meth:`migrate` does it for every one), and what repairs a
+        session whose writer died between its append and the writes to the words' sets.
 
         Raises:
             SessionNotFound: no such session.
         """
         self._writable()
         check_session_id(session_id)
+        self._searched.pop(session_id, None)
         meta, lines_key, _ = self.keys(session_id)
-        with self._errors():
-            lines = self._client.lrange(lines_key, 0, -1)
-        with self._errors(writing=True):
-            found = self._reindex_script(keys=[meta, lines_key, self.words_key(session_id)],
-                                         args=[len(lines), *map(_words, lines)],
-                                         client=self._client)
-        if not found:
-            raise SessionNotFound(f"no session {session_id} in this store",
-                                  path=self.session_url(session_id))
+        keys = [meta, lines_key, *self.search_keys(session_id),
+                f"{self.prefix}:{{{session_id}}}:words"]
+        while True:
+            with self._errors():
+                lines = self._client.lrange(lines_key, 0, -1)
+            found = _rs.batch(lines, 1)
+            with self._errors(writing=True):
+                reply = self._reindex_script(keys=keys, args=[
+                    len(lines), found.docs, *(item for word, postings in found.postings.items()
+                                              for item in (_text(word), postings))],
+                    client=self._client)
+            if reply[0] == b"gone":
+                raise SessionNotFound(f"no session {session_id} in this store",
+                                      path=self.session_url(session_id))
+            if reply[0] == b"ok":
+                break
+        before = {word.decode("utf-8", "surrogatepass") for word in reply[1]}
+        self._send([(key, ("SREM", key, session_id)) for key in map(
+            self.word_key, sorted(before - found.postings.keys()))]
+            + self._search_writes(session_id, found.postings, found.latest))
 
     def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
                since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
@@ -1122,68 +1332,106 @@ class RedisStore(StoredEntries):
         ``query``, best first (:mod:`sessiontree._search`; arguments as
         :meth:`JsonlStore.search <sessiontree.stores.jsonl.JsonlStore.search>`).
 
-        Each session's word index (:meth:`words_key`, written by the append script) is read
-        on its own slot, one ``ZRANGEBYLEX`` per word, pipelined per node; the positions
-        every word shares are read back from the session's lines and judged by the shared
-        matcher, so the index only narrows and never decides. Sessions stored before the
-        index have every line read (until :meth:`reindex_search` builds theirs).
+        The sessions holding every word are their sets' intersection (one ``SMEMBERS`` per
+        word); they are visited most recent first (by ``P:searched``), a page at a time, each
+        on its own slot (its postings of the words, then the records of the entries holding
+        them all), until the :data:`~sessiontree._search.CANDIDATES` most recent candidates
+        are found and no session left can have a later entry (a cluster's ``P:searched`` may
+        lag by :data:`_LISTING_LAG_MS`). The candidates' lines are read and
+        judged best bound first (:func:`~sessiontree._search.best_first`): the sets only
+        narrow, the session's own keys decide, and its lines are judged again.
 
         Raises:
             InvalidQuery: no word in ``query``.
+            InvalidLocation: the store holds sessions stored before this version's search
+                index (:meth:`migrate` builds it).
         """
         parsed = parse_query(query)
         after = since_ms(since)
         words = parsed.words()
+        version, listed, *members = self._query(lambda pipe: [
+            pipe.get(self._search_version_key), pipe.exists(self._index_keys(None)[0]),
+            *(pipe.smembers(self.word_key(word)) for word in words)])
+        if version != _SEARCH_VERSION and listed:
+            raise InvalidLocation("this store's sessions were stored before this version's search "
+                                  "index: run `sessiontree migrate URL` (RedisStore.migrate()) "
+                                  "once to build it", path=self.url)
+        holding = sorted(set.intersection(*map(set, members)))
+        if not holding:
+            return []
         with self._errors():
-            ids = [sid.decode() for sid in self._client.zrange(self._index_keys(cwd)[-1], 0, -1)]
+            latest = self._client.zmscore(self._searched_key, holding)
+        order = sorted((-math.inf if ms is None else -ms, sid.decode())  # None: not known, first
+                       for sid, ms in zip(holding, latest) if ms is None or ms >= after)
+        found: list[tuple[int, str, int, str, float]] = []  # -ms, id, position, cwd, bound
+        highest = bounds(parsed)
+        at, step = 0, 32
+        while at < len(order):
+            if len(found) >= CANDIDATES:
+                found.sort()
+                del found[CANDIDATES:]
+                if order[at][0] - _LISTING_LAG_MS > found[-1][0]:
+                    break  # no session left has a later entry (its time may lag by that)
+            page = [sid for _, sid in order[at:at + step]]
+            at, step = at + len(page), step * 2
+            found += self._candidates(page, words, highest, cwd=cwd, role=role, after=after)
+        found.sort()
+        rows = [Bounded(sid, self.session_url(sid), session_cwd, position, -negative, bound)
+                for negative, sid, position, session_cwd, bound in found[:CANDIDATES]]
 
-        def lookups(pipe: Any) -> None:
-            for sid in ids:
-                pipe.hmget(self.keys(sid)[0], ("cwd", "indexed"))
-                for word in words:  # members 'word position': from 'word ' up to 'word!'
-                    pipe.zrangebylex(self.words_key(sid), f"[{word} ", f"({word}!")
+        def read(batch: Sequence[Bounded]) -> list[Candidate]:
+            lines = self._query(lambda pipe: [pipe.lindex(self.keys(row.session_id)[1],
+                                                          row.place - 1) for row in batch])
+            return [Candidate(row.session_id, row.session, row.cwd, row.place, line)
+                    for row, line in zip(batch, lines) if line is not None]
 
-        replies = self._query(lookups)
-        step = 1 + len(words)
-        plan: list[tuple[str, str, list[int] | None]] = []
-        for at, sid in enumerate(ids):
-            (session_cwd, indexed), *postings = replies[at * step:(at + 1) * step]
-            if session_cwd is None:  # listed but not stored (or being deleted)
-                continue
-            positions: list[int] | None = None  # None: stored before the index, read it all
-            if indexed is not None:
-                shared = set.intersection(*({int(member.rsplit(b" ", 1)[1]) for member in p}
-                                            for p in postings))
-                if not shared:
+        branches: dict[str, Container[str]] = {}
+
+        def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
+            for candidate, _ in pairs:
+                if candidate.session_id not in branches:
+                    branches[candidate.session_id] = current_branch(TreeLog(self.open_log(
+                        candidate.session_id), warn=False))
+            return [entry_id in branches[candidate.session_id] for candidate, entry_id in pairs]
+
+        return best_first(rows, parsed, read, role=role, since=after, limit=limit,
+                          on_branch=on_branch)
+
+    def _candidates(self, page: Sequence[str], words: Sequence[str],
+                    highest: Callable[[Sequence[int], int], float], *, cwd: str | None,
+                    role: str | None, after: int) -> list[tuple[int, str, int, str, float]]:
+        """The entries of these sessions holding every word (in their postings; of the role,
+        not before ``after``, of sessions in ``cwd``), as ``(-time, id, position, cwd,
+        bound)``: their postings in one pipelined read, their records in another."""
+        replies = self._query(lambda pipe: [
+            command for sid in page for command in (
+                pipe.hget(self.keys(sid)[0], "cwd"),
+                pipe.hmget(self.search_keys(sid)[0], words))])
+        held: list[tuple[str, str, list[int], list[dict[int, int]]]] = []
+        for sid, session_cwd, values in zip(page, replies[::2], replies[1::2]):
+            if session_cwd is None or (cwd is not None and session_cwd != _text(cwd)):
+                continue  # deleted meanwhile, or another cwd
+            postings = [_rs.decode(value) for value in values]
+            positions = sorted(set.intersection(*(set(p) for p in postings)))
+            if positions:
+                held.append((sid, session_cwd.decode("utf-8", "surrogatepass"), positions,
+                             postings))
+        size = _rs.DOC.size
+        records = self._query(lambda pipe: [
+            pipe.getrange(self.search_keys(sid)[1], (positions[0] - 1) * size,
+                          positions[-1] * size - 1) for sid, _, positions, _ in held])
+        out = []
+        for (sid, session_cwd, positions, postings), docs in zip(held, records):
+            for position in positions:
+                offset = (position - positions[0]) * size
+                if offset + size > len(docs):
+                    continue  # (a record not written: the session was rebuilt meanwhile)
+                doc = _rs.doc_at(docs, offset)
+                if doc.ms < after or (role is not None and doc.role != role):
                     continue
-                positions = sorted(shared)
-            plan.append((sid, session_cwd.decode("utf-8", "surrogatepass"), positions))
-
-        def reads(pipe: Any) -> None:
-            for sid, _, positions in plan:
-                key = self.keys(sid)[1]
-                if positions is None:
-                    pipe.lrange(key, 0, -1)
-                for position in positions or ():
-                    pipe.lindex(key, position - 1)
-
-        lines = iter(self._query(reads))
-        wanted = set(words)
-        found: list[Candidate] = []
-        times: list[int] = []
-        for sid, session_cwd, positions in plan:
-            placed = (list(enumerate(next(lines), start=1)) if positions is None
-                      else [(position, next(lines)) for position in positions])
-            for place, line in placed:
-                doc = None if line is None else document(line)
-                if doc is None or doc.ms < after or (role is not None and doc.role != role) \
-                        or not wanted <= set(tokens(doc.text)):
-                    continue
-                found.append(Candidate(sid, self.session_url(sid), session_cwd, place, line))
-                times.append(doc.ms)
-        return rank(recent_first(found, times), parsed, role=role, since=after, limit=limit,
-                    branch=lambda hit: current_branch(TreeLog(self.open_log(hit.session_id),
-                                                              warn=False)))
+                out.append((-doc.ms, sid, position, session_cwd,
+                            highest([p[position] for p in postings], doc.size)))
+        return out
 
     def follow(self, session_id: str, after: int, *, poll: float = 0.2,
                stop: Callable[[], bool] = lambda: False) -> Iterator[bytes]:
@@ -1275,13 +1523,6 @@ def _usage_spec(stats: ListingStats, lines: Sequence[ListingLine]) -> bytes:
     parts = [usage.input, usage.output, usage.cache_read, usage.cache_write,
              *cost_steps(lines)]
     return " ".join(map(repr, parts)).encode()
-
-
-def _words(line: bytes) -> str:
-    """The distinct search words of an entry line, space-separated ('' for a line with no
-    text), split by the matcher every backend shares (:mod:`sessiontree._search`)."""
-    doc = document(line)
-    return "" if doc is None else " ".join(sorted(set(tokens(doc.text))))
 
 
 def _text(value: str) -> bytes:
