@@ -680,7 +680,9 @@ class JsonlStore(StoredEntries):
         (``.sessiontree-cache/search.db``), reading only what changed since the last search;
         what a search does not index (appends beyond half a second of indexing, new files
         when more changed than that indexes: a large folder not indexed yet) it scans as
-        ``grep`` would, with the same hits (:meth:`build_search_index` builds it all).
+        ``grep`` would, with the same hits (:meth:`build_search_index` builds it all), in
+        parts by helper processes when ``SESSIONTREE_PROCESSES`` (or the command-line tool)
+        asks for them and CPUs are free.
 
         Args:
             query: words and "exact phrases".
