@@ -119,13 +119,14 @@ def test_a_failed_append_keeps_the_lines_pi_added_after_the_session_last_read(
            b'"timestamp":1}}\n' % kept.encode())
     write = session._log.write  # type: ignore[attr-defined]
 
-    def pi_appends_then_the_disk_fills(lines: list[bytes], header: bytes | None) -> object:
+    def pi_appends_then_the_disk_fills(lines: list[bytes], header: bytes | None,
+                                       *envelopes: object) -> object:
         """pi (no lock) appends a line after this session read the file and before its write;
         then the disk fills, leaving room for part of the write only."""
         with path.open("ab") as pi:
             pi.write(pis)
         fill(disk, leave=100)
-        return write(lines, header)
+        return write(lines, header, *envelopes)
 
     monkeypatch.setattr(session._log, "write", pi_appends_then_the_disk_fills)
     before = path.read_bytes()

@@ -27,7 +27,7 @@ from sessiontree import (
     convert_to_llm,
     validate_message,
 )
-from sessiontree._codec import message_json, message_line
+from sessiontree._codec import message_entry
 from sessiontree._json import dumps, exact_type, loads
 
 
@@ -114,7 +114,7 @@ def test_a_message_line_is_the_whole_entry_json_stringify_writes(
         entry_id: str, parent_id: str | None, timestamp: str) -> None:
     """Ids and times of other programs' files (quotes, escapes, lone surrogates) too."""
     message = UserMessage(content="hi", timestamp=1)
-    assert message_line(entry_id, parent_id, timestamp, message_json(message)) == dumps(
+    assert message_entry(message)(entry_id, parent_id, timestamp)[0] == dumps(
         {"type": "message", "id": entry_id, "parentId": parent_id, "timestamp": timestamp,
          "message": message})
 

@@ -11,7 +11,7 @@ from msgspec.structs import astuple
 
 from sessiontree import _helpers, _split_scan
 from sessiontree._columns import Columns
-from sessiontree._scan import Record, Scanner
+from sessiontree._scan import FileRecord, Record, Scanner
 from sessiontree._tree import TreeIndex
 from sessiontree.errors import CorruptHeader
 
@@ -226,3 +226,41 @@ def test_a_stores_records_say_whether_the_message_has_content(message: bytes, ha
     assert record.has_content is has
     assert record.role == Scanner(None).entry_record(line, 0).role
     assert Scanner(None).entry_record(line, 0).has_content is False  # files: not known
+
+
+@pytest.mark.parametrize("where", ["file", "memory", "pending"])
+def test_an_appended_messages_record_is_what_decoding_its_line_gives(tmp_path: Path,
+                                                                     where: str) -> None:
+    """An append places the record it made of its message line (no decode): the same fields,
+    role holder and position as the careful decoder gives for those bytes at that place."""
+    from sessiontree import AssistantMessage, Session, UnknownMessage, UserMessage
+    from sessiontree.stores.pending import PendingFile
+
+    messages = [UserMessage.of("hi"), AssistantMessage.of("there"),
+                {"role": "user", "content": "as a dict"}, {"role": "robot", "beep": 1},
+                UnknownMessage(data={"role": "odd", "x": [1.0]})]
+    if where == "file":
+        session = Session.create(tmp_path)
+    elif where == "memory":
+        session = Session.in_memory()
+    else:  # the pending file of a fork: kept in memory until the first conversation
+        from sessiontree._json import dumps
+        header = dumps({"type": "session", "version": 3, "id": "s1", "timestamp": "t",
+                        "cwd": "/"})
+        session = Session(PendingFile(tmp_path / "fork.jsonl", [header]))
+        session.append_message({"role": "robot", "beep": 0})  # kept, nothing written yet
+    with session:
+        for message in messages:
+            entry_id = session.append_message(message)
+            placed = session._index.get(entry_id)
+            assert isinstance(placed, FileRecord)
+            decoded = Scanner(None).entry_record(session.raw_line(entry_id), placed.offset)
+            decoded.line = placed.line
+            assert astuple(placed) == astuple(decoded)
+            if placed.role in ("user", "assistant"):
+                assert placed.message is decoded.message  # the shared role holder
+        path = session.file
+    if path is not None:  # what a new scan of the file finds at those places
+        with Session.open(path) as again:
+            assert [astuple(again._index.get(i)) for i in again.ids()][-5:] == \
+                [astuple(session._index.get(i)) for i in again.ids()][-5:]

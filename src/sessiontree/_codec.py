@@ -11,17 +11,18 @@ Invariants:
 from __future__ import annotations
 
 import functools
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import msgspec
 from msgspec import UNSET
 
 from . import _json
+from ._scan import FileRecord, message_envelope
 from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
 from .messages import AgentMessage, UnknownMessage, stored_message
 
-__all__ = ["decode_line", "entries_decoder", "entry_builtins", "message_json", "message_line",
+__all__ = ["decode_line", "entries_decoder", "entry_builtins", "message_entry", "message_line",
            "ordered_entry", "typed_header"]
 
 _PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
@@ -66,25 +67,27 @@ def ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: st
     return {"type": kind, **envelope, **body}
 
 
-def message_json(message: AgentMessage | UnknownMessage | Mapping[str, Any]) -> bytes:
-    """What a ``message`` entry stores for ``message``, checked
-    (:func:`~sessiontree.messages.stored_message`), as ``JSON.stringify`` writes it.
+def message_entry(message: AgentMessage | UnknownMessage | Mapping[str, Any]
+                  ) -> Callable[[str, str | None, str], tuple[bytes, FileRecord]]:
+    """What makes a ``message`` entry for ``message`` from its id, parent and time: its line
+    (as ``JSON.stringify`` writes it) and that line's record (:func:`message_envelope`). The
+    message is checked (:func:`~sessiontree.messages.stored_message`) and encoded now, once.
 
     Raises:
         InvalidMessage: a field of the wrong type or a missing required field.
         InvalidEntry: no ``role``, or a summary message (those come from entries).
     """
-    payload, encoded = stored_message(message)
+    payload, encoded, role = stored_message(message)
     if encoded is None:
-        return _json.dumps(payload)
-    # (checked, it holds only the types of its class: for most, the encoding is the answer)
-    return encoded if _json.exact_type(type(payload)) else _json.stringified(encoded, payload)
+        body = _json.dumps(payload)
+    else:  # (checked, it holds only the types of its class: for most, the encoding is the answer)
+        body = encoded if _json.exact_type(type(payload)) else _json.stringified(encoded, payload)
+    return lambda i, p, t: (message_line(i, p, t, body), message_envelope(i, p, t, role))
 
 
 def message_line(entry_id: str, parent_id: str | None, timestamp: str, message: bytes) -> bytes:
-    """A ``message`` entry's line in pi's key order, from its message's JSON (as
-    :func:`message_json` makes it): what ``JSON.stringify`` writes for the whole entry, without
-    encoding the message again."""
+    """A ``message`` entry's line in pi's key order, from its message's JSON: what
+    ``JSON.stringify`` writes for the whole entry, without encoding the message again."""
     string = _json.string
     return b"".join((b'{"type":"message","id":', string(entry_id), b',"parentId":',
                      b"null" if parent_id is None else string(parent_id), b',"timestamp":',

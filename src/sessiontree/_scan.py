@@ -44,6 +44,7 @@ __all__ = [
     "envelope",
     "iter_blocks",
     "iter_lines",
+    "message_envelope",
     "read_at",
     "read_ranges",
 ]
@@ -160,6 +161,14 @@ _ROLES = {role: _Role(role) for role in (
 _ROLES_WITH_CONTENT = {role: _Role(role, True) for role in _ROLES}
 """The holders of the messages a store's records know to have ``content``."""
 _NULL = msgspec.Raw(b"null")
+
+
+def message_envelope(entry_id: str, parent_id: str | None, timestamp: str,
+                     role: str) -> FileRecord:
+    """The record a ``message`` entry's line decodes to, made from its fields (its position
+    is set where it is written: :meth:`Scanner.placed`); for a line that holds no other
+    envelope field (the lines :func:`sessiontree._codec.message_line` composes)."""
+    return FileRecord("message", entry_id, parent_id, timestamp, _ROLES.get(role) or _Role(role))
 
 
 _record_decoder = msgspec.json.Decoder(FileRecord)
@@ -482,6 +491,13 @@ class Scanner:
         if record is None:
             raise ValueError(f"not an entry line: {line[:80]!r}")
         return record
+
+    def placed(self, envelope: FileRecord, line: bytes, offset: int) -> FileRecord:
+        """The record of one entry line this library is appending at ``offset``, from the
+        envelope its writer made (what :meth:`entry_record` would decode)."""
+        self.lineno += 1
+        envelope.line, envelope.offset, envelope.length = self.lineno, offset, len(line)
+        return envelope
 
     def entry_records(self, lines: Sequence[bytes], first: int) -> list[FileRecord]:
         """The records of consecutive entry lines a store holds (``first``: the first one's line

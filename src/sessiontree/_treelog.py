@@ -33,10 +33,12 @@ from .errors import CorruptLine, DuplicateId, EntryNotFound, InvalidEntry
 from .stores.base import (
     LoadResult,
     LogBehind,
+    PlacingLog,
     SessionListing,
     SessionLog,
     is_indexed,
     is_refreshable,
+    places_envelopes,
 )
 
 __all__ = ["EntryMaker", "LoadWarning", "TreeLog", "current_branch", "entry_maker"]
@@ -71,6 +73,7 @@ class TreeLog:
         """Read an already-migrated log (a database's only as far as asked for)."""
         self._log = log
         self._refresh = log.refresh if is_refreshable(log) else None
+        self._placing: PlacingLog | None = log if places_envelopes(log) else None
         self._cache = DecodedCache(cache_bytes)
         self._index: EntryIndex
         problems: list[Problem] = []
@@ -494,17 +497,25 @@ class TreeLog:
             taken = self._index.taken()
             ids: list[str] = []
             lines: list[bytes] = []
+            envelopes: list[Record | None] = []
             above, now = parent, iso_now()
             for make in makers:
                 entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
                                         if ids or refused else taken)
                 entry = make(entry_id, above, now)
-                lines.append(entry if type(entry) is bytes else _json.dumps(entry))
+                if type(entry) is tuple:  # its line and that line's record
+                    lines.append(entry[0])
+                    envelopes.append(entry[1])
+                else:
+                    lines.append(_json.dumps(entry))
+                    envelopes.append(None)
                 ids.append(entry_id)
                 above = entry_id
             header = None if self._header_data is not None else self._serialized_header()
             try:
-                records = self._log.write(lines, header)
+                placing = self._placing
+                records = self._log.write(lines, header) if placing is None \
+                    else placing.write(lines, header, envelopes)
             except DuplicateId:  # stored by another writer, or on a branch not read in
                 if len(refused) >= 5 * len(makers):
                     raise
@@ -580,7 +591,8 @@ def current_branch(tree: TreeLog) -> set[str]:
 
 EntryMaker = Callable[[str, "str | None", str], Any]
 """Makes an entry from its id, parent id and timestamp: a typed entry or an on-disk dict, or
-its line (bytes, as ``JSON.stringify`` writes it)."""
+its line (bytes, as ``JSON.stringify`` writes it) with that line's record in a tuple (see
+:class:`~sessiontree.stores.base.PlacingLog`)."""
 
 
 def entry_maker(entry: Mapping[str, Any] | AnyEntry) -> EntryMaker:

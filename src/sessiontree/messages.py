@@ -415,42 +415,46 @@ _CHECKED_ROLES = frozenset({"system", "user", "assistant", "toolResult", "bashEx
                             "custom"})
 """Roles whose dict messages are checked against their struct before they are written."""
 
-_TYPED: dict[type, bool | None] = {}
-"""Each class of message met -> whether it is a summary (never appended as a message), ``None``
-for one that is not a typed message. An ``isinstance`` against a struct class goes through
-msgspec's metaclass: the two an append asked cost a fifth of its validation."""
+_TYPED: dict[type, tuple[str, bool] | None] = {}
+"""Each class of message met -> its role and whether it is a summary (never appended as a
+message), ``None`` for one that is not a typed message. An ``isinstance`` against a struct
+class goes through msgspec's metaclass (the two an append asked cost a fifth of its
+validation), and ``role`` makes the class's config each time."""
 
 
-def _typed(kind: type) -> bool | None:
-    """Whether messages of class ``kind`` are summaries; ``None``: not a typed message."""
+def _typed(kind: type) -> tuple[str, bool] | None:
+    """The role of messages of class ``kind`` and whether they are summaries; ``None``: not a
+    typed message."""
     try:
         return _TYPED[kind]
     except KeyError:
-        found = _TYPED[kind] = issubclass(kind, (BranchSummaryMessage, CompactionSummaryMessage)) \
-            if issubclass(kind, _Message) else None
+        found = _TYPED[kind] = (
+            str(kind.__struct_config__.tag),
+            issubclass(kind, (BranchSummaryMessage, CompactionSummaryMessage)),
+        ) if issubclass(kind, _Message) else None
         return found
 
 
 def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
-                   ) -> tuple[Any, bytes | None]:
+                   ) -> tuple[Any, bytes | None, str]:
     """What a ``message`` entry stores for ``message``, checked before anything is written: a
     typed message validated; a dict of a role this library knows validated but written as
     given (timestamped now when it has no ``timestamp``); a dict of another role, or an
     :class:`UnknownMessage` (a message copied as it was stored), written unchecked.
 
     Returns:
-        That value, and msgspec's JSON of it when checking it made one (a typed message),
-        else ``None``.
+        That value; msgspec's JSON of it when checking it made one (a typed message), else
+        ``None``; and its role.
 
     Raises:
         InvalidMessage: a field of the wrong type or a missing required field.
         InvalidEntry: no ``role``, or a summary message (those come from entries).
     """
-    summary = _typed(type(message))
-    if summary is not None:  # (first: a class check costs a third of an ABC's)
-        if summary:
-            _refuse_summary(message.role)  # type: ignore[union-attr]
-        return message, _checked_json(message)  # type: ignore[arg-type]
+    typed = _typed(type(message))
+    if typed is not None:  # (first: a class check costs a third of an ABC's)
+        if typed[1]:
+            _refuse_summary(typed[0])
+        return message, _checked_json(message), typed[0]  # type: ignore[arg-type]
     if isinstance(message, (UnknownMessage, Mapping)):
         data = message.data if isinstance(message, UnknownMessage) else message
         role = data.get("role")
@@ -461,8 +465,9 @@ def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
             data = {**data, "timestamp": now_ms()}
         if isinstance(message, Mapping) and role in _CHECKED_ROLES:
             validate_message(data)
-        return data, None
-    return validate_message(message), None  # (neither: validate_message says what it wants)
+        return data, None, role
+    checked = validate_message(message)  # (neither: validate_message says what it wants)
+    return checked, None, checked.role
 
 
 def _refuse_summary(role: str) -> None:

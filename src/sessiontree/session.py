@@ -23,7 +23,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._cache import DEFAULT_CACHE_BYTES
-from ._codec import decode_line, message_json, message_line
+from ._codec import decode_line, message_entry
 from ._time import iso_now, uuid7
 from ._tree import TreeNode, js_trim
 from ._treelog import EntryMaker, LoadWarning, TreeLog, entry_maker
@@ -557,8 +557,7 @@ class Session(TreeLog):
                 ``field`` names it); nothing is written.
             InvalidEntry: no ``role``, or a summary message (those come from entries).
         """
-        body = message_json(message)
-        return self._append(lambda i, p, t: message_line(i, p, t, body))
+        return self._append(message_entry(message))
 
     def append_thinking_level_change(self, thinking_level: str) -> str:
         """Record a thinking level (``off``, ``minimal``, ``low``, ``medium``, ``high``, ``xhigh``)."""

@@ -41,6 +41,7 @@ __all__ = [
     "LogBehind",
     "LogHead",
     "LogStore",
+    "PlacingLog",
     "RefreshableLog",
     "SearchableStore",
     "SessionListing",
@@ -52,6 +53,7 @@ __all__ = [
     "has_logs",
     "is_indexed",
     "is_refreshable",
+    "places_envelopes",
 ]
 
 
@@ -165,6 +167,27 @@ class IndexedLog(SessionLog, Protocol):
 
     def listing(self) -> SessionListing:
         """This session's listing row, as stored (never by scanning entries)."""
+
+
+class PlacingLog(SessionLog, Protocol):
+    """A log that makes the record of each line it writes from the line itself (a file, a
+    memory log): it also takes the records the writer made of lines it composed, and only
+    places them, instead of decoding the lines again (most of what an append did after its
+    write)."""
+
+    places_envelopes: bool
+    """``True`` (what :func:`places_envelopes` looks for)."""
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[Record | None] | None = None) -> Sequence[Record]:
+        """:meth:`SessionLog.write`; ``envelopes`` has one item a line: its record without a
+        position (what decoding it gives, :func:`~sessiontree._scan.message_envelope`), or
+        ``None`` for a line to decode."""
+
+
+def places_envelopes(log: SessionLog) -> TypeGuard[PlacingLog]:
+    """Whether ``log`` takes the envelopes of the lines it writes (see :class:`PlacingLog`)."""
+    return getattr(log, "places_envelopes", False) is True
 
 
 @runtime_checkable

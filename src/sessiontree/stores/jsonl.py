@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import itertools
 import os
 import re
 import stat
@@ -338,10 +339,15 @@ class JsonlFile:
         scanner.lineno -= 1
 
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
+    places_envelopes = True
+    """:meth:`write` takes the records of lines the writer composed (``base.PlacingLog``)."""
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
         """Append the lines with one ``write()``; all of them or, when the file system refuses
         (a full disk), none: the file is cut back to where it was and a file this append
-        created is removed, so a retry starts over with the header.
+        created is removed, so a retry starts over with the header. ``envelopes``: the
+        records of lines the writer composed, without positions (``None``: decode the line).
 
         Raises:
             WriteFailed: the file system refused the write (nothing was kept).
@@ -367,9 +373,10 @@ class JsonlFile:
                 offset += len(header_line) + 1
             data = b"".join([*parts, data])
         records: list[FileRecord] = []
-        entry_record = scanner.entry_record
-        for line in lines:
-            records.append(entry_record(line, offset))
+        entry_record, placed = scanner.entry_record, scanner.placed
+        for line, envelope in zip(lines, envelopes or itertools.repeat(None)):
+            records.append(entry_record(line, offset) if envelope is None
+                           else placed(envelope, line, offset))
             offset += len(line) + 1
         written = 0
         try:

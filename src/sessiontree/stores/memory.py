@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
@@ -55,7 +56,11 @@ class MemoryLog:
     def begin_append(self) -> None:
         return None
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
+    places_envelopes = True
+    """:meth:`write` takes the records of lines the writer composed (``base.PlacingLog``)."""
+
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
         scanner = self._scanner
         if scanner.header is None:
             if header_line is None:
@@ -65,8 +70,9 @@ class MemoryLog:
             scanner.start_after_header(_json.loads(header_line), scanner.lineno)
             self._size += len(header_line) + 1
         records = []
-        for line in lines:
-            records.append(scanner.entry_record(line, self._size))
+        for line, envelope in zip(lines, envelopes or itertools.repeat(None)):
+            records.append(scanner.entry_record(line, self._size) if envelope is None
+                           else scanner.placed(envelope, line, self._size))
             self.lines.append(line)
             self._size += len(line) + 1
         return records

@@ -78,8 +78,10 @@ class PendingFile(JsonlFile):
     def begin_append(self) -> LoadResult | None:
         return None if self._pending is not None else super().begin_append()
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
-        """Keep the lines, or write every line kept with them once one is a conversation.
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
+        """Keep the lines, or write every line kept with them once one is a conversation
+        (``envelopes``: as :meth:`JsonlFile.write` takes them).
 
         Raises:
             InvalidEntry: a file is already at the path (nothing was written).
@@ -87,9 +89,9 @@ class PendingFile(JsonlFile):
         """
         pending = self._pending
         if pending is None:
-            return super().write(lines, header_line)
+            return super().write(lines, header_line, envelopes)
         if not any(map(has_conversation, lines)):
-            return pending.write(lines, header_line)
+            return pending.write(lines, header_line, envelopes)
         if _holds_bytes(self.path):
             raise InvalidEntry("a file is already where this new session goes; nothing was "
                                "written", path=self.path)
@@ -97,7 +99,8 @@ class PendingFile(JsonlFile):
         self._pending = None
         try:
             super().begin_append()  # creates the file, takes the writer's lock
-            return super().write([*kept, *lines], header)[len(kept):]
+            known = None if envelopes is None else [*(None for _ in kept), *envelopes]
+            return super().write([*kept, *lines], header, known)[len(kept):]
         except BaseException:
             self.close()
             self._pending = pending  # (a failed write removed the file it created)
