@@ -31,20 +31,12 @@ from typing import NamedTuple
 
 from .._search import ROLES, document, entry_terms
 
-__all__ = ["DOC", "Batch", "Doc", "batch", "decode", "doc_at", "encode", "terms"]
+__all__ = ["DOC", "ROLE_CODE", "Batch", "batch", "decode", "encode", "records", "terms"]
 
 DOC = struct.Struct(">qBI")
 """A position's record in ``docs``: its time (epoch ms), role (1 + its index in
 :data:`~sessiontree._search.ROLES`; 0: no text) and size."""
-_ROLE_CODE = {role: code for code, role in enumerate(ROLES, start=1)}
-
-
-class Doc(NamedTuple):
-    """What ``docs`` keeps of one entry."""
-
-    ms: int
-    role: str | None
-    size: int
+ROLE_CODE = {role: code for code, role in enumerate(ROLES, start=1)}
 
 
 class Batch(NamedTuple):
@@ -64,7 +56,7 @@ def terms(line: bytes) -> tuple[bytes, dict[str, int]]:
     if doc is None:
         return bytes(DOC.size), {}
     size, counts = entry_terms(doc.text)
-    return DOC.pack(doc.ms, _ROLE_CODE[doc.role], min(size, 2**32 - 1)), counts
+    return DOC.pack(doc.ms, ROLE_CODE[doc.role], min(size, 2**32 - 1)), counts
 
 
 def batch(lines: Sequence[bytes], first: int) -> Batch:
@@ -125,8 +117,6 @@ def encode(postings: Mapping[int, int]) -> bytes:
     return bytes(out)
 
 
-def doc_at(docs: bytes, at: int) -> Doc:
-    """The record at byte ``at`` of a range of ``docs``."""
-    ms, role, size = DOC.unpack_from(docs, at)
-    return Doc(ms, ROLES[role - 1] if role else None, size)
-
+def records(docs: bytes) -> list[tuple[int, int, int]]:
+    """The records in a range of ``docs``: (time, role code, size) each (see :data:`DOC`)."""
+    return list(DOC.iter_unpack(docs[:len(docs) - len(docs) % DOC.size]))

@@ -62,12 +62,13 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import bisect
 import hashlib
 import io
 import math
 import re
 import time
-from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
 from itertools import islice
@@ -338,14 +339,16 @@ return {at, redis.call('LINDEX', KEYS[2], tonumber(at) - 1)}
 # back to the root's: {last compaction, thinking and model depths, depth, then for each
 # segment: its first position and the position where the path leaves it}; {} when there is
 # no such entry or the session has no tree index.
-_PATH = """
-local at = redis.call('HGET', KEYS[2], ARGV[1])
-if not at or redis.call('HGET', KEYS[1], 'tree') ~= '1' then return {} end
+_TREE_FIELDS = """
 local function fields(p)
   local f = {}
   for v in string.gmatch(redis.call('HGET', KEYS[3], p), '%d+') do f[#f + 1] = tonumber(v) end
   return f
 end
+"""
+_PATH = _TREE_FIELDS + """
+local at = redis.call('HGET', KEYS[2], ARGV[1])
+if not at or redis.call('HGET', KEYS[1], 'tree') ~= '1' then return {} end
 local p = tonumber(at)
 local f = fields(p)
 local out = {f[4], f[5], f[6], f[3]}
@@ -357,6 +360,25 @@ while true do
   p = parent
   f = fields(p)
 end
+"""
+
+# KEYS: meta, lines, tree. ARGV: positions. Whether each is on the path from the root to the
+# session's last entry (the leaf it resumes at), 1 or 0, walked segment by segment; false when
+# the session has no tree index.
+_ON_PATH = _TREE_FIELDS + """
+if redis.call('HGET', KEYS[1], 'tree') ~= '1' then return false end
+local out = {}
+for i = 1, #ARGV do out[i] = 0 end
+local p = redis.call('LLEN', KEYS[2])
+while p > 0 do
+  local first = fields(p)[2]
+  for i = 1, #ARGV do
+    local at = tonumber(ARGV[i])
+    if at >= first and at <= p then out[i] = 1 end
+  end
+  p = fields(first)[1]
+end
+return out
 """
 
 # KEYS: every key of the session (meta first, its search postings fourth). Returns the
@@ -452,6 +474,9 @@ end
 return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf',
                   string.format('%.17g', tonumber(top[#top]) - tonumber(ARGV[2])))
 """
+
+_PAGE = 32
+"""Sessions a search visits first (then as many as seem to hold the candidates missing)."""
 
 _SEARCH_VERSION = b"2"
 """The search index's version (``P:search``; a session's ``indexed`` field): postings per
@@ -1365,16 +1390,22 @@ class RedisStore(StoredEntries):
                        for sid, ms in zip(holding, latest) if ms is None or ms >= after)
         found: list[tuple[int, str, int, str, float]] = []  # -ms, id, position, cwd, bound
         highest = bounds(parsed)
-        at, step = 0, 32
+        at, step = 0, _PAGE
         while at < len(order):
-            if len(found) >= CANDIDATES:
-                found.sort()
+            if len(found) >= CANDIDATES:  # the sessions that can still have a later entry
+                found.sort()              # (their time may lag by _LISTING_LAG_MS)
                 del found[CANDIDATES:]
-                if order[at][0] - _LISTING_LAG_MS > found[-1][0]:
-                    break  # no session left has a later entry (its time may lag by that)
+                left = bisect.bisect_right(order, (found[-1][0] + _LISTING_LAG_MS, "\U0010ffff"),
+                                           lo=at) - at
+                if not left:
+                    break
+                step = min(left, max(_PAGE, at // 2))  # (each page may raise the bar)
             page = [sid for _, sid in order[at:at + step]]
-            at, step = at + len(page), step * 2
+            at += len(page)
             found += self._candidates(page, words, highest, cwd=cwd, role=role, after=after)
+            # as many sessions again as seem to hold the candidates still missing
+            step = min(32 * _PAGE, max(_PAGE, math.ceil(
+                1.25 * at * (CANDIDATES - len(found)) / max(1, len(found)))))
         found.sort()
         rows = [Bounded(sid, self.session_url(sid), session_cwd, position, -negative, bound)
                 for negative, sid, position, session_cwd, bound in found[:CANDIDATES]]
@@ -1385,17 +1416,27 @@ class RedisStore(StoredEntries):
             return [Candidate(row.session_id, row.session, row.cwd, row.place, line)
                     for row, line in zip(batch, lines) if line is not None]
 
-        branches: dict[str, Container[str]] = {}
-
-        def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
-            for candidate, _ in pairs:
-                if candidate.session_id not in branches:
-                    branches[candidate.session_id] = current_branch(TreeLog(self.open_log(
-                        candidate.session_id), warn=False))
-            return [entry_id in branches[candidate.session_id] for candidate, entry_id in pairs]
-
         return best_first(rows, parsed, read, role=role, since=after, limit=limit,
-                          on_branch=on_branch)
+                          on_branch=self._on_branch)
+
+    def _on_branch(self, pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
+        """Whether each hit is on its session's current branch: one script per session
+        (``_ON_PATH``, its tree index walked from the leaf), pipelined; a session without a
+        tree index is opened and its path read."""
+        places: dict[str, list[int]] = {}
+        for candidate, _ in pairs:
+            places.setdefault(candidate.session_id, []).append(candidate.place)
+        replies = self._query(lambda pipe: [pipe.execute_command(  # (EVAL: a cluster's
+            "EVAL", _ON_PATH, 3, *self.keys(sid)[:2], self.tree_keys(sid)[0], *at)  # pipeline
+            for sid, at in places.items()])                          # cannot load a script)
+        found: dict[tuple[str, int], bool] = {}
+        for (sid, at), flags in zip(places.items(), replies):
+            if flags is None:
+                branch = current_branch(TreeLog(self.open_log(sid), warn=False))
+                flags = [entry_id in branch for candidate, entry_id in pairs
+                         if candidate.session_id == sid]
+            found.update(((sid, place), bool(flag)) for place, flag in zip(at, flags))
+        return [found[candidate.session_id, candidate.place] for candidate, _ in pairs]
 
     def _candidates(self, page: Sequence[str], words: Sequence[str],
                     highest: Callable[[Sequence[int], int], float], *, cwd: str | None,
@@ -1420,17 +1461,18 @@ class RedisStore(StoredEntries):
         records = self._query(lambda pipe: [
             pipe.getrange(self.search_keys(sid)[1], (positions[0] - 1) * size,
                           positions[-1] * size - 1) for sid, _, positions, _ in held])
+        code = None if role is None else _rs.ROLE_CODE.get(role, -1)
         out = []
-        for (sid, session_cwd, positions, postings), docs in zip(held, records):
+        for (sid, session_cwd, positions, postings), data in zip(held, records):
+            docs = _rs.records(data)  # (fewer when the session was rebuilt meanwhile)
             for position in positions:
-                offset = (position - positions[0]) * size
-                if offset + size > len(docs):
-                    continue  # (a record not written: the session was rebuilt meanwhile)
-                doc = _rs.doc_at(docs, offset)
-                if doc.ms < after or (role is not None and doc.role != role):
-                    continue
-                out.append((-doc.ms, sid, position, session_cwd,
-                            highest([p[position] for p in postings], doc.size)))
+                at = position - positions[0]
+                if at >= len(docs):
+                    break
+                ms, kind, length = docs[at]
+                if ms >= after and (code is None or kind == code):
+                    out.append((-ms, sid, position, session_cwd,
+                                highest([p[position] for p in postings], length)))
         return out
 
     def follow(self, session_id: str, after: int, *, poll: float = 0.2,
