@@ -30,6 +30,7 @@ import hashlib
 import math
 import os
 import sqlite3
+import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -51,7 +52,7 @@ from .._search import (
     fts_body,
 )
 from .._search_scan import Found, Recent
-from ._jsonl_listing import session_files
+from ._jsonl_listing import project_folders
 
 __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "index_path",
            "search"]
@@ -215,16 +216,10 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
     ``budget`` seconds of indexing (``None``: all of it; ``new``: new files too, however
     many); what is left is returned."""
     deadline = None if budget is None else time.monotonic() + budget
-    stats: dict[str, os.stat_result] = {}
-    start = len(os.path.join(root, ""))
-    for path in session_files(root):
-        try:
-            stats[path[start:]] = os.stat(path)
-        except OSError:
-            continue
-    if _stored_digest(conn) == _digest(sorted(
+    stats = _session_stats(root)
+    if _stored_digest(conn) == _digest([  # (the paths sorted alone: strings compare fastest)
             (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            for path, st in stats.items())):
+            for path, st in ((path, stats[path]) for path in sorted(stats))]):
         return []  # (the check a warm search makes: a stat per file, one row, no lock taken)
     conn.execute("BEGIN IMMEDIATE")  # what is known is read under the lock another search takes
     try:
@@ -264,10 +259,35 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
     return pending
 
 
+def _session_stats(root: str) -> dict[str, os.stat_result]:
+    """Each session file's stat, by its path in ``root`` (the files
+    :func:`~sessiontree.stores._jsonl_listing.session_files` lists): each folder's names
+    listed and stat'ed in the open folder, unsorted (the stat pass is most of a warm search
+    of a rare phrase)."""
+    stats: dict[str, os.stat_result] = {}
+    start = len(os.path.join(root, ""))
+    for folder in project_folders(root):
+        prefix = os.path.join(folder, "")[start:]
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for name in os.listdir(fd):
+                if name.endswith(".jsonl"):
+                    try:
+                        st = os.stat(name, dir_fd=fd)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        stats[prefix + name] = st
+        finally:
+            os.close(fd)
+    return stats
+
+
 def _digest(stamps: list[tuple[str, int, int, int, int]] | list[Any]) -> bytes:
     """One value for every file's (path, device, inode, size, mtime), in path order: what the
     index holds equals what the folder holds when the two are equal."""
-    return hashlib.blake2b(_stamps_encoder.encode(stamps), digest_size=16).digest()
+    return hashlib.sha256(_stamps_encoder.encode(stamps)).digest()  # (OpenSSL's: a fifth
+    # of the CPU of blake2b's portable code; a digest of the other kind differs: refreshed)
 
 
 def _stored_digest(conn: sqlite3.Connection) -> bytes | None:
