@@ -812,6 +812,35 @@ def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms:
             assert score(len(spans), size) == highest
 
 
+_ODD = list("aeAE _-.1\u0130K\u212a\u00e9\u00c9\u0307\u03a3\u2713\u00a0\u2028\u3000\x1c\x1f\t\n"
+            "\ud800\U0001f600")
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(st.sampled_from(_ODD), max_size=40),
+       st.lists(st.sampled_from(["a", "ae", "e", "1", "k", "ea1", "\u00e9", '"a e"']),
+                min_size=1, max_size=3))
+@example("a\u0130a A\u00e9a a\u2713 \u212aa ka", ["a"])
+@example("K\u212a k", ["k"])
+@example("e" + "a\u00a0" * 200 + " a", ["a"])  # (a snippet shows the spans before the 160th)
+def test_the_matcher_finds_the_spans_and_relevance_of_letter_by_letter_matching(
+        text: str, terms: list[str]) -> None:
+    """A query of single ASCII words is matched in the text's UTF-8 bytes (no str.lower, no
+    str.split of a long text): the same relevance and snippet as the text lowercased letter by
+    letter, whatever the letters beside a word, the spaces and the surrogates."""
+    from sessiontree._search import _Matcher, _patterns, _snippet, _spans, score
+
+    query = parse_query(" ".join(terms))
+    spans = _spans(text, _patterns(query))
+    judged = _Matcher(query).judge(text)
+    if spans is None:
+        assert judged is None
+        return
+    assert judged is not None
+    assert judged[0] == score(len(spans), len(text.split()))
+    assert _snippet(text, judged[1]) == _snippet(text, spans)
+
+
 def _folder_bound(text: str, query: Any) -> float | None:
     """The bound a folder's index row gives an entry holding ``text`` (indexed as a search
     indexes it, read back by the search's own query); ``None`` when FTS5 does not find it (a

@@ -369,6 +369,105 @@ def _spans(doc_text: str, patterns: list[re.Pattern[str]]) -> list[tuple[int, in
     return spans
 
 
+_KELVIN = "\u212a"
+"""The one character outside ASCII whose lowercase is an ASCII letter or digit (``k``)."""
+_PIECES = bytes(0x20 if byte in b" \t\n\r\x0b\x0c" else 0x21 if 0x1C <= byte <= 0x1F else 0x78
+                for byte in range(256))
+"""UTF-8 bytes as ``" "`` (what ``bytes.split`` splits at), ``"!"`` (what ``str.split``
+splits at too) and ``"x"``."""
+_ASCII = bytes(range(0x80))
+_ODD_SPACES = re.compile("[\x85\xa0\u1680\u2000-\u200a\u2028\u2029\u202f\u205f\u3000]")
+"""The characters outside ASCII that ``str.split`` splits at."""
+
+
+def _pieces(text: str, data: bytes) -> int:
+    """``len(text.split())`` (``data``: its UTF-8) without making the pieces: where it holds
+    no whitespace but ASCII's, the starts of runs counted in one ``translate`` of the bytes."""
+    marks = data.translate(_PIECES)
+    if b"!" in marks or (len(data) != len(text) and _ODD_SPACES.search(
+            data.translate(None, _ASCII).decode("utf-8", "surrogatepass"))):
+        return len(text.split())
+    return marks.count(b" x") + marks.startswith(b"x")
+
+
+def _lowered_alnum(data: bytes, start: int, end: int) -> bool:
+    """Whether the character of UTF-8 ``data[start:end]``, lowercased as :func:`_spans` does,
+    is a letter or digit."""
+    char = data[start:end].decode("utf-8", "surrogatepass")
+    low = char.lower()
+    return (low if len(low) == 1 else char).isalnum()
+
+
+class _Matcher:
+    """Finds a query's terms in an entry's text: :func:`_spans`, or for a query of single
+    ASCII words the same spans found in the text's UTF-8 lowercased as bytes (``str.lower``
+    and ``str.split`` of a long text holding a letter outside ASCII were most of judging a
+    word most entries hold: 11 of 19 ms for 20 lines of 624,000 characters)."""
+
+    def __init__(self, query: Query) -> None:
+        self.patterns = _patterns(query)
+        self.words: list[re.Pattern[bytes]] | None = None
+        if all(len(term) == 1 and term[0].isascii() for term in query.terms):
+            # (the letter before checked behind the word: a pattern that starts with the
+            # word is searched for as a whole, ten times as fast)
+            self.words = [re.compile(b"%s(?<![a-z0-9]%s)(?![a-z0-9])" % (word, word))
+                          for word in (re.escape(term[0].encode()) for term in query.terms)]
+
+    def judge(self, text: str) -> tuple[float, list[tuple[int, int]]] | None:
+        """The text's relevance and the spans of the terms (all of them, or at least those
+        its snippet shows); ``None``: a term is missing."""
+        if self.words is None or _KELVIN in text:
+            spans = _spans(text, self.patterns)
+            return None if spans is None else (score(len(spans), len(text.split())), spans)
+        data = text.encode("utf-8", "surrogatepass")
+        low = data.lower()  # (ASCII letters only: the only ones these words hold)
+        ascii_only = len(data) == len(text)
+        found: list[tuple[int, int]] = []
+        for pattern in self.words:
+            spans = [m.span() for m in pattern.finditer(low)]
+            if not ascii_only:  # a letter outside ASCII before or after it is not seen above
+                spans = [(a, b) for a, b in spans if not (
+                    a and data[a - 1] >= 0x80 and _lowered_alnum(data, _char_start(data, a), a)
+                ) and not (b < len(data) and data[b] >= 0x80 and _lowered_alnum(
+                    data, b, _char_end(data, b)))]
+            if not spans:
+                return None
+            found.extend(spans)
+        found.sort()
+        relevance = score(len(found), _pieces(text, data))
+        return relevance, found if ascii_only else _char_spans(data, found)
+
+
+def _char_start(data: bytes, end: int) -> int:
+    """Where the UTF-8 character that ends at ``end`` starts."""
+    start = end - 1
+    while start > 0 and 0x80 <= data[start] < 0xC0:
+        start -= 1
+    return start
+
+
+def _char_end(data: bytes, start: int) -> int:
+    """Where the UTF-8 character that starts at ``start`` ends."""
+    end = start + 1
+    while end < len(data) and 0x80 <= data[end] < 0xC0:
+        end += 1
+    return end
+
+
+def _char_spans(data: bytes, spans: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """Byte spans of UTF-8 ``data`` (sorted) as character spans, up to the last a snippet at
+    the first can show."""
+    out: list[tuple[int, int]] = []
+    at = chars = 0
+    for a, b in spans:
+        chars += len(data[at:a].decode("utf-8", "surrogatepass"))
+        if out and chars >= out[0][0] + _SNIPPET:
+            break
+        out.append((chars, chars + b - a))  # (the words are ASCII: a byte a character)
+        at = a
+    return out
+
+
 def _snippet(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[int, int]]]:
     first = spans[0][0]
     start = max(0, first - _SNIPPET // 3)
@@ -435,16 +534,16 @@ def bounds(query: Query) -> Callable[[Sequence[int], int], float]:
 _Scored = tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]
 
 
-def _judged(candidate: Candidate, patterns: list[re.Pattern[str]], role: str | None,
+def _judged(candidate: Candidate, matcher: _Matcher, role: str | None,
             since: int) -> _Scored | None:
     """A candidate's rank key (best first) with what its hit shows; ``None``: no match."""
     doc = document(candidate.line)
     if doc is None or (role is not None and doc.role != role) or doc.ms < since:
         return None
-    spans = _spans(doc.text, patterns)
-    if spans is None:
+    judged = matcher.judge(doc.text)
+    if judged is None:
         return None
-    relevance = score(len(spans), len(doc.text.split()))
+    relevance, spans = judged
     return (-relevance, -doc.ms, candidate.session_id, candidate.place, candidate, doc, spans)
 
 
@@ -479,8 +578,8 @@ def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, sin
         branch: the ids on a candidate's session's current branch, or an object that answers
             ``in`` for them (asked once per session that has a hit).
     """
-    patterns = _patterns(query)
-    scored = [item for item in (_judged(candidate, patterns, role, since)
+    matcher = _Matcher(query)
+    scored = [item for item in (_judged(candidate, matcher, role, since)
                                 for candidate in candidates) if item is not None]
     branches: dict[str, Container[str]] = {}
 
@@ -514,7 +613,7 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
     bound left (so a word that most entries hold reads about ``limit`` lines, not
     :data:`CANDIDATES`)."""
     order = sorted(rows, key=lambda row: (-row.bound, -row.ms, row.session_id, row.place))
-    patterns = _patterns(query)
+    matcher = _Matcher(query)
     scored: list[_Scored] = []
     at, step = 0, max(limit, 1)
     while at < len(order) and limit > 0:
@@ -527,7 +626,7 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
         batch = order[at:at + step]
         at, step = at + len(batch), step * 2
         for candidate in read(batch):
-            judged = _judged(candidate, patterns, role, since)
+            judged = _judged(candidate, matcher, role, since)
             if judged is not None:
                 scored.append(judged)
     return _hits(scored, limit, on_branch)
