@@ -187,7 +187,7 @@ class PackedIds:
             pieces = cast("Iterable[bytes]", map(blob.__getitem__, map(slice, firsts, lasts)))
             crcs = map(zlib.crc32, pieces)
             return map(and_, crcs, repeat(mask))
-        tail = blob[start * step:]
+        tail = blob[start * step:] if start else blob
         out = bytearray(4 * count)
         for at, tables in enumerate(_crc_tables(width, mask)):
             acc = 0
