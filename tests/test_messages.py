@@ -119,6 +119,15 @@ def test_a_message_line_is_the_whole_entry_json_stringify_writes(
          "message": message})
 
 
+def test_a_key_that_is_no_string_is_refused_where_keys_are_strings(tmp_path: Path) -> None:
+    """JSON cannot tell ``{1: x}`` from ``{"1": x}``: such a class is checked by its builtins."""
+    with Session.create(tmp_path) as session:
+        with pytest.raises(InvalidMessage, match=r"`key` in `\$\.content\[0\]\.arguments`"):
+            session.append_message(AssistantMessage(
+                content=[ToolCall(id="c1", name="f", arguments={1: "x"})]))  # type: ignore[dict-item]
+        assert len(session) == 0
+
+
 def test_exact_types_hold_nothing_json_stringify_writes_otherwise() -> None:
     assert exact_type(UserMessage) and exact_type(BashExecutionMessage)
     assert exact_type(list[str]) and exact_type(int | None)

@@ -349,8 +349,36 @@ def _invalid(where: str, error: Exception) -> InvalidMessage:
 
 
 _encode = msgspec.json.Encoder().encode
-_DECODERS: dict[type, msgspec.json.Decoder[Any]] = {}
-"""A JSON decoder per message class met: a message is checked by decoding its encoding."""
+_DECODERS: dict[type, msgspec.json.Decoder[Any] | None] = {}
+"""A JSON decoder per message class met: a message is checked by decoding its encoding
+(``None``: a class whose builtins are checked, see :func:`_keyed`)."""
+
+
+def _keyed(kind: type) -> bool:
+    """Whether messages of class ``kind`` can hold a dict whose keys must be strings: its JSON
+    cannot tell (``{1: x}`` encodes as ``{"1": x}``), only its builtins' check refuses an
+    integer key."""
+    from msgspec import inspect  # (once a class)
+
+    seen: set[int] = set()
+    todo: list[Any] = [inspect.type_info(kind)]
+    while todo:
+        info = todo.pop()
+        if isinstance(info, inspect.DictType):
+            if not isinstance(info.key_type, inspect.AnyType):
+                return True
+            todo.append(info.value_type)
+        elif isinstance(info, inspect.StructType) and id(info) not in seen:
+            seen.add(id(info))
+            todo.extend(field.type for field in info.fields)
+        elif isinstance(info, inspect.UnionType):
+            todo.extend(info.types)
+        elif isinstance(info, inspect.TupleType):
+            todo.extend(info.item_types)
+        elif isinstance(info, (inspect.ListType, inspect.VarTupleType, inspect.SetType,
+                               inspect.FrozenSetType)):
+            todo.append(info.item_type)
+    return False
 
 
 def _checked(message: _M, where: str | None = None) -> _M:
@@ -363,25 +391,31 @@ def _checked(message: _M, where: str | None = None) -> _M:
 def _checked_json(message: _Message, where: str | None = None) -> bytes | None:
     """msgspec's JSON of ``message`` once its fields are checked: the encoding decoded back as
     the message's class (a third of the cost of converting its builtins, and an append writes
-    the encoding). ``None`` for a message that passes only the builtins' check (a float
-    field holding NaN, which JSON writes as ``null``; text with lone surrogates; a huge
-    integer); raises as that check does (``where`` begins the error; by default ``invalid
-    <role> message``)."""
+    the encoding), or, for a class that can hold a string-keyed dict, the builtins' check.
+    ``None`` when msgspec cannot encode it, or it passes only the builtins' check (a float
+    field holding NaN, which JSON writes as ``null``); raises as that check does (``where``
+    begins the error; by default ``invalid <role> message``)."""
     kind = type(message)
     try:
-        decode = _DECODERS[kind].decode
+        decoder = _DECODERS[kind]
     except KeyError:
-        decode = _DECODERS.setdefault(kind, msgspec.json.Decoder(kind)).decode
-    try:
-        encoded = _encode(message)
-        decode(encoded)
-        return encoded
-    except (msgspec.ValidationError, TypeError, UnicodeEncodeError, OverflowError):
-        pass  # the builtins' check decides, and words the error
+        decoder = _DECODERS.setdefault(kind, None if _keyed(kind) else msgspec.json.Decoder(kind))
+    if decoder is not None:
+        try:
+            encoded = _encode(message)
+            decoder.decode(encoded)
+            return encoded
+        except (msgspec.ValidationError, TypeError, UnicodeEncodeError, OverflowError):
+            pass  # the builtins' check decides, and words the error
     try:
         msgspec.convert(msgspec.to_builtins(message), kind)
     except (msgspec.ValidationError, TypeError) as error:
         raise _invalid(where or f"invalid {message.role} message", error) from None
+    if decoder is None:  # checked by its builtins: its encoding, when msgspec can make one
+        try:
+            return _encode(message)
+        except (TypeError, UnicodeEncodeError, OverflowError):
+            pass
     return None
 
 
