@@ -69,7 +69,7 @@ def test_paths_of_rows_without_depths_are_read_whole(store: Any, tmp_path: Path)
 def test_every_statement_is_parameterized_and_keyed_by_session() -> None:
     fan_out = {"list", "list_cwd", "older_than", "ids", "create_migrations", "version",
                "insert_version", "notify",
-               "search", "search_lines", "backfill"}  # across sessions: every shard's rows joined by session_id
+               "search", "search_word", "search_lines", "backfill"}  # across sessions: every shard's rows joined by session_id
     for driver in ("sqlite", "postgres"):
         statements = dialect(driver).statements
         for name, sql in statements.items():

@@ -59,6 +59,7 @@ __all__ = [
     "holds_words",
     "parse_query",
     "rank",
+    "row_counts",
     "score",
     "since_ms",
     "tokens",
@@ -516,6 +517,15 @@ def fts_body(counts: Iterable[str]) -> str:
     :func:`entry_terms`'s counts), so FTS5 finds the words this module finds and no others
     (its own tokenizer splits no word of theirs: they hold letters and digits only)."""
     return " ".join(counts)
+
+
+def row_counts(counts: list[int] | int | str) -> list[int]:
+    """How often an entry holds each of a query's words as an index row gives them (for
+    :func:`bounds`): PostgreSQL's array, SQLite's one count for a query of one word, or
+    ``"2,1"`` for several."""
+    if isinstance(counts, list):
+        return counts
+    return [counts] if isinstance(counts, int) else [int(n) for n in counts.split(",")]
 
 
 def bounds(query: Query) -> Callable[[Sequence[int], int], float]:

@@ -50,6 +50,7 @@ from .._search import (
     document,
     entry_terms,
     fts_body,
+    row_counts,
 )
 from .._search_scan import Found, Recent
 from ._jsonl_listing import project_folders
@@ -96,9 +97,15 @@ _MINUTES = 1 << 27
 above a counter of ``_SHIFT`` bits: the index hands over the most recent matches first and
 stops (a query matching most entries reads a thousand rows, not all of them)."""
 
+_COUNTS = "coalesce(json_extract(e.counts, :path), 1)"
+"""How often the entry holds the query's one word (its row's JSON keeps the words held more
+than once): read directly, a fifth less of the query's time than going through ``json_each``."""
+_ALL_COUNTS = "(SELECT group_concat(coalesce(json_extract(e.counts, value), 1)) " \
+              "FROM json_each(:paths))"
+"""How often it holds each word of several, ``"2,1"``."""
 _QUERY = f"""
-    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}, e.size, (
-        SELECT group_concat(coalesce(json_extract(e.counts, value), 1)) FROM json_each(:paths))
+    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}, e.size,
+        {_ALL_COUNTS}
     FROM body JOIN entries e ON e.id = body.rowid JOIN files f ON f.id = e.file
     WHERE body MATCH :match AND e.ms >= :since AND (:role IS NULL OR e.role = :role)
         AND (:cwd IS NULL OR f.cwd = :cwd)
@@ -531,16 +538,17 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     match = " AND ".join(f'"{word}"' for word in words)
     highest = bounds(query)
     with _opened(location, INDEX_BUDGET) as (conn, pending):
-        rows = _most_recent(conn.execute(_QUERY, {
-            "match": match, "since": since, "role": role, "cwd": cwd,
-            "paths": msgspec.json.encode([f'$."{word}"' for word in words]).decode()}))
+        rows = _most_recent(conn.execute(
+            _QUERY if len(words) > 1 else _QUERY.replace(_ALL_COUNTS, _COUNTS), {
+                "match": match, "since": since, "role": role, "cwd": cwd,
+                "paths": msgspec.json.encode([f'$."{word}"' for word in words]).decode(),
+                "path": f'$."{words[0]}"'}))
         found: dict[tuple[str, int], tuple[Bounded, int | bytes]] = {}
         paths: dict[str, str] = {}
         for session_id, name, session_cwd, offset, length, ms, _, size, counts in rows:
             path = paths.get(name) or paths.setdefault(name, os.path.join(location, name))
             found[(path, offset)] = (Bounded(session_id, path, session_cwd or "", offset, ms,
-                                             highest([int(n) for n in counts.split(",")], size)),
-                                     length)
+                                             highest(row_counts(counts), size)), length)
         for item in _scan(pending, query, role=role, since=since, cwd=cwd):
             place = item.key[2]  # (its line in hand: read first, whatever its relevance)
             found[(item.session, place)] = (Bounded(item.key[1], item.session, item.cwd, place,

@@ -37,6 +37,7 @@ from .._search import (
     best_first,
     bounds,
     parse_query,
+    row_counts,
     since_ms,
 )
 from .._treelog import StoredEntries
@@ -392,22 +393,22 @@ class SqlStore(StoredEntries, ABC):
         else:
             params.update(match=" AND ".join(f'"{word}"' for word in words),
                           paths=json.dumps([f'$."{word}"' for word in words]),  # (no " in one)
-                          floor=search_row_id(-(2**62)), below=2**63 - 1)
-            found = self._query("search", params)
+                          path=f'$."{words[0]}"', floor=search_row_id(-(2**62)),
+                          below=2**63 - 1)
+            statement = "search" if len(words) > 1 else "search_word"
+            found = self._query(statement, params)
             if len(found) == CANDIDATES:
                 # a row's id is never below its time's first (search_row_id): the matches at
                 # least as recent as the oldest found that were not found are below the
                 # lowest id found and not below the first id of the oldest's time
                 oldest = min(row[2] for row in found)
-                found += self._query("search", {
+                found += self._query(statement, {
                     **params, "since": max(after, oldest), "floor": search_row_id(oldest),
                     "below": min(row[6] for row in found), "limit": -1})
                 found = sorted(found, key=lambda row: (-row[2], row[0], row[1]))[:CANDIDATES]
         at = f"{self.url}#"  # (session_url's, the address worked out once)
         highest = bounds(parsed)
-        rows = [Bounded(sid, at + sid, session_cwd, seq, ms, highest(
-                    counts if isinstance(counts, list) else [int(n) for n in counts.split(",")],
-                    size))  # (an array from PostgreSQL, "2,1" from SQLite)
+        rows = [Bounded(sid, at + sid, session_cwd, seq, ms, highest(row_counts(counts), size))
                 for sid, seq, ms, session_cwd, size, counts, *_ in found]
 
         def read(batch: Sequence[Bounded]) -> list[Candidate]:

@@ -319,6 +319,26 @@ _STATEMENTS = {
     "notify": "SELECT pg_notify('sessiontree', :sid)",
 }
 
+# the matches with the highest row ids, below :below (FTS5 reads them first and
+# stops): the most recent, but for matches of the oldest one's time (whose ids can
+# be lower), asked for next (SqlStore.search)
+_SQLITE_SEARCH = """
+            SELECT k.session_id, k.seq, k.ms, s.cwd, k.size, {counts}, f.rowid
+            FROM sessiontree_search f
+            JOIN sessiontree_search_keys k ON k.id = f.rowid
+            JOIN sessiontree_sessions s ON s.session_id = k.session_id
+            WHERE sessiontree_search MATCH :match AND f.rowid >= :floor AND f.rowid < :below
+                AND k.ms >= :since AND (:role IS NULL OR k.role = :role)
+                AND (:cwd IS NULL OR s.cwd = :cwd)
+            ORDER BY f.rowid DESC LIMIT :limit"""
+_SQLITE_COUNTS = ("(SELECT group_concat(coalesce(json_extract(k.counts, value), 1)) "
+                  "FROM json_each(:paths))")
+"""How often the entry holds each word of a query of several (``"2,1"``: its row's JSON keeps
+the words held more than once)."""
+_SQLITE_COUNT = "coalesce(json_extract(k.counts, :path), 1)"
+"""How often it holds a query's one word, read directly (a quarter less of the query's time
+than through ``json_each``)."""
+
 _SEARCH = {
     "sqlite": {
         # the row id: the next of the ids of the entry's time (search_row_id), or past them
@@ -335,20 +355,8 @@ _SEARCH = {
         "delete_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
                          "sessiontree_search_keys WHERE session_id = :sid)",
         "delete_search_keys": "DELETE FROM sessiontree_search_keys WHERE session_id = :sid",
-        # the matches with the highest row ids, below :below (FTS5 reads them first and
-        # stops): the most recent, but for matches of the oldest one's time (whose ids can
-        # be lower), asked for next (SqlStore.search)
-        "search": """
-            SELECT k.session_id, k.seq, k.ms, s.cwd, k.size, (
-                SELECT group_concat(coalesce(json_extract(k.counts, value), 1))
-                FROM json_each(:paths)), f.rowid
-            FROM sessiontree_search f
-            JOIN sessiontree_search_keys k ON k.id = f.rowid
-            JOIN sessiontree_sessions s ON s.session_id = k.session_id
-            WHERE sessiontree_search MATCH :match AND f.rowid >= :floor AND f.rowid < :below
-                AND k.ms >= :since AND (:role IS NULL OR k.role = :role)
-                AND (:cwd IS NULL OR s.cwd = :cwd)
-            ORDER BY f.rowid DESC LIMIT :limit""",
+        "search": _SQLITE_SEARCH.format(counts=_SQLITE_COUNTS),
+        "search_word": _SQLITE_SEARCH.format(counts=_SQLITE_COUNT),
         "search_lines": "SELECT session_id, seq, line FROM sessiontree_entries "
                         "WHERE (session_id, seq) IN (SELECT s.value, q.value "
                         "FROM json_each(:sids) s JOIN json_each(:seqs) q ON q.key = s.key)",
@@ -386,7 +394,6 @@ _SEARCH = {
 entry's words in PostgreSQL (one tokenizer, :mod:`sessiontree._search`'s, for every backend);
 each row with the entry's time, role, size and word counts, so the database hands over the
 most recent candidates and what bounds their relevance, and only the best lines are read."""
-
 _BACKFILL = ("SELECT session_id, seq, line FROM sessiontree_entries WHERE (session_id, seq) > "
              "(:sid, :seq) ORDER BY session_id, seq LIMIT :limit")
 
