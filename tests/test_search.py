@@ -596,6 +596,35 @@ def test_redis_search_stays_honest_when_a_writer_dies_between_its_writes(
         died.close()
 
 
+def test_redis_cluster_search_allows_for_the_latest_time_it_did_not_send(
+        request: pytest.FixtureRequest) -> None:
+    """On a cluster an append within a second (entry time) of the latest time its store sent
+    to ``searched`` does not send it again: a search with ``since`` between the two still
+    visits the session."""
+    url = redis_store_url(request, "redis-cluster")
+    session_id = "0195a000-0000-7000-8000-00000000ca7e"
+    header = {"type": "session", "version": 3, "id": session_id, "cwd": "/w",
+              "timestamp": "2026-03-01T10:00:00.000Z"}
+
+    def line(entry_id: str, parent: str | None, second: str, text: str) -> bytes:
+        return json.dumps({"type": "message", "id": entry_id, "parentId": parent,
+                           "timestamp": f"2026-03-01T10:00:{second}Z",
+                           "message": {"role": "user", "content": text,
+                                       "timestamp": 1772359200000}}).encode()
+
+    with RedisStore.from_url(url) as store:
+        store.import_lines(json.dumps(header).encode(), [line("k0000001", None, "00.000",
+                                                              "kestrel one")])
+        log = store.open_log(session_id)
+        log.begin_append()
+        log.write([line("k0000002", "k0000001", "00.500", "kestrel two")], None)
+        log.end_append()
+        sent = store._client.zscore(f"{store.prefix}:searched", session_id)
+        assert sent == _dt.datetime(2026, 3, 1, 10, tzinfo=_dt.timezone.utc).timestamp() * 1000
+        since = _dt.datetime(2026, 3, 1, 10, 0, 0, 400000, tzinfo=_dt.timezone.utc)
+        assert [h.entry_id for h in store.search("kestrel", since=since)] == ["k0000002"]
+
+
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
 def test_redis_sessions_stored_before_the_search_index_are_migrated(
         kind: str, request: pytest.FixtureRequest, root: Path) -> None:

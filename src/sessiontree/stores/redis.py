@@ -1387,7 +1387,8 @@ class RedisStore(StoredEntries):
         with self._errors():
             latest = self._client.zmscore(self._searched_key, holding)
         order = sorted((-math.inf if ms is None else -ms, sid.decode())  # None: not known, first
-                       for sid, ms in zip(holding, latest) if ms is None or ms >= after)
+                       for sid, ms in zip(holding, latest)
+                       if ms is None or ms + _LISTING_LAG_MS >= after)  # (a cluster's may lag)
         found: list[tuple[int, str, int, str, float]] = []  # -ms, id, position, cwd, bound
         highest = bounds(parsed)
         at, step = 0, _PAGE
