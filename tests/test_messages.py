@@ -128,6 +128,20 @@ def test_a_key_that_is_no_string_is_refused_where_keys_are_strings(tmp_path: Pat
         assert len(session) == 0
 
 
+def test_untyped_details_keep_number_keys_as_text_and_refuse_others(tmp_path: Path) -> None:
+    """A field typed ``Any`` takes what JSON holds: a number key becomes its text, ordered as
+    JavaScript orders an object's keys (as msgspec and ``json.dumps`` write it); a key no JSON
+    holds is an :class:`InvalidMessage` (not a bare ``TypeError``), and nothing is written."""
+    with Session.create(tmp_path) as session:
+        entry = session.append_message(ToolResultMessage.of(
+            "c1", "out", tool_name="f", details={"b": 2, 7: [1.0], 1: "x", 2.5: None}))
+        assert b'"details":{"1":"x","7":[1],"b":2,"2.5":null}' in session.raw_line(entry)
+        with pytest.raises(InvalidMessage, match="keys"):
+            session.append_message(ToolResultMessage.of("c2", "out", tool_name="f",
+                                                        details={(1, 2): "x"}))
+        assert len(session) == 1
+
+
 def test_exact_types_hold_nothing_json_stringify_writes_otherwise() -> None:
     assert exact_type(UserMessage) and exact_type(BashExecutionMessage)
     assert exact_type(list[str]) and exact_type(int | None)

@@ -20,6 +20,7 @@ from msgspec import UNSET
 from . import _json
 from ._scan import FileRecord, message_envelope
 from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
+from .errors import InvalidMessage
 from .messages import AgentMessage, UnknownMessage, stored_message
 
 __all__ = ["decode_line", "entries_decoder", "entry_builtins", "message_entry", "message_line",
@@ -79,7 +80,10 @@ def message_entry(message: AgentMessage | UnknownMessage | Mapping[str, Any]
     """
     payload, encoded, role = stored_message(message)
     if encoded is None:
-        body = _json.dumps(payload)
+        try:
+            body = _json.dumps(payload)
+        except TypeError as error:  # (a value no JSON holds, in a field typed Any)
+            raise InvalidMessage(f"invalid {role} message: {error}") from None
     else:  # (checked, it holds only the types of its class: for most, the encoding is the answer)
         body = encoded if _json.exact_type(type(payload)) else _json.stringified(encoded, payload)
     return lambda i, p, t: (message_line(i, p, t, body), message_envelope(i, p, t, role))

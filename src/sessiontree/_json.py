@@ -123,7 +123,7 @@ def _dump_py(value: Any) -> str:
     if isinstance(value, float):
         return js_number(value)
     if isinstance(value, dict):
-        items = list(value.items())
+        items = [(_key(k), v) for k, v in value.items()]
         index_keys = [(int(k), k, v) for k, v in items if is_index_key(k)]
         if index_keys:
             taken = {k for _, k, _ in index_keys}
@@ -137,6 +137,18 @@ def _dump_py(value: Any) -> str:
             return bytes(value).decode("utf-8", "surrogatepass")
         return _dump_py(msgspec.to_builtins(value))
     raise TypeError(f"cannot serialize {type(value).__name__} as JSON")
+
+
+def _key(key: Any) -> str:
+    """An object key as msgspec writes it (a number's text: JavaScript's keys are strings)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, int) and not isinstance(key, bool):
+        return str(key)
+    if isinstance(key, float):
+        return js_number(key)
+    raise TypeError(f"cannot serialize a dict key of type {type(key).__name__} as JSON "
+                    f"(keys are strings or numbers)")
 
 
 def _maybe_index_key(zeroed: bytes) -> bool:
