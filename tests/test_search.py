@@ -352,7 +352,7 @@ def test_the_migration_indexes_sessions_stored_before(root: Path, tmp_path: Path
 
 
 def test_postgres_search_rows_have_planner_statistics_after_a_copy_or_a_migration(
-        root: Path, fresh_postgres_url: str) -> None:
+        root: Path, tmp_path: Path, fresh_postgres_url: str) -> None:
     """Without them PostgreSQL plans a word most entries hold as a rare one (every match
     fetched and sorted); a server whose autovacuum is off would never gather them."""
     import psycopg
@@ -365,7 +365,11 @@ def test_postgres_search_rows_have_planner_statistics_after_a_copy_or_a_migratio
                 "SELECT attname FROM pg_stats WHERE schemaname = %s "
                 "AND tablename = 'sessiontree_search'", (schema,))}
 
-    copy_sessions(str(root), fresh_postgres_url)
+    from sessiontree.transfer import ANALYZE_AFTER
+
+    generate_folder(tmp_path / "many", ANALYZE_AFTER, seed=7, min_entries=2, max_entries=3)
+    copy_sessions(str(root), fresh_postgres_url)  # (a few sessions: not a bulk load)
+    copy_sessions(str(tmp_path / "many"), fresh_postgres_url)
     assert {"words", "ms"} <= columns_with_statistics()
     with psycopg.connect(fresh_postgres_url.rpartition("?")[0], autocommit=True) as conn:
         conn.execute(f'SET search_path TO "{schema}"')
