@@ -802,9 +802,11 @@ class RedisStore(StoredEntries):
             if word not in sent], None)
 
     def _search_sent(self, session_id: str, found: _rs.Batch) -> None:
-        """Remember what :meth:`_search_due` sent (forgetting every session now and then)."""
+        """Remember what :meth:`_search_due` sent (forgetting every session now and then: a
+        session's words are kept, and a long one holds thousands, so for 256 sessions at most;
+        one forgotten only has its words sent again)."""
         last, known = self._searched.get(session_id, (None, set()))
-        if len(self._searched) >= 4096 and session_id not in self._searched:
+        if len(self._searched) >= 256 and session_id not in self._searched:
             self._searched.clear()
         if found.latest is not None and (last is None or found.latest - last > _LISTING_LAG_MS):
             last = found.latest
