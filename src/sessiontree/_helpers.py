@@ -24,12 +24,16 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import subprocess
 
-__all__ = ["answer", "default_processes", "finish", "processes", "reply", "start"]
+__all__ = ["answer", "default_processes", "finish", "processes", "reply", "shared", "start"]
+
+_Share = TypeVar("_Share")
+_Result = TypeVar("_Result")
 
 _RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib; "
         "module, function = sys.argv[2].split(':'); "
@@ -104,6 +108,30 @@ def finish(helper: subprocess.Popen[bytes] | None) -> None:
         helper.wait()
     if helper.stdout is not None:
         helper.stdout.close()
+
+
+def shared(function: str, shares: Sequence[_Share], arguments: Callable[[_Share], list[str]],
+           here: Callable[[_Share], _Result],
+           read: Callable[[bytes, _Share], _Result | None]) -> list[_Result]:
+    """Each share's result, in order: the first share's computed here (``here``) while a helper
+    runs ``function`` with ``arguments(share)`` for each other one. ``read`` makes a helper's
+    answer its result; a helper that fails, or whose answer ``read`` refuses (``None``, or a
+    ``ValueError`` such as msgspec's decode errors), costs only time: its share is computed
+    here too."""
+    helpers = [start(function, *arguments(share)) for share in shares[1:]]
+    try:
+        results = [here(shares[0])]
+        for helper, share in zip(helpers, shares[1:]):
+            data = answer(helper)
+            try:
+                theirs = read(data, share) if data is not None else None
+            except ValueError:
+                theirs = None
+            results.append(theirs if theirs is not None else here(share))
+        return results
+    finally:
+        for helper in helpers:
+            finish(helper)
 
 
 def reply(*parts: bytes | memoryview) -> None:

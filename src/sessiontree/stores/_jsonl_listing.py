@@ -229,23 +229,18 @@ def _read_rows(folder: str, names: list[str], requested: int | None) -> dict[str
     processes = _helpers.processes(requested) if len(names) >= PARALLEL_FILES else 1
     if processes == 1:
         return _rows_of(folder, names)
-    shares = [names[i::processes] for i in range(processes)]
-    helpers = [_helpers.start("sessiontree.stores._jsonl_listing:_list_share", folder, *share)
-               for share in shares[1:]]
-    try:
-        found = _rows_of(folder, shares[0])
-        for helper, share in zip(helpers, shares[1:]):
-            answer = _helpers.answer(helper)
-            try:
-                rows = _rows_decoder.decode(answer) if answer is not None else None
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                rows = None
-            found.update(rows if rows is not None and set(rows) <= set(share)
-                         else _rows_of(folder, share))
-        return found
-    finally:
-        for helper in helpers:
-            _helpers.finish(helper)
+
+    def read(answer: bytes, share: list[str]) -> dict[str, _Cached] | None:
+        rows = _rows_decoder.decode(answer)
+        return rows if set(rows) <= set(share) else None  # (rows of no other file)
+
+    found: dict[str, _Cached] = {}
+    for rows in _helpers.shared("sessiontree.stores._jsonl_listing:_list_share",
+                                [names[i::processes] for i in range(processes)],
+                                lambda share: [folder, *share],
+                                lambda share: _rows_of(folder, share), read):
+        found.update(rows)
+    return found
 
 
 def _rows_of(folder: str, names: list[str]) -> dict[str, _Cached]:

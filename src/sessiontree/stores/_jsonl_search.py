@@ -449,22 +449,11 @@ def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
     count = _helpers.processes() if left >= PARALLEL_SCAN_BYTES else 1
     shares = _shares(pending, count)
     task = _task_encoder.encode([words, role, since, cwd]).decode()
-    helpers = [_helpers.start("sessiontree.stores._jsonl_search:_scan_share", task,
-                              *(_task_encoder.encode(item).decode() for item in share))
-               for share in shares[1:]]
-    try:
-        found = _scan_files(shares[0], words, role=role, since=since, cwd=cwd)
-        for helper, share in zip(helpers, shares[1:]):
-            answer = _helpers.answer(helper)
-            try:
-                theirs = _found_decoder.decode(answer) if answer is not None else None
-            except (msgspec.DecodeError, msgspec.ValidationError):
-                theirs = None
-            found += theirs if theirs is not None else \
-                _scan_files(share, words, role=role, since=since, cwd=cwd)
-    finally:
-        for helper in helpers:
-            _helpers.finish(helper)
+    found = [item for part in _helpers.shared(
+        "sessiontree.stores._jsonl_search:_scan_share", shares,
+        lambda share: [task, *(_task_encoder.encode(item).decode() for item in share)],
+        lambda share: _scan_files(share, words, role=role, since=since, cwd=cwd),
+        lambda answer, _: _found_decoder.decode(answer)) for item in part]
     found.sort(key=lambda item: item.key)
     return found[:CANDIDATES]
 
