@@ -485,7 +485,7 @@ def test_browse_search_opens_the_session_at_the_hit(tmp_path: Path) -> None:
         await until(pilot, lambda: app.loaded, "the session")
         await settle(app, pilot)
         assert app.session is not None and app.session.file == str(path)
-        assert selected(app) == "e001" and app.session.leaf_id == "e008"
+        assert selected(app) == "e001" and app.session.leaf_id == "e009"
         await press("enter")  # go on from the hit: the leaf moves there
         await until(pilot, lambda: isinstance(app.screen, ConfirmNavigate), "the question")
         await press("n")
