@@ -837,7 +837,7 @@ def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms:
         return
     size, counts = entry_terms(text)
     highest = bounds(query)([counts.get(word, 1) for word in query.words()], size)
-    assert _folder_bound(text, query) in (highest, None)  # what the folder's index row gives
+    assert _folder_bound(text, query) == highest  # what the folder's index row gives
     spans = _spans(text, _patterns(query))
     if spans is not None:
         assert score(len(spans), len(text.split())) <= highest
@@ -874,13 +874,12 @@ def test_the_matcher_finds_the_spans_and_relevance_of_letter_by_letter_matching(
     assert _snippet(text, judged[1]) == _snippet(text, spans)
 
 
-def _folder_bound(text: str, query: Any) -> float | None:
+def _folder_bound(text: str, query: Any) -> float:
     """The bound a folder's index row gives an entry holding ``text`` (indexed as a search
-    indexes it, read back by the search's own query); ``None`` when FTS5 does not find it (a
-    combining mark is a letter of a word to FTS5, not to the matcher: "a\u0307" is not "a")."""
+    indexes it, read back by the search's own query: FTS5 must find it)."""
     import tempfile
 
-    from sessiontree._search import bounds
+    from sessiontree._search import bounds, fts_counts, fts_query, row_counts
     from sessiontree.stores._jsonl_search import _QUERY, build
 
     with tempfile.TemporaryDirectory() as folder:
@@ -894,14 +893,11 @@ def _folder_bound(text: str, query: Any) -> float | None:
         build(folder)
         words = query.words()
         with sqlite3.connect(index_path(folder)) as conn:
-            rows = conn.execute(_QUERY, {
-                "match": " AND ".join(f'"{word}"' for word in words), "since": 0, "role": None,
-                "cwd": None, "paths": json.dumps([f'$."{word}"' for word in words])}).fetchall()
+            ((*_, size, counts),) = conn.execute(
+                _QUERY.format(counts=fts_counts("e.counts", len(words))),
+                {**fts_query(words), "since": 0, "role": None, "cwd": None}).fetchall()
         conn.close()
-    if not rows:
-        return None
-    ((*_, size, counts),) = rows
-    return bounds(query)([int(n) for n in counts.split(",")], size)
+    return bounds(query)(row_counts(counts), size)
 
 
 def _crowded(folder: Path) -> None:

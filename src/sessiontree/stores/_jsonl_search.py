@@ -50,6 +50,8 @@ from .._search import (
     document,
     entry_terms,
     fts_body,
+    fts_counts,
+    fts_query,
     row_counts,
 )
 from .._search_scan import Found, Recent
@@ -97,15 +99,9 @@ _MINUTES = 1 << 27
 above a counter of ``_SHIFT`` bits: the index hands over the most recent matches first and
 stops (a query matching most entries reads a thousand rows, not all of them)."""
 
-_COUNTS = "coalesce(json_extract(e.counts, :path), 1)"
-"""How often the entry holds the query's one word (its row's JSON keeps the words held more
-than once): read directly, a fifth less of the query's time than going through ``json_each``."""
-_ALL_COUNTS = "(SELECT group_concat(coalesce(json_extract(e.counts, value), 1)) " \
-              "FROM json_each(:paths))"
-"""How often it holds each word of several, ``"2,1"``."""
 _QUERY = f"""
     SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}, e.size,
-        {_ALL_COUNTS}
+        {{counts}}
     FROM body JOIN entries e ON e.id = body.rowid JOIN files f ON f.id = e.file
     WHERE body MATCH :match AND e.ms >= :since AND (:role IS NULL OR e.role = :role)
         AND (:cwd IS NULL OR f.cwd = :cwd)
@@ -524,14 +520,11 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     session's current branch, kept in the index until the file changes."""
     location = os.path.abspath(root)
     words = query.words()
-    match = " AND ".join(f'"{word}"' for word in words)
     highest = bounds(query)
     with _opened(location, INDEX_BUDGET) as (conn, pending):
         rows = _most_recent(conn.execute(
-            _QUERY if len(words) > 1 else _QUERY.replace(_ALL_COUNTS, _COUNTS), {
-                "match": match, "since": since, "role": role, "cwd": cwd,
-                "paths": msgspec.json.encode([f'$."{word}"' for word in words]).decode(),
-                "path": f'$."{words[0]}"'}))
+            _QUERY.format(counts=fts_counts("e.counts", len(words))),
+            {**fts_query(words), "since": since, "role": role, "cwd": cwd}))
         found: dict[tuple[str, int], tuple[Bounded, int | bytes]] = {}
         paths: dict[str, str] = {}
         for session_id, name, session_cwd, offset, length, ms, _, size, counts in rows:

@@ -36,6 +36,7 @@ from .._search import (
     SearchHit,
     best_first,
     bounds,
+    fts_query,
     parse_query,
     row_counts,
     since_ms,
@@ -391,10 +392,7 @@ class SqlStore(StoredEntries, ABC):
         if d.driver == "postgres":
             found = self._query("search", {**params, "words": words})
         else:
-            params.update(match=" AND ".join(f'"{word}"' for word in words),
-                          paths=json.dumps([f'$."{word}"' for word in words]),  # (no " in one)
-                          path=f'$."{words[0]}"', floor=search_row_id(-(2**62)),
-                          below=2**63 - 1)
+            params.update(fts_query(words), floor=search_row_id(-(2**62)), below=2**63 - 1)
             statement = "search" if len(words) > 1 else "search_word"
             found = self._query(statement, params)
             if len(found) == CANDIDATES:
