@@ -271,6 +271,8 @@ class Columns(Sequence[Record]):
         self._first = packed[0].count if packed is not None else 0
         """The first row whose id is in ``_ids`` (those before it are packed)."""
         self._ids: list[str] = []
+        self._made: list[str] | None = None
+        """The packed ids as strings, once :attr:`ids` was asked for."""
         self._rows: dict[str, int] = {}
         """Each id of ``_ids`` -> its last row."""
         self._absent: set[str] = set()
@@ -484,7 +486,7 @@ class Columns(Sequence[Record]):
         """Make every id and the dict of them; the packed ids are dropped."""
         ids = self._ids = self.ids
         self._rows = dict(zip(ids, range(len(ids))))
-        self._packed = self._table = None
+        self._packed = self._table = self._made = None
         self._absent = set()
         self._first = 0
 
@@ -514,9 +516,13 @@ class Columns(Sequence[Record]):
 
     @property
     def ids(self) -> list[str]:
-        """Each row's id (made from the packed ids, when there are any, at each call)."""
+        """Each row's id (the packed ids made into strings when first asked for)."""
         packed = self._packed
-        return self._ids if packed is None else packed.all() + self._ids
+        if packed is None:
+            return self._ids
+        if self._made is None:
+            self._made = packed.all()
+        return self._made + self._ids
 
     def id_at(self, row: int) -> str:
         """The id of ``row`` (without making every id)."""

@@ -26,7 +26,7 @@ Invariants:
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from .._search import ROLES, document, entry_terms
