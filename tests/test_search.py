@@ -792,6 +792,44 @@ def test_a_search_while_another_process_holds_the_index_scans_instead(
     assert _comparable(store.search("handshake")) == found
 
 
+def test_a_search_that_has_nothing_to_write_takes_no_write_lock(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """While new files are left to the scan, and once everything is indexed, a search writes
+    nothing to the index: another process's write neither stalls it nor sends it to a scan
+    without the index; the files' digest is kept only when the index holds every file."""
+    from sessiontree.stores import _jsonl_search
+
+    def digests() -> list[bytes]:
+        with sqlite3.connect(index_path(root)) as conn:
+            return [row[0] for row in conn.execute("SELECT digest FROM state")]
+
+    store = JsonlStore(root)
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", 0)  # new files scanned, not indexed
+    expected = _comparable(store.search("handshake"))
+    assert len(expected) == 2 and not _index_rows(root) and digests() == []
+    monkeypatch.setattr(_jsonl_search, "_BUSY_TIMEOUT", 0.05)
+    opened: list[str] = []
+    real_connect = _jsonl_search._connect
+    monkeypatch.setattr(_jsonl_search, "_connect",
+                        lambda path: opened.append(path) or real_connect(path))
+    for build in (False, True):
+        if build:
+            store.build_search_index()
+            assert len(_index_rows(root)) == len(list(root.rglob("*.jsonl")))
+            assert len(digests()) == 1
+        kept = digests()
+        opened.clear()
+        holder = sqlite3.connect(index_path(root), isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")  # another process writing
+        try:
+            assert _comparable(store.search("handshake")) == expected
+        finally:
+            holder.execute("ROLLBACK")
+            holder.close()
+        assert opened == [index_path(root)]  # the index, not a scan without it
+        assert digests() == kept
+
+
 def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:
     """The index names files relative to its folder: the same folder through a link is not
     indexed again (a different root string once made every file look gone and new)."""

@@ -217,49 +217,67 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
             new: bool = False) -> list[Pending]:
     """Bring the index up to date with the files (only what changed is read), for at most
     ``budget`` seconds of indexing (``None``: all of it; ``new``: new files too, however
-    many); what is left is returned."""
+    many); what is left is returned. The digest of the files is kept only when nothing is
+    left (it could not match otherwise), and the write lock is taken only when there is
+    something to write."""
     deadline = None if budget is None else time.monotonic() + budget
     stats = _session_stats(root)
-    if _stored_digest(conn) == _digest([  # (the paths sorted alone: strings compare fastest)
-            (path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-            for path, st in ((path, stats[path]) for path in sorted(stats))]):
+    digest = _digest([(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) for path, st in
+                      ((path, stats[path]) for path in sorted(stats))])  # (the paths sorted
+    if _stored_digest(conn) == digest:                     # alone: strings compare fastest)
         return []  # (the check a warm search makes: a stat per file, one row, no lock taken)
-    conn.execute("BEGIN IMMEDIATE")  # what is known is read under the lock another search takes
-    try:
-        known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
-            "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd "
-            "FROM files")}
-        changed: list[tuple[str, os.stat_result, _Known | None]] = []
-        for path, st in stats.items():
-            row = known.pop(path, None)
-            if row is not None and (row.dev, row.ino, row.size, row.mtime_ns) == \
-                    (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
-                continue
-            changed.append((path, st, row))
-        for row in known.values():  # files gone
-            _drop(conn, row.id)
-            conn.execute("DELETE FROM files WHERE id = ?", (row.id,))
+    changed, gone = _changes(conn, stats)
+    new = new or budget is None or _unindexed(changed) <= INDEX_BYTES
+    if not new and not gone and all(row is None for _, _, row in changed):
+        # only new files, which this search scans: nothing to write, no lock taken
+        return [Pending(os.path.join(root, path), 0, None, None, st.st_mtime_ns, st.st_size)
+                for path, st, _ in changed]
+    conn.execute("BEGIN IMMEDIATE")  # what is known is read again under the lock another
+    try:                             # search takes
+        changed, gone = _changes(conn, stats)
+        new = new or budget is None or _unindexed(changed) <= INDEX_BYTES
+        for file in gone:
+            _drop(conn, file.id)
+            conn.execute("DELETE FROM files WHERE id = ?", (file.id,))
         pending: list[Pending] = []
         changed.sort(key=lambda item: item[1].st_size - (item[2].indexed_to if item[2] else 0))
-        # new files are indexed only when all that changed fits: indexing a byte costs about
-        # what scanning a hundred does, so an index this search cannot complete would save the
-        # next ones little (a first search of a large folder scans it, as grep would)
-        new = new or budget is None or sum(st.st_size - (row.indexed_to if row else 0)
-                                           for _, st, row in changed) <= INDEX_BYTES
         for path, st, row in changed:  # the least to read first: appends before new files
             left = _index_file(conn, root, path, st, row,
                                deadline if new or row is not None else 0.0)
             if left is not None:
                 pending.append(left)
-        conn.execute("CREATE TABLE IF NOT EXISTS state (digest BLOB NOT NULL)")
         conn.execute("DELETE FROM state")
-        conn.execute("INSERT INTO state VALUES (?)", (_digest(conn.execute(
-            "SELECT path, dev, ino, size, mtime_ns FROM files ORDER BY path").fetchall()),))
+        if not pending:  # every file indexed as it was stat'ed: the digest of the files
+            conn.execute("INSERT INTO state VALUES (?)", (digest,))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
     conn.execute("COMMIT")
     return pending
+
+
+def _changes(conn: sqlite3.Connection, stats: dict[str, os.stat_result]
+             ) -> tuple[list[tuple[str, os.stat_result, _Known | None]], list[_Known]]:
+    """The files whose stat differs from the index's row (with the row, ``None`` for a new
+    file), and the rows of files gone."""
+    known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
+        "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd "
+        "FROM files")}
+    changed: list[tuple[str, os.stat_result, _Known | None]] = []
+    for path, st in stats.items():
+        row = known.pop(path, None)
+        if row is None or (row.dev, row.ino, row.size, row.mtime_ns) != \
+                (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns):
+            changed.append((path, st, row))
+    return changed, list(known.values())
+
+
+def _unindexed(changed: list[tuple[str, os.stat_result, _Known | None]]) -> int:
+    """The bytes of the changed files that the index does not hold: new files are indexed
+    only when this is at most :data:`INDEX_BYTES` (indexing a byte costs about what scanning
+    a hundred does, so an index a search cannot complete would save the next ones little: a
+    first search of a large folder scans it, as grep would)."""
+    return sum(st.st_size - (row.indexed_to if row else 0) for _, st, row in changed)
 
 
 def _session_stats(root: str) -> dict[str, os.stat_result]:
@@ -316,12 +334,13 @@ def _drop(conn: sqlite3.Connection, file_id: int) -> None:
 def _index_file(conn: sqlite3.Connection, root: str, name: str, st: os.stat_result,
                 row: _Known | None, deadline: float | None) -> Pending | None:
     """Index what the file ``name`` (in ``root``) holds beyond what is indexed, a chunk at a
-    time until ``deadline``; what is left, if anything."""
+    time until ``deadline``; what is left, if anything (all of a file that cannot be read:
+    left to the scan, which passes over it, and not taken for indexed)."""
     path = os.path.join(root, name)
     try:
         fd = os.open(path, os.O_RDONLY)
     except OSError:
-        return None
+        return Pending(path, 0, None, None, st.st_mtime_ns, st.st_size)
     try:
         start = 0
         session_id = cwd = None
