@@ -768,6 +768,37 @@ def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
         assert _comparable(store.search(query, **options)) == expected[query, str(options)]
 
 
+def test_a_helpers_share_is_not_bounded_by_the_command_lines_size(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper's share of files larger than a command line may be (as ten thousand files per
+    helper are) still reaches it: the helper scans it, with the candidates of one process."""
+    from sessiontree import _helpers
+    from sessiontree.stores import _jsonl_search
+
+    files = [_jsonl_search.Pending(str(path), 0, None, None, path.stat().st_mtime_ns,
+                                   path.stat().st_size) for path in sorted(root.rglob("*.jsonl"))]
+    name = str(root / ("gone" * 50))
+    limit = os.sysconf("SC_ARG_MAX")
+    gone = [_jsonl_search.Pending(f"{name}{n}.jsonl", 0, None, None, 0, 1 << 20)  # (none there)
+            for n in range(2 * limit // len(name) + 1)]
+    query = parse_query("handshake")
+    monkeypatch.delenv("SESSIONTREE_PROCESSES", raising=False)
+    expected = _jsonl_search._scan(files, query, role=None, since=0, cwd=None)
+    assert len(expected) == 2
+
+    monkeypatch.setattr(_jsonl_search, "PARALLEL_SCAN_BYTES", 1)
+    monkeypatch.setattr(_jsonl_search, "HELPER_START", 0)
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: 2)
+    shares = _jsonl_search._shares(files + gone, 2)
+    assert len(_jsonl_search._task_encoder.encode(shares[1])) > limit
+    answers: list[bytes | None] = []
+    real_answer = _helpers.answer
+    monkeypatch.setattr(_helpers, "answer",
+                        lambda helper: answers.append(real_answer(helper)) or answers[-1])
+    assert _jsonl_search._scan(files + gone, query, role=None, since=0, cwd=None) == expected
+    assert len(answers) == 1 and answers[0] is not None  # the helper started and answered
+
+
 def test_a_search_while_another_process_holds_the_index_scans_instead(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An index another process keeps locked is neither waited for without end nor taken for

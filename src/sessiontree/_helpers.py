@@ -1,7 +1,9 @@
 """Helper processes for work that splits: scanning a large file, listing a large folder.
 
-A helper is ``python -I -c`` running one function of this package with string arguments; it
-answers on its standard output (MessagePack, or packed columns for a split scan) and the caller
+A helper is ``python -I -c`` running one function of this package with string arguments, which
+it reads from its standard input (a file: a share of ten thousand file names is beyond what a
+command line may hold, and the caller never waits for the helper to read them); it answers on
+its standard output (MessagePack, or packed columns for a split scan) and the caller
 decodes the answer.
 
 Invariants:
@@ -35,9 +37,10 @@ __all__ = ["answer", "default_processes", "finish", "processes", "reply", "share
 _Share = TypeVar("_Share")
 _Result = TypeVar("_Result")
 
-_RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib; "
+_RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib, os; "
         "module, function = sys.argv[2].split(':'); "
-        "getattr(importlib.import_module(module), function)(*sys.argv[3:])")
+        "getattr(importlib.import_module(module), function)("
+        "*map(os.fsdecode, sys.stdin.buffer.read().split(b'\\0')[:-1]))")
 
 
 default_processes = 1
@@ -73,14 +76,22 @@ def _busy() -> int:
 
 
 def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
-    """Start ``module:function`` of this package with ``arguments`` in a helper process."""
+    """Start ``module:function`` of this package with ``arguments`` in a helper process (given
+    on its standard input, each ended by a NUL, which no argument of a command line holds)."""
     import subprocess  # (not at import: a session that starts no helper never needs it)
+    import tempfile
 
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    command = [sys.executable, "-I", "-c", _RUN, package_parent, function, *arguments]
+    command = [sys.executable, "-I", "-c", _RUN, package_parent, function]
+    data = b"".join(os.fsencode(argument) + b"\0" for argument in arguments)
+    if data.count(b"\0") != len(arguments):  # a NUL in an argument: the caller does the work
+        return None
     try:
-        return subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                stderr=subprocess.DEVNULL, close_fds=True)
+        with tempfile.TemporaryFile() as given:
+            given.write(data)
+            given.seek(0)
+            return subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE,
+                                    stderr=subprocess.DEVNULL, close_fds=True)
     except OSError:
         return None
 
