@@ -47,12 +47,14 @@ Invariants:
   the next append that sends one, a refused append may have raised it to the time of the
   messages it did not store; a listing reads each row from the session's hash, so names and
   counts are never stale, and skips ids without one.
-  The words' sets and ``P:searched`` are written the same way (in the script on one server;
-  beside it on a cluster, the sets of the words this store has not put the session in yet, and
+  The words' sets and ``P:searched`` are written the same way (in the script on one server,
+  as are a purge's, a rebuild's and a delete's, with the listing's, in theirs; beside it on a
+  cluster, the sets of the words this store has not put the session in yet, and
   the latest time when more than ``_LISTING_LAG_MS`` past the one it last sent): a writer that
   dies before them leaves its new words unfound in that session until
   :meth:`RedisStore.reindex_search`; a set naming a session that does not hold the word (a
-  refused append, a writer that died after a delete's script) costs a look at that session,
+  refused append, a writer on a cluster that died after a delete's script) costs a look at
+  that session,
   never a hit: a search judges the session's own postings, then its lines.
 * ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
   holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
@@ -381,23 +383,39 @@ end
 return out
 """
 
-# KEYS: every key of the session (meta first, its search postings fourth). Returns the
-# session's cwd and words, or false when there is no session.
+# KEYS: every key of the session (meta first, its search postings fourth), then on one
+# server the sorted sets of all sessions and of the searched ones. ARGV: on one server the
+# names of the words' sets and of the cwds' sorted sets without the word or the cwd's SHA-1
+# (the session leaves them in the script too; on a cluster they are in other slots). Returns
+# the session's cwd and the words whose sets the caller must still take it out of (all on a
+# cluster, none on one server), or false when there is no session.
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
 local words = redis.call('HKEYS', KEYS[4])
-redis.call('DEL', unpack(KEYS))
-return {cwd, words}
+if #ARGV == 0 then
+  redis.call('DEL', unpack(KEYS))
+  return {cwd, words}
+end
+local sid = string.match(KEYS[1], '{([^}]*)}')
+redis.call('DEL', unpack(KEYS, 1, #KEYS - 2))
+for _, word in ipairs(words) do redis.call('SREM', ARGV[1] .. word, sid) end
+redis.call('ZREM', ARGV[2] .. redis.sha1hex(cwd), sid)
+redis.call('ZREM', KEYS[#KEYS - 1], sid)
+redis.call('ZREM', KEYS[#KEYS], sid)
+return {cwd, {}}
 """
 
-# KEYS: meta, lines, ids, post, docs. ARGV: entry id, its line as read, the new line, the
-# listing's first message as read, the new one, the number of lines read, the usage spec of them
-# all (the line replaced), the new line's search record, m, then m times a word of the old or
-# the new line, its postings as read ('': none) and as they become ('': none). Replaces the line
-# in place if it is still the one read, and its search postings if they are still the ones read,
-# and keeps the totals counted again (if no line came since: else they are left to the next
-# listing to count); returns 'ok', 'gone' (no session), 'missing' (no such entry), 'changed'
+# KEYS: meta, lines, ids, post, docs, then on one server the searched sessions' sorted set and
+# the set of each word below, in order (on a cluster they are in other slots: the caller writes
+# them after). ARGV: entry id, its line as read, the new line, the listing's first message as
+# read, the new one, the number of lines read, the usage spec of them all (the line replaced),
+# the new line's search record, its time ('': no text), then for each word of the old or the
+# new line: the word, its postings as read ('': none) and as they become ('': none). Replaces
+# the line in place if it is still the one read, and its search postings if they are still the
+# ones read (on one server the session leaves the sets of the words it no longer holds and
+# joins the others'), and keeps the totals counted again (if no line came since: else they are
+# left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such entry), 'changed'
 # (the line changed) or 'moved' (postings changed: read them again).
 _REPLACE = _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
@@ -407,13 +425,22 @@ at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
 local indexed = redis.call('HGET', KEYS[1], 'indexed') == '2'
 if indexed then
-  for i = 9, #ARGV, 3 do
+  for i = 10, #ARGV, 3 do
     if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1] then return 'moved' end
   end
-  for i = 9, #ARGV, 3 do
-    if ARGV[i + 2] == '' then redis.call('HDEL', KEYS[4], ARGV[i])
-    else redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2]) end
+  local sid = string.match(KEYS[1], '{([^}]*)}')
+  local sets = #KEYS > 5  -- one server
+  for i = 10, #ARGV, 3 do
+    local set = KEYS[7 + (i - 10) / 3]
+    if ARGV[i + 2] == '' then
+      redis.call('HDEL', KEYS[4], ARGV[i])
+      if sets then redis.call('SREM', set, sid) end
+    else
+      redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
+      if sets then redis.call('SADD', set, sid) end
+    end
   end
+  if sets and ARGV[9] ~= '' then redis.call('ZADD', KEYS[6], 'GT', ARGV[9], sid) end
   redis.call('SETRANGE', KEYS[5], (at - 1) * string.len(ARGV[8]), ARGV[8])
 end
 redis.call('LSET', KEYS[2], at - 1, ARGV[3])
@@ -439,19 +466,31 @@ add_usage(KEYS[1], ARGV[3])
 return 1
 """
 
-# KEYS: meta, lines, post, docs, and the search index of versions before (a sorted set of
-# 'word position'). ARGV: n, the search records of the session's n lines, then each word and its
-# postings. Builds the session's search index again from its lines if it still has n; returns
-# {'ok', the words it held before}, {'gone'} or {'changed'}.
+# KEYS: meta, lines, post, docs, the search index of versions before (a sorted set of 'word
+# position'), then on one server the searched sessions' sorted set. ARGV: n, the search records
+# of the session's n lines, their latest time ('': none with text), on one server the name of
+# the words' sets without the word ('' on a cluster: they are in other slots, the caller writes
+# them after), then each word and its postings. Builds the session's search index again from
+# its lines if it still has n (on one server the session leaves the sets of the words it no
+# longer holds and joins the others'); returns {'ok', the words it held before (none on one
+# server)}, {'gone'} or {'changed'}.
 _REINDEX = """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return {'changed'} end
 local old = redis.call('HKEYS', KEYS[3])
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 redis.call('SET', KEYS[4], ARGV[2])
-for i = 3, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'indexed', 2)
-return {'ok', old}
+local sets = ARGV[4]
+if sets == '' then return {'ok', old} end
+local sid = string.match(KEYS[1], '{([^}]*)}')
+for _, word in ipairs(old) do
+  if redis.call('HEXISTS', KEYS[3], word) == 0 then redis.call('SREM', sets .. word, sid) end
+end
+for i = 5, #ARGV, 2 do redis.call('SADD', sets .. ARGV[i], sid) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[6], 'GT', ARGV[3], sid) end
+return {'ok', {}}
 """
 
 _LISTING_LAG_MS = 1000
@@ -683,11 +722,16 @@ class RedisStore(StoredEntries):
         by the first session stored in an empty store, and by :meth:`migrate`."""
         return f"{self.prefix}:search"
 
+    @property
+    def _cwd_prefix(self) -> str:
+        """The name of a cwd's sorted set without the SHA-1 of the cwd (see :meth:`_index_keys`)."""
+        return f"{self.prefix}:cwd:"
+
     def _index_keys(self, cwd: str | None) -> list[str]:
         keys = [f"{self.prefix}:sessions"]
         if cwd is not None:
             digest = hashlib.sha1(cwd.encode("utf-8", "surrogatepass")).hexdigest()
-            keys.append(f"{self.prefix}:cwd:{digest}")
+            keys.append(f"{self._cwd_prefix}{digest}")
         return keys
 
     @contextmanager
@@ -1087,25 +1131,32 @@ class RedisStore(StoredEntries):
         return listing
 
     def delete(self, session_id: str) -> None:
-        """Remove a session and its entries (one script on its slot), then its listing rows
-        and its place in its words' sets.
+        """Remove a session and its entries, its listing rows and its place in its words' sets:
+        one script on one server; on a cluster, where those are in other slots, one script on
+        its slot, then the rest.
 
         Raises:
             SessionNotFound: no such session.
         """
         self._writable()
         check_session_id(session_id)
+        keys: list[Any] = self.session_keys(session_id)
+        args: list[Any] = []
+        if not self.cluster:
+            keys += [self._index_keys(None)[0], self._searched_key]
+            args = [self.word_key(""), self._cwd_prefix]
         with self._errors(writing=True):
-            found = self._delete_script(keys=self.session_keys(session_id), client=self._client)
+            found = self._delete_script(keys=keys, args=args, client=self._client)
         if found is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
         self._listed.pop(session_id, None)
         self._searched.pop(session_id, None)
-        cwd, words = found
-        self._send([(key, ("ZREM", key, session_id)) for key in [
-            *self._index_keys(cwd.decode("utf-8", "surrogatepass")), self._searched_key]]
-            + [(key, ("SREM", key, session_id))
-               for key in (self.word_key(word.decode("utf-8", "surrogatepass")) for word in words)])
+        if self.cluster:
+            cwd, words = found
+            self._send([(key, ("ZREM", key, session_id)) for key in [
+                *self._index_keys(cwd.decode("utf-8", "surrogatepass")), self._searched_key]]
+                + [(key, ("SREM", key, session_id)) for key in (
+                    self.word_key(word.decode("utf-8", "surrogatepass")) for word in words)])
 
     def close(self) -> None:
         """Close the connections (idempotent)."""
@@ -1262,8 +1313,10 @@ class RedisStore(StoredEntries):
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
         """Replace the stored line of one entry (same id and parent: the tree is unchanged),
         its search postings and record and the listing's first message, in one script on the
-        session's slot, if the line is still the one read (what a purge calls); then the
-        session leaves the sets of the words it no longer holds and joins its new words'.
+        session's slot, if the line is still the one read (what a purge calls), where the
+        session also leaves the sets of the words it no longer holds and joins its new words'
+        on one server (on a cluster, where they are in other slots, after the script: a writer
+        that dies in between leaves them to :meth:`reindex_search`).
 
         Raises:
             SessionNotFound: no such session or entry.
@@ -1299,11 +1352,16 @@ class RedisStore(StoredEntries):
                 if word in counts:
                     postings[at] = counts[word]
                 edits += [_text(word), value or b"", _rs.encode(postings)]
+            latest = _rs.batch([line], at).latest
+            keys: list[Any] = [meta, lines_key, ids, post, docs]
+            if not self.cluster:
+                keys += [self._searched_key, *map(self.word_key, words)]
             with self._errors(writing=True):
                 status = self._replace_script(
-                    keys=[meta, lines_key, ids, post, docs],
+                    keys=keys,
                     args=[_text(entry_id), old, line, first, _text(stats.first), len(lines),
-                          _usage_spec(stats, parsed), record, *edits],
+                          _usage_spec(stats, parsed), record, "" if latest is None else latest,
+                          *edits],
                     client=self._client).decode()
             if status in ("gone", "missing"):
                 raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
@@ -1313,17 +1371,20 @@ class RedisStore(StoredEntries):
                                              entry_id=entry_id)
             if status == "ok":
                 break
-        gone = [word for word, _, postings in zip(*[iter(edits)] * 3) if not postings]
-        self._send([(key, ("SREM", key, session_id)) for key in map(self.word_key, (
-            word.decode("utf-8", "surrogatepass") for word in gone))] + self._search_writes(
-            session_id, counts, _rs.batch([line], at).latest))
+        if self.cluster:
+            gone = [word for word, _, postings in zip(*[iter(edits)] * 3) if not postings]
+            self._send([(key, ("SREM", key, session_id)) for key in map(self.word_key, (
+                word.decode("utf-8", "surrogatepass") for word in gone))] + self._search_writes(
+                session_id, counts, latest))
 
     def reindex_search(self, session_id: str) -> None:
         """Build the search index of a session again from its lines, in one script on its
-        slot (again if an append came in between), then put the session in its words' sets
-        and take it out of the sets of words it no longer holds: what a session stored before
-        this version's index needs (:meth:`migrate` does it for every one), and what repairs a
-        session whose writer died between its append and the writes to the words' sets.
+        slot (again if an append came in between), which on one server also puts the session
+        in its words' sets and takes it out of the sets of words it no longer holds (on a
+        cluster, where they are in other slots, after it): what a session stored before this
+        version's index needs (:meth:`migrate` does it for every one), and what repairs a
+        session on a cluster whose writer died between its script and the writes to the words'
+        sets.
 
         Raises:
             SessionNotFound: no such session.
@@ -1334,24 +1395,29 @@ class RedisStore(StoredEntries):
         meta, lines_key, _ = self.keys(session_id)
         keys = [meta, lines_key, *self.search_keys(session_id),
                 f"{self.prefix}:{{{session_id}}}:words"]
+        if not self.cluster:
+            keys.append(self._searched_key)
         while True:
             with self._errors():
                 lines = self._client.lrange(lines_key, 0, -1)
             found = _rs.batch(lines, 1)
             with self._errors(writing=True):
                 reply = self._reindex_script(keys=keys, args=[
-                    len(lines), found.docs, *(item for word, postings in found.postings.items()
-                                              for item in (_text(word), postings))],
+                    len(lines), found.docs, "" if found.latest is None else found.latest,
+                    b"" if self.cluster else self.word_key(""),
+                    *(item for word, postings in found.postings.items()
+                      for item in (_text(word), postings))],
                     client=self._client)
             if reply[0] == b"gone":
                 raise SessionNotFound(f"no session {session_id} in this store",
                                       path=self.session_url(session_id))
             if reply[0] == b"ok":
                 break
-        before = {word.decode("utf-8", "surrogatepass") for word in reply[1]}
-        self._send([(key, ("SREM", key, session_id)) for key in map(
-            self.word_key, sorted(before - found.postings.keys()))]
-            + self._search_writes(session_id, found.postings, found.latest))
+        if self.cluster:
+            before = {word.decode("utf-8", "surrogatepass") for word in reply[1]}
+            self._send([(key, ("SREM", key, session_id)) for key in map(
+                self.word_key, sorted(before - found.postings.keys()))]
+                + self._search_writes(session_id, found.postings, found.latest))
 
     def search(self, query: str, *, cwd: str | None = None, role: str | None = None,
                since: datetime | date | None = None, limit: int = 20) -> list[SearchHit]:
