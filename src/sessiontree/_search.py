@@ -53,6 +53,7 @@ __all__ = [
     "SearchHit",
     "best_first",
     "bounds",
+    "branch_flags",
     "document",
     "entry_terms",
     "fts_body",
@@ -613,6 +614,12 @@ def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, sin
     matcher = _Matcher(query)
     scored = [item for item in (_judged(candidate, matcher, role, since)
                                 for candidate in candidates) if item is not None]
+    return _hits(scored, limit, branch_flags(branch))
+
+
+def branch_flags(branch: Callable[[Candidate], Container[str]]) -> OnBranch:
+    """An :data:`OnBranch` from ``branch`` (the ids on a candidate's session's current
+    branch), asked once per session."""
     branches: dict[str, Container[str]] = {}
 
     def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
@@ -621,7 +628,7 @@ def rank(candidates: Iterable[Candidate], query: Query, *, role: str | None, sin
                 branches[candidate.session] = branch(candidate)
         return [entry_id in branches[candidate.session] for candidate, entry_id in pairs]
 
-    return _hits(scored, limit, on_branch)
+    return on_branch
 
 
 class Bounded(NamedTuple):

@@ -36,7 +36,7 @@ from ..errors import InvalidLocation
 from .base import SessionListing
 
 __all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "project_folders",
-           "read_listing", "session_files"]
+           "read_listing", "session_files", "session_stats"]
 
 INDEX_NAME = ".sessiontree-index"
 _INDEX_VERSION = 4
@@ -195,7 +195,8 @@ def _note_skipped(path: str, mode: int) -> None:
 
 def project_folders(root: str | os.PathLike[str]) -> list[str]:
     """``root`` and its sub-folders (pi's sessions root holds one ``--<cwd>--`` folder per
-    project), sorted, hidden folders left out: where ``list_root`` and ``session_files`` look."""
+    project), sorted, hidden folders left out: where ``list_root`` and
+    ``session_stats`` look."""
     location = os.path.abspath(root)
     with os.scandir(location) as entries:
         subfolders = sorted(e.path for e in entries
@@ -213,14 +214,37 @@ def list_root(root: str | os.PathLike[str], *, cwd: str | None = None, index: bo
 
 
 def session_files(root: str | os.PathLike[str]) -> list[str]:
-    """Every ``*.jsonl`` file of ``root`` and of its project folders, sorted (what a copy of
-    the whole root must account for: each is copied or named with the reason)."""
-    found: list[str] = []
-    for folder in project_folders(root):
-        with os.scandir(folder) as entries:
-            found.extend(sorted(e.path for e in entries
-                                if e.name.endswith(".jsonl") and e.is_file()))
-    return found
+    """Every session file of ``root`` and of its project folders (:func:`session_stats`),
+    folder by folder, each folder's sorted (what a copy of the whole root must account for:
+    each is copied or named with the reason)."""
+    location = os.path.abspath(root)
+    return [os.path.join(location, path) for path in sorted(session_stats(location),
+                                                            key=os.path.split)]
+
+
+def session_stats(root: str | os.PathLike[str]) -> dict[str, os.stat_result]:
+    """Each session file of ``root`` and of its project folders (a ``*.jsonl`` name of a
+    regular file, or of a link to one) with its stat, by its path in ``root``: each folder's
+    names listed and stat'ed in the open folder, unsorted (the stat pass is most of a warm
+    search of a rare phrase)."""
+    location = os.path.abspath(root)
+    stats: dict[str, os.stat_result] = {}
+    start = len(os.path.join(location, ""))
+    for folder in project_folders(location):
+        prefix = os.path.join(folder, "")[start:]
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+        try:
+            for name in os.listdir(fd):
+                if name.endswith(".jsonl"):
+                    try:
+                        st = os.stat(name, dir_fd=fd)
+                    except OSError:
+                        continue
+                    if stat.S_ISREG(st.st_mode):
+                        stats[prefix + name] = st
+        finally:
+            os.close(fd)
+    return stats
 
 
 def _read_rows(folder: str, names: list[str], requested: int | None) -> dict[str, _Cached]:

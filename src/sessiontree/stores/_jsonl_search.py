@@ -30,7 +30,6 @@ import hashlib
 import math
 import os
 import sqlite3
-import stat
 import time
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -47,6 +46,7 @@ from .._search import (
     SearchHit,
     best_first,
     bounds,
+    branch_flags,
     document,
     entry_terms,
     fts_body,
@@ -55,7 +55,7 @@ from .._search import (
     row_counts,
 )
 from .._search_scan import Found, Recent
-from ._jsonl_listing import project_folders
+from ._jsonl_listing import session_stats
 
 __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "index_path",
            "search"]
@@ -221,7 +221,7 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
     left (it could not match otherwise), and the write lock is taken only when there is
     something to write."""
     deadline = None if budget is None else time.monotonic() + budget
-    stats = _session_stats(root)
+    stats = session_stats(root)
     digest = _digest([(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) for path, st in
                       ((path, stats[path]) for path in sorted(stats))])  # (the paths sorted
     if _stored_digest(conn) == digest:                     # alone: strings compare fastest)
@@ -280,30 +280,6 @@ def _unindexed(changed: list[tuple[str, os.stat_result, _Known | None]]) -> int:
     return sum(st.st_size - (row.indexed_to if row else 0) for _, st, row in changed)
 
 
-def _session_stats(root: str) -> dict[str, os.stat_result]:
-    """Each session file's stat, by its path in ``root`` (the files
-    :func:`~sessiontree.stores._jsonl_listing.session_files` lists): each folder's names
-    listed and stat'ed in the open folder, unsorted (the stat pass is most of a warm search
-    of a rare phrase)."""
-    stats: dict[str, os.stat_result] = {}
-    start = len(os.path.join(root, ""))
-    for folder in project_folders(root):
-        prefix = os.path.join(folder, "")[start:]
-        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            for name in os.listdir(fd):
-                if name.endswith(".jsonl"):
-                    try:
-                        st = os.stat(name, dir_fd=fd)
-                    except OSError:
-                        continue
-                    if stat.S_ISREG(st.st_mode):
-                        stats[prefix + name] = st
-        finally:
-            os.close(fd)
-    return stats
-
-
 def _digest(stamps: list[tuple[str, int, int, int, int]] | list[Any]) -> bytes:
     """One value for every file's (path, device, inode, size, mtime), in path order: what the
     index holds equals what the folder holds when the two are equal."""
@@ -312,13 +288,8 @@ def _digest(stamps: list[tuple[str, int, int, int, int]] | list[Any]) -> bytes:
 
 
 def _stored_digest(conn: sqlite3.Connection) -> bytes | None:
-    """The digest of the files as indexed (``None`` in an index written before it was kept)."""
-    try:
-        row = conn.execute("SELECT digest FROM state").fetchone()
-    except sqlite3.OperationalError as exc:
-        if "no such table" not in str(exc):
-            raise
-        return None
+    """The digest of the files as indexed (``None`` while files are left unindexed)."""
+    row = conn.execute("SELECT digest FROM state").fetchone()
     return bytes(row[0]) if row is not None else None
 
 
@@ -554,16 +525,15 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
             place = item.key[2]  # (its line in hand: read first, whatever its relevance)
             found[(item.session, place)] = (Bounded(item.key[1], item.session, item.cwd, place,
                                                     -item.key[0], math.inf), item.line)
-        best = sorted(found.values(), key=lambda pair: (-pair[0].ms, pair[0].session_id,
-                                                        pair[0].place))[:CANDIDATES]
-        lines = {(row.session, row.place): line for row, line in best}
+        best = sorted((row for row, _ in found.values()),
+                      key=lambda row: (-row.ms, row.session_id, row.place))[:CANDIDATES]
         computed: dict[str, set[str]] = {}
         descriptors: dict[str, int | None] = {}
 
         def read(batch: Sequence[Bounded]) -> list[Candidate]:
             out: list[Candidate] = []
             for row in batch:
-                line = lines[row.session, row.place]
+                line = found[row.session, row.place][1]
                 if isinstance(line, int):  # its length: read from its file
                     if row.session not in descriptors:
                         try:
@@ -577,7 +547,8 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
                 out.append(Candidate(row.session_id, row.session, row.cwd, row.place, line))
             return out
 
-        def current(path: str) -> set[str]:
+        def current(candidate: Candidate) -> set[str]:
+            path = candidate.session
             stored = conn.execute("SELECT branch FROM files WHERE path = ?",
                                   (os.path.relpath(path, location),)).fetchone()
             if stored is not None and stored[0] is not None:
@@ -585,17 +556,9 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
             ids = computed[path] = branch(path)
             return ids
 
-        branches: dict[str, set[str]] = {}
-
-        def on_branch(pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
-            for candidate, _ in pairs:
-                if candidate.session not in branches:
-                    branches[candidate.session] = current(candidate.session)
-            return [entry_id in branches[candidate.session] for candidate, entry_id in pairs]
-
         try:
-            hits = best_first([row for row, _ in best], query, read, role=role, since=since,
-                              limit=limit, on_branch=on_branch)
+            hits = best_first(best, query, read, role=role, since=since, limit=limit,
+                              on_branch=branch_flags(current))
         finally:
             for fd in descriptors.values():
                 if fd is not None:
