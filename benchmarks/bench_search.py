@@ -10,15 +10,17 @@
    generated into benchmarks/.data/ (or ``$SESSIONTREE_BENCH_DATA``) unless this generator
    made it. Five of them get a user message holding the needle phrase, so the phrase query
    has few hits, as a user's would.
-2. In a new process (each peak RSS is the process's own, read as ``VmHWM``): the whole index
-   built from nothing, as a caller asks for it (``build_search_index``). Then for each query
-   (the rare phrase, and a word found in most sessions), in one new process: the first
-   search with the built index set aside (no index: more new bytes than ``INDEX_BYTES``, so it
-   scans them all; once in one process, once asking for 2 as the command-line tool does,
-   which a busy machine may refuse), then with the built index back a warm search (median of
+2. On a copy of that folder for each code measured (its files linked, the 10 it grows
+   copied, removed after: the generated folder is never changed), in a new process (each
+   peak RSS is the process's own, read as ``VmHWM``): the whole index built from nothing,
+   as a caller asks for it (``build_search_index``). Then for each query (the rare phrase,
+   and a word found in most sessions), in one new process: the first search with the built
+   index set aside (no index: more new bytes than ``INDEX_BYTES``, so it scans them all;
+   once in one process, once asking for 2 as the command-line tool does, which a busy
+   machine may refuse), then with the built index back a warm search (median of
    ``--repeat``), then 10 sessions grow by one message each and the next search (only their
-   appended bytes are read), then warm again. ``grep -r -F QUERY
-   ROOT`` (its output written to a temporary file; our index's folder excluded) runs on the same files before and after
+   appended bytes are read), then warm again. ``grep -r -F QUERY ROOT`` (its output written
+   to a temporary file; our index's folder excluded) runs on the same files before and after
    the growth, median of ``--repeat``, with the files in the page cache as for our warm runs.
 3. SQLite, PostgreSQL (``SESSIONTREE_TEST_POSTGRES``), Redis and Redis Cluster (``--redis``,
    ``--redis-cluster``, each into a key prefix of its own, dropped at the end) holding
@@ -46,6 +48,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -272,35 +276,70 @@ def folder_rows(args: argparse.Namespace) -> list[str]:
             f"{os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} before.", "",
             "| query | measure | sessiontree | `grep -r -F` | grep ÷ ours |", "|---|---|---|---|---|"]
     files = sorted(root.rglob("*.jsonl"))
+    grown = files[3::max(1, len(files) // 10)][:10]
     for label, source in _codes(args):  # (each builds its own index, from nothing)
-        built = _run_child("build", str(root), source=source)
-        grep_first = grep_ms(root, QUERIES["phrase"], args.repeat)
-        rows.append(f"| —{label} | whole index built from nothing (`build_search_index`, once) | "
-                    f"{built['build_ms']:,.0f} ms | {grep_first:,.1f} ms (phrase) | "
-                    f"{grep_first / built['build_ms']:,.2f}× |")
-        rows.append(f"| —{label} | peak RSS of the build; index size | "
-                    f"{built['build_rss_mib']:.0f} MiB; {built['index_mib']:.0f} MB | — | |")
-        for query_name, query in QUERIES.items():
-            grown = [str(p) for p in files[3::max(1, len(files) // 10)][:10]]
-            grep_before = grep_ms(root, query, args.repeat)
-            ours = _run_child("folder", str(root), query, json.dumps(grown), source=source)
-            grep_after = grep_ms(root, query, args.repeat)
-            for measure, value, base in (
-                    ("first search (no index: every byte scanned), one process",
-                     ours["first_ms"], grep_before),
-                    ("first search with `SESSIONTREE_PROCESSES=2` (as `sessiontree search`), "
-                     f"{ours['split_processes']} process(es) free", ours["split_ms"],
-                     grep_before),
-                    (f"warm search (the whole index; CPU {ours['warm_cpu_ms']:,.1f} ms)",
-                     ours["warm_ms"], grep_before),
-                    ("search after 10 sessions grew", ours["grown_ms"], grep_after),
-                    ("warm search after that", ours["warm_after_ms"], grep_after)):
-                rows.append(f"| {query_name}{label} ({ours['hits']} hits) | {measure} | "
-                            f"{value:,.1f} ms | {base:,.1f} ms | {base / value:,.1f}× |")
-            rows.append(f"| {query_name}{label} | peak RSS (first search / whole process) | "
-                        f"{ours['first_rss_mib']:.0f} / {ours['peak_rss_mib']:.0f} MiB | — | |")
+        with scratch_root(root, grown) as copy:
+            rows += _folder_code_rows(args, copy, [copy / p.relative_to(root) for p in grown],
+                                      label, source)
     rows.append(f"\nLoad average {os.getloadavg()[0]:.1f} after.")
     return rows
+
+
+def _folder_code_rows(args: argparse.Namespace, root: Path, grown_paths: list[Path],
+                      label: str, source: str | None) -> list[str]:
+    """The folder's rows for one code measured, on its own copy of the folder."""
+    rows: list[str] = []
+    built = _run_child("build", str(root), source=source)
+    grep_first = grep_ms(root, QUERIES["phrase"], args.repeat)
+    rows.append(f"| —{label} | whole index built from nothing (`build_search_index`, once) | "
+                f"{built['build_ms']:,.0f} ms | {grep_first:,.1f} ms (phrase) | "
+                f"{grep_first / built['build_ms']:,.2f}× |")
+    rows.append(f"| —{label} | peak RSS of the build; index size | "
+                f"{built['build_rss_mib']:.0f} MiB; {built['index_mib']:.0f} MB | — | |")
+    for query_name, query in QUERIES.items():
+        grown = [str(p) for p in grown_paths]
+        grep_before = grep_ms(root, query, args.repeat)
+        ours = _run_child("folder", str(root), query, json.dumps(grown), source=source)
+        grep_after = grep_ms(root, query, args.repeat)
+        for measure, value, base in (
+                ("first search (no index: every byte scanned), one process",
+                 ours["first_ms"], grep_before),
+                ("first search with `SESSIONTREE_PROCESSES=2` (as `sessiontree search`), "
+                 f"{ours['split_processes']} process(es) free", ours["split_ms"],
+                 grep_before),
+                (f"warm search (the whole index; CPU {ours['warm_cpu_ms']:,.1f} ms)",
+                 ours["warm_ms"], grep_before),
+                ("search after 10 sessions grew", ours["grown_ms"], grep_after),
+                ("warm search after that", ours["warm_after_ms"], grep_after)):
+            rows.append(f"| {query_name}{label} ({ours['hits']} hits) | {measure} | "
+                        f"{value:,.1f} ms | {base:,.1f} ms | {base / value:,.1f}× |")
+        rows.append(f"| {query_name}{label} | peak RSS (first search / whole process) | "
+                    f"{ours['first_rss_mib']:.0f} / {ours['peak_rss_mib']:.0f} MiB | — | |")
+    return rows
+
+
+@contextmanager
+def scratch_root(root: Path, grown: list[Path]) -> Iterator[Path]:
+    """``root`` as a folder of its own for one code's measures, removed after: its files
+    linked (they are only read), the ones the measures grow copied (an append to a link
+    would change the generated folder, which later runs and other checkouts measure), the
+    index written in it."""
+    scratch = root.with_name(f"{root.name}.scratch-{os.getpid()}")
+    shutil.rmtree(scratch, ignore_errors=True)
+    try:
+        for path in sorted(root.rglob("*.jsonl")):
+            target = scratch / path.relative_to(root)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if path not in grown:
+                try:
+                    os.link(path, target)
+                    continue
+                except OSError:
+                    pass  # (another file system, or no links there: copied)
+            shutil.copy2(path, target)
+        yield scratch
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
 
 
 def db_rows(args: argparse.Namespace) -> list[str]:
