@@ -125,6 +125,28 @@ def redis_store_url(request: pytest.FixtureRequest, kind: str) -> str:
     return f"{base}?prefix=t{uuid.uuid4().hex[:12]}"
 
 
+def beside_script(store: Any, name: str, then: Any, *, before: bool = False) -> list[int]:
+    """Run ``then()`` right after (``before``: right before) each call of the Redis store's
+    script ``name``: what another writer may do between the script and what its caller sends
+    around it. Returns the list that counts the calls (one item each); a caller that keeps
+    calling it past 100 times fails."""
+    script = getattr(store, name)
+    calls: list[int] = []
+
+    def run(**kwargs: Any) -> Any:
+        calls.append(1)
+        assert len(calls) <= 100, f"{name} was called again and again"
+        if before:
+            then()
+        reply = script(**kwargs)
+        if not before:
+            then()
+        return reply
+
+    setattr(store, name, run)
+    return calls
+
+
 def handle_store(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> str | None:
     """The store argument an agent-SDK session handle takes on each backend: ``None``
     (``memory``), a folder (``root``: a sessions root in pi's layout), an SQLite URL, a

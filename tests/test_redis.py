@@ -29,14 +29,14 @@ from sessiontree.errors import (
 )
 from sessiontree.stores._address import redacted, take_option
 from sessiontree.stores.base import LogBehind
-from sessiontree.stores.redis import RedisStore, cluster_seeds
+from sessiontree.stores.redis import _TRIES, RedisStore, cluster_seeds
 from sessiontree.stores.url import open_store, parse_location
 from sessiontree.testing.generate import generate_folder
 from sessiontree._json import dumps
 from sessiontree._scan import Scanner
 from sessiontree._time import iso_now, uuid7
 
-from .backends import redis_store_url
+from .backends import beside_script, redis_store_url
 from .test_storage_cli import run
 
 KINDS = ["redis", "redis-cluster"]
@@ -434,6 +434,40 @@ def _as_stored_before_the_tree_index(store: RedisStore, session_id: str) -> None
     store._client.hdel(meta, "tree")
     store._client.delete(*store.tree_keys(session_id))
     store._client.set(store.session_keys(session_id)[-1], "token", px=60_000)
+
+
+def test_a_purge_or_a_rebuild_overtaken_by_every_append_gives_up(
+        request: pytest.FixtureRequest) -> None:
+    """A purge and the rebuilds of a session's search and tree index read the session, then
+    run a script that refuses if an append came in between; appends before every script make
+    each give up after a bounded number of tries with ``ConcurrentModification`` (nothing
+    written: retrying is safe), not read every line again and again."""
+    url = redis_store_url(request, "redis")
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
+        session = Session.create(cwd="/w", store=store)
+        entry = session.append_message(UserMessage.of("the albatross flies"))
+        writer = Session(other.open_log(session.id))
+
+        def again() -> None:
+            writer.append_message(UserMessage.of("another albatross"))
+
+        line = session.raw_line(entry)
+        for name, call in [
+                ("_replace_script", lambda: store.replace_line(
+                    session.id, entry, line.replace(b"albatross", b"petrel"))),
+                ("_reindex_script", lambda: store.reindex_search(session.id)),
+                ("_index_tree_script", lambda: store.index_tree(session.id))]:
+            if name == "_index_tree_script":
+                _as_stored_before_the_tree_index(store, session.id)
+            calls = beside_script(store, name, again, before=True)
+            with pytest.raises(ConcurrentModification, match="kept changing"):
+                call()
+            assert len(calls) == _TRIES, name
+        assert store.export_lines(session.id)[1].__next__() == line
+        assert store.search("petrel") == []
+        assert store._client.hget(store.keys(session.id)[0], "tree") is None
+        writer.close()
+        session.close()
 
 
 def _contexts(session: Session, leaves: list[str]) -> list[object]:

@@ -33,7 +33,7 @@ from sessiontree.stores.sqlite import SqliteStore
 from sessiontree.testing.generate import generate_folder
 from sessiontree.transfer import copy_sessions
 
-from .backends import redis_store_url
+from .backends import beside_script, redis_store_url
 
 PROJECT = "/home/dev/projects/tracker"
 
@@ -591,19 +591,6 @@ def test_redis_search_stays_honest_when_a_writer_dies_between_its_writes(
         died.close()
 
 
-def _after(store: RedisStore, name: str, then: Any) -> None:
-    """Run ``then()`` right after each call of the store's script ``name`` (what another
-    writer may do between the script and anything its caller sends after it)."""
-    script = getattr(store, name)
-
-    def run(**kwargs: Any) -> Any:
-        reply = script(**kwargs)
-        then()
-        return reply
-
-    setattr(store, name, run)
-
-
 def test_redis_one_server_updates_the_words_sets_in_the_scripts(
         request: pytest.FixtureRequest) -> None:
     """On one server a purge, a rebuild and a delete change the words' sets (and a delete the
@@ -619,7 +606,7 @@ def test_redis_one_server_updates_the_words_sets_in_the_scripts(
         def again() -> None:
             writer.append_message(UserMessage.of("the albatross is back"))
 
-        _after(store, "_replace_script", again)  # a purge, then an append bringing the word
+        beside_script(store, "_replace_script", again)  # a purge, then an append bringing the word
         store.replace_line(session.id, entry,
                            session.raw_line(entry).replace(b"albatross", b"petrel"))
         assert [h.entry_id for h in store.search("albatross")] == [writer.leaf_id]
@@ -628,14 +615,14 @@ def test_redis_one_server_updates_the_words_sets_in_the_scripts(
         lines = store.keys(session.id)[1]
         store._client.lset(lines, 2, store._client.lindex(lines, 2).replace(b"albatross",
                                                                             b"heron"))
-        _after(store, "_reindex_script", again)
+        beside_script(store, "_reindex_script", again)
         store.reindex_search(session.id)
         assert [h.entry_id for h in store.search("albatross")] == [writer.leaf_id]
         assert [h.session_id for h in store.search("heron")] == [session.id]
         # deleted, then imported again under the same id by another store
         header, stored = store.export_lines(session.id)
         kept = list(stored)
-        _after(store, "_delete_script", lambda: other.import_lines(header, kept))
+        beside_script(store, "_delete_script", lambda: other.import_lines(header, kept))
         store.delete(session.id)
         assert [h.entry_id for h in store.search("albatross")] == [writer.leaf_id]
         assert [row.id for row in store.list_sessions(cwd="/w")] == [session.id]

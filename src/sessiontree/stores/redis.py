@@ -415,8 +415,8 @@ return {cwd, {}}
 # the line in place if it is still the one read, and its search postings if they are still the
 # ones read (on one server the session leaves the sets of the words it no longer holds and
 # joins the others'), and keeps the totals counted again (if no line came since: else they are
-# left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such entry), 'changed'
-# (the line changed) or 'moved' (postings changed: read them again).
+# left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such
+# entry), 'changed' (the line changed) or 'moved' (postings changed: read them again).
 _REPLACE = _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
@@ -514,6 +514,11 @@ return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf',
                   string.format('%.17g', tonumber(top[#top]) - tonumber(ARGV[2])))
 """
 
+_TRIES = 8
+"""How often a purge, or a rebuild of a session's search or tree index, reads the session and
+runs its script when appends keep coming in between (each try reads every line again), before
+it gives up (:func:`_kept_changing`)."""
+
 _PAGE = 32
 """Sessions a search visits first (then as many as seem to hold the candidates missing)."""
 
@@ -557,6 +562,13 @@ def _split_prefix(url: str, prefix: str | None) -> tuple[str, str]:
                               "':' and '-', at most 64; no braces, which would be a hash tag)",
                               path=redacted(url))
     return rest, chosen
+
+
+def _kept_changing(what: str, where: str) -> ConcurrentModification:
+    """The error of a write that appends overtook :data:`_TRIES` times."""
+    return ConcurrentModification(f"the session kept changing while {what} ({_TRIES} tries, "
+                                  "each overtaken by an append); nothing was written, try again",
+                                  path=where)
 
 
 def _error(exc: Exception, url: str, *, writing: bool) -> SessionTreeError | None:
@@ -1251,10 +1263,11 @@ class RedisStore(StoredEntries):
 
         Raises:
             SessionNotFound: no such session.
+            ConcurrentModification: appends kept coming while it was built (:data:`_TRIES`).
         """
         self._writable()
         meta, lines_key, ids = self.keys(check_session_id(session_id))
-        while True:
+        for _ in range(_TRIES):
             header, lines = self._query(lambda pipe: (pipe.hget(meta, "header"),
                                                       pipe.lrange(lines_key, 0, -1)))
             if header is None:
@@ -1275,6 +1288,7 @@ class RedisStore(StoredEntries):
                                       path=self.url)
             if status == "ok":
                 return True
+        raise _kept_changing("its tree index was built", self.session_url(session_id))
 
     def import_lines(self, header_line: bytes, lines: Sequence[bytes]) -> str:
         """Store a whole session (header and entry lines, exact bytes): one script per
@@ -1320,7 +1334,8 @@ class RedisStore(StoredEntries):
 
         Raises:
             SessionNotFound: no such session or entry.
-            ConcurrentModification: the line changed meanwhile; nothing was written.
+            ConcurrentModification: the line changed meanwhile, or appends changed the
+                postings each time it read them (:data:`_TRIES`); nothing was written.
         """
         self._writable()
         check_session_id(session_id)
@@ -1328,7 +1343,7 @@ class RedisStore(StoredEntries):
         meta, lines_key, ids = self.keys(session_id)
         post, docs = self.search_keys(session_id)
         where = self.session_url(session_id)
-        while True:  # again when an append changed the postings read
+        for _ in range(_TRIES):  # again when an append changed the postings read
             first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
                                                         pipe.hget(ids, entry_id)))
             if first is None or position is None:
@@ -1371,6 +1386,8 @@ class RedisStore(StoredEntries):
                                              entry_id=entry_id)
             if status == "ok":
                 break
+        else:
+            raise _kept_changing(f"entry {entry_id}'s line was replaced", where)
         if self.cluster:
             gone = [word for word, _, postings in zip(*[iter(edits)] * 3) if not postings]
             self._send([(key, ("SREM", key, session_id)) for key in map(self.word_key, (
@@ -1388,6 +1405,7 @@ class RedisStore(StoredEntries):
 
         Raises:
             SessionNotFound: no such session.
+            ConcurrentModification: appends kept coming while it was built (:data:`_TRIES`).
         """
         self._writable()
         check_session_id(session_id)
@@ -1397,7 +1415,7 @@ class RedisStore(StoredEntries):
                 f"{self.prefix}:{{{session_id}}}:words"]
         if not self.cluster:
             keys.append(self._searched_key)
-        while True:
+        for _ in range(_TRIES):
             with self._errors():
                 lines = self._client.lrange(lines_key, 0, -1)
             found = _rs.batch(lines, 1)
@@ -1413,6 +1431,8 @@ class RedisStore(StoredEntries):
                                       path=self.session_url(session_id))
             if reply[0] == b"ok":
                 break
+        else:
+            raise _kept_changing("its search index was built", self.session_url(session_id))
         if self.cluster:
             before = {word.decode("utf-8", "surrogatepass") for word in reply[1]}
             self._send([(key, ("SREM", key, session_id)) for key in map(
