@@ -177,6 +177,41 @@ def test_append_message_accepts_on_disk_dicts(backend: Backend) -> None:
         assert session.leaf_id == mid
 
 
+class _Opaque:
+    """An object of no JSON type."""
+
+
+@pytest.mark.parametrize(("value", "where", "what"), [
+    ({"tags": {1, 2}}, ".tags", "a set"),
+    (b"raw", "", "a bytes"),
+    ({"k": [1, _Opaque()]}, ".k[1]", "a _Opaque"),
+    ({(1, 2): 3}, "", "a key of type tuple"),
+])
+def test_appends_refuse_values_json_cannot_hold(backend: Backend, value: object, where: str,
+                                                what: str) -> None:
+    """A set, bytes or any other object in extension state is refused, typed and named, with
+    nothing written (msgspec would write a set as a list and bytes as base64 text)."""
+    with backend.create() as session:
+        leaf = session.append_custom("ext", {"k": 1})
+        before = stored(session)
+        appends: list[tuple[Callable[[], object], str]] = [
+            (lambda: session.append_custom("ext", value), "data"),
+            (lambda: session.append_custom_message("ext", "hi", details=value), "details"),
+            (lambda: session.append_entry({"type": "ext_kind", "data": value}), "data"),
+            (lambda: session.append_compaction("s", leaf, 10, details=value), "details"),
+            (lambda: session.branch_with_summary(leaf, "s", details=value), "details"),
+        ]
+        for append, field in appends:
+            with pytest.raises(InvalidEntry) as refused:
+                append()
+            assert f"{field}{where} " in str(refused.value) and what in str(refused.value)
+        assert stored(session) == before and session.leaf_id == leaf
+        with pytest.raises(InvalidEntry, match=r"custom entry: data\.k is a _Opaque"):
+            session.extend([{"type": "custom", "id": "fresh", "parentId": leaf,
+                             "timestamp": "t", "data": {"k": _Opaque()}}])
+        assert stored(session) == before
+
+
 def test_append_compaction_checks_the_first_kept_entry(backend: Backend) -> None:
     with backend.create() as session:
         a = session.append_message(UserMessage.of("q1"))

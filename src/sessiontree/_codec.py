@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, TypeVar
 
 import msgspec
 from msgspec import UNSET
@@ -20,13 +20,15 @@ from msgspec import UNSET
 from . import _json
 from ._scan import FileRecord, message_envelope
 from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
-from .errors import InvalidMessage
+from .errors import InvalidEntry, InvalidMessage
 from .messages import AgentMessage, UnknownMessage, stored_message
 
-__all__ = ["decode_line", "entries_decoder", "entry_builtins", "message_entry", "message_line",
-           "ordered_entry", "typed_header"]
+__all__ = ["decode_line", "entries_decoder", "entry_builtins", "entry_line", "held", "message_entry",
+           "message_line", "ordered_entry", "typed_header"]
 
 _PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
+
+_V = TypeVar("_V")
 
 
 @functools.cache
@@ -56,6 +58,33 @@ def entry_builtins(entry: AnyEntry) -> dict[str, Any]:
     data = msgspec.to_builtins(entry)
     assert isinstance(data, dict)
     return data
+
+
+def held(value: _V, where: str, what: str) -> _V:
+    """``value`` when JSON holds it as given (``where`` names it in ``what``, the entry).
+
+    Raises:
+        InvalidEntry: it holds a set, bytes or another object no JSON value reads back as
+            (:func:`~sessiontree._json.unfit` names which, and where).
+    """
+    problem = _json.unfit(value, where)
+    if problem is not None:
+        raise InvalidEntry(f"{what}: {problem}; nothing was written")
+    return value
+
+
+def entry_line(entry: Any) -> bytes:
+    """An entry's line (a typed entry or an on-disk dict), as ``JSON.stringify`` writes it.
+
+    Raises:
+        InvalidEntry: a value msgspec cannot encode (in a field typed ``Any``), named.
+    """
+    try:
+        return _json.dumps(entry)
+    except TypeError as error:
+        kind = entry.get("type") if isinstance(entry, Mapping) else type(entry).__name__
+        raise InvalidEntry(f"{kind} entry: {_json.unfit(entry, '') or error}; nothing was "
+                           f"written") from None
 
 
 def ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: str,

@@ -17,7 +17,8 @@ from typing import Any
 
 import msgspec
 
-__all__ = ["dumps", "exact_type", "is_index_key", "js_number", "loads", "string", "stringified", "JSONError"]
+__all__ = ["dumps", "exact_type", "is_index_key", "js_number", "loads", "string", "stringified", "unfit",
+           "JSONError"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -149,6 +150,47 @@ def _key(key: Any) -> str:
         return js_number(key)
     raise TypeError(f"cannot serialize a dict key of type {type(key).__name__} as JSON "
                     f"(keys are strings or numbers)")
+
+
+_JSON_SCALARS = (str, int, float, bool, type(None), msgspec.Raw, msgspec.UnsetType)
+
+
+def unfit(value: Any, where: str) -> str | None:
+    """Where ``value`` holds what JSON cannot, said as ``data.tags[0] is a set`` (``where``
+    names ``value``), or ``None``. msgspec writes a set as an array, bytes as base64 text and a
+    datetime or dataclass as text or an object, which read back as other values: those are
+    refused with any other object; keys may be numbers, written as JavaScript writes them.
+    (A loop, not recursion: JSON nested a thousand deep is still JSON; each value's path is
+    kept as a link to its container's and spelled out only for the answer.)"""
+    todo: list[tuple[Any, Any]] = [(value, None)]
+    while todo:
+        item, link = todo.pop()
+        if isinstance(item, _JSON_SCALARS):
+            continue
+        if isinstance(item, (list, tuple)):
+            todo.extend((inner, (link, i)) for i, inner in enumerate(item))
+        elif isinstance(item, dict):
+            for key, inner in item.items():
+                if not isinstance(key, (str, int, float)) or isinstance(key, bool):
+                    return (f"{_spelled(where, link)} has a key of type {type(key).__name__} "
+                            f"({key!r}), which JSON cannot hold (keys are strings or numbers)")
+                todo.append((inner, (link, str(key))))
+        elif isinstance(item, msgspec.Struct):
+            todo.extend((getattr(item, field.name), (link, field.encode_name))
+                        for field in msgspec.structs.fields(item))
+        else:
+            return f"{_spelled(where, link)} is a {type(item).__name__}, which JSON cannot hold"
+    return None
+
+
+def _spelled(where: str, link: Any) -> str:
+    """A path :func:`unfit` kept as links (``(container's link, key or index)``) as text."""
+    steps: list[str] = []
+    while link is not None:
+        link, step = link
+        steps.append(f"[{step}]" if isinstance(step, int) else f".{step}")
+    path = where + "".join(reversed(steps))
+    return path.lstrip(".") or "the value"
 
 
 def _maybe_index_key(zeroed: bytes) -> bool:

@@ -23,7 +23,15 @@ import msgspec
 
 from . import _json
 from ._cache import DEFAULT_CACHE_BYTES, Decoded, DecodedCache
-from ._codec import decode_line, entries_decoder, entry_builtins, ordered_entry, typed_header
+from ._codec import (
+    decode_line,
+    entries_decoder,
+    entry_builtins,
+    entry_line,
+    held,
+    ordered_entry,
+    typed_header,
+)
 from ._index import EntryIndex, LazyIndex
 from ._scan import Problem, Record
 from ._time import iso_now, new_entry_id, uuid7
@@ -447,7 +455,7 @@ class TreeLog:
                     raise InvalidEntry(f"parent {parent} of {entry_id} is not in the session",
                                        entry_id=entry_id)
                 known.add(entry_id)
-            lines = [_json.dumps(item) for item in items]
+            lines = [entry_line(item) for item in items]
             header = None if self._header_data is not None else self._serialized_header()
             records = self._log.write(lines, header) if lines else []
             if header is not None and lines:
@@ -507,7 +515,7 @@ class TreeLog:
                     lines.append(entry[0])
                     envelopes.append(entry[1])
                 else:
-                    lines.append(_json.dumps(entry))
+                    lines.append(entry_line(entry))
                     envelopes.append(None)
                 ids.append(entry_id)
                 above = entry_id
@@ -599,12 +607,14 @@ def entry_maker(entry: Mapping[str, Any] | AnyEntry) -> EntryMaker:
     """What writes ``entry`` (typed or an on-disk dict) with a new id, parent and timestamp.
 
     Raises:
-        InvalidEntry: no string ``type``, or ``session``.
+        InvalidEntry: no string ``type``, or ``session``; a value JSON cannot hold (a set,
+            bytes, another object), named.
     """
     data = entry if isinstance(entry, Mapping) else entry_builtins(entry)
     kind = data.get("type")
     if not isinstance(kind, str) or not kind or kind == "session":
         raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
+    held(entry, "", f"{kind} entry")
     return lambda i, p, t: ordered_entry(kind, i, p, t, data)
 
 

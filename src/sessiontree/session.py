@@ -23,7 +23,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._cache import DEFAULT_CACHE_BYTES
-from ._codec import decode_line, message_entry
+from ._codec import decode_line, held, message_entry
 from ._time import iso_now, uuid7
 from ._tree import TreeNode, js_trim
 from ._treelog import EntryMaker, LoadWarning, TreeLog, entry_maker
@@ -536,6 +536,10 @@ class Session(TreeLog):
 
         Returns:
             The new entry's id (it is now the leaf).
+
+        Raises:
+            InvalidEntry: no string ``type``, or a value JSON cannot hold (a set, bytes,
+                another object; the message names where); nothing is written.
         """
         return self._append(entry_maker(entry))
 
@@ -580,14 +584,22 @@ class Session(TreeLog):
 
         Raises:
             EntryNotFound: ``first_kept_entry_id`` is not on the current path.
+            InvalidEntry: ``details`` holds what JSON cannot (a set, bytes, another object).
         """
         from .compaction import compaction_entry
 
+        held(details, "details", "compaction")
         return self._append(compaction_entry(self, summary, first_kept_entry_id, tokens_before,
                                              details, from_hook, usage))
 
     def append_custom(self, custom_type: str, data: Any = UNSET) -> str:
-        """Append extension state: stored in the tree, never sent to the model."""
+        """Append extension state: stored in the tree, never sent to the model.
+
+        Raises:
+            InvalidEntry: ``data`` holds what JSON cannot (a set, bytes, another object; the
+                message names where); nothing is written.
+        """
+        held(data, "data", f"custom entry {custom_type!r}")
         return self._append(lambda i, p, t: Custom(
             id=i, parent_id=p, timestamp=t, custom_type=custom_type, data=data))
 
@@ -598,7 +610,9 @@ class Session(TreeLog):
 
         Raises:
             InvalidMessage: ``content`` is not a string or a list of text and image blocks.
+            InvalidEntry: ``details`` holds what JSON cannot (a set, bytes, another object).
         """
+        held(details, "details", f"custom message {custom_type!r}")
         body = content if isinstance(content, str) else list(content)
         validate_message(CustomMessage(custom_type=custom_type, content=body, display=display,
                                        details=details))
@@ -704,7 +718,12 @@ class Session(TreeLog):
 
         Returns:
             The summary entry's id (the new leaf).
+
+        Raises:
+            EntryNotFound: no entry ``branch_from_id``.
+            InvalidEntry: ``details`` holds what JSON cannot (a set, bytes, another object).
         """
+        held(details, "details", "branch summary")
         if branch_from_id is not None:
             self._record(branch_from_id)
         self._leaf = branch_from_id
