@@ -8,7 +8,10 @@ import sqlite3
 import stat
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import closing, contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
@@ -527,13 +530,66 @@ def test_commands_name_an_entry_alike_and_give_no_api_advice(tmp_path: Path) -> 
     assert code == 1 and "no sessions here" in err and "read_only" not in err
 
 
-@pytest.mark.parametrize("command", ["migrate", "repair"])
-def test_file_only_commands_say_why_they_refuse_a_url(tmp_path: Path, command: str) -> None:
-    """Issue 20 point 3: migrate and repair rewrite files; given a URL they say why they are
-    file-only, and their --help says it too."""
+def test_repair_says_why_it_refuses_a_url(tmp_path: Path) -> None:
+    """Issue 20 point 3: repair rewrites files; given a URL it says why it is file-only, and
+    its --help says it too."""
     url = f"{sqlite_url(tmp_path / 's.db')}#6f1d2c1e-2b7a-4f57-9a57-3e0c4b8f5a14"
-    code, _, err = run(command, url)
-    assert code == 2 and f"{command} works on session files, not on {url}: a database " in err
+    code, _, err = run("repair", url)
+    assert code == 2 and f"repair works on session files, not on {url}: a database " in err
     assert "no such session file" not in err
-    _, shown, _ = run(command, "--help")
+    _, shown, _ = run("repair", "--help")
     assert "Files only: a database" in " ".join(shown.split())
+
+
+@contextmanager
+def _connected(driver: str, url: str) -> Iterator[Any]:
+    """A connection of the driver's own to a store's database (its schema), committed after."""
+    if driver == "sqlite":
+        with closing(sqlite3.connect(parse_location(url).store)) as conn, conn:
+            yield conn
+    else:
+        import psycopg
+
+        base, _, schema = url.rpartition("?schema=")
+        with psycopg.connect(base, autocommit=True) as conn:
+            conn.execute(f'SET search_path TO "{schema}"')
+            yield conn
+
+
+@pytest.mark.parametrize("driver", ["sqlite", "postgres"])
+def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path: Path,
+                                                          request: pytest.FixtureRequest) -> None:
+    """``migrate URL`` runs the migrations the first writable open would run (SQLite's 7
+    builds every search row again: minutes on a large store, while other processes wait), and
+    says so; a current store is left as it is. A read-only URL, a session's URL and a missing
+    SQLite file are refused, nothing migrated or created."""
+    url = sqlite_url(tmp_path / "s.db") if driver == "sqlite" else \
+        str(request.getfixturevalue("fresh_postgres_url"))
+    with open_store(url) as store:
+        session = Session.create(cwd="/w", store=store)
+        session.append_message(UserMessage.of("an albatross migrates south"))
+    with _connected(driver, url) as conn:  # as schema version 6 left it
+        conn.execute("DELETE FROM sessiontree_migrations WHERE v >= 7")
+        if driver == "sqlite":  # (the rows migration 7 builds again)
+            conn.execute("DELETE FROM sessiontree_search")
+            conn.execute("DELETE FROM sessiontree_search_keys")
+    refused = [(f"{url}#{session.id}", 2, "the schema is the whole store's")]
+    if driver == "sqlite":
+        refused.append((f"{url}?mode=ro", 1, f"{url}?mode=ro: a migration writes"))
+    for given, exit_code, said in refused:
+        code, _, err = run("migrate", given)
+        assert code == exit_code and said in err
+    with open_store(url, read_only=True) as store:
+        assert store.schema_version() == 6
+        assert len(store.search("albatross")) == (driver == "postgres")
+    code, out, err = run("migrate", url)
+    assert code == 0 and "migrating the schema from version 6 to 7" in err
+    assert out.endswith(": schema migrated from version 6 to 7\n")
+    with open_store(url, read_only=True) as store:
+        assert store.schema_version() == 7 and len(store.search("albatross")) == 1
+    code, out, _ = run("migrate", url)
+    assert code == 0 and out.endswith(": schema version 7, the current one; nothing to do\n")
+    if driver == "sqlite":
+        missing = tmp_path / "missing.db"
+        code, _, err = run("migrate", sqlite_url(missing))
+        assert code == 1 and "no such database file" in err and not missing.exists()

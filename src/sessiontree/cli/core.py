@@ -287,22 +287,21 @@ def _file_only(file: str, command: str, why: str) -> None:
 @reports_errors
 def migrate(file: str) -> None:
     """Bring an old session file (version 1, 2 or the draft format) to version 3, in place;
-    also a header whose version is odd (3.5, "2"), as pi reads it.
+    also a header whose version is odd (3.5, "2"), as pi reads it. The original is kept
+    beside it as FILE.v<N>.bak; the rewrite is atomic.
 
-    The original is kept beside it as FILE.v<N>.bak; the rewrite is atomic. Files only: a
-    database holds version 3 sessions only (copy refuses an older file until it is migrated).
-    But for a Redis store (redis://...[#ID]) this gives the sessions stored before the tree
-    index one, so they open by their paths instead of reading every line.
+    Given an SQLite or PostgreSQL store's URL, run the schema migrations it lacks now, which
+    the first writable open would run (SQLite's migration 7 takes minutes on a large store,
+    while other processes opening it wait); a current store is left as it is. Given a Redis
+    store (redis://...[#ID]), give the sessions stored before the tree index one, so they open
+    by their paths instead of reading every line.
     """
     from ..migrate import migrate_file
     from ..stores.url import is_url, parse_location
 
-    if is_url(file) and parse_location(file).kind == "redis":
-        _index_redis_trees(file)
+    if is_url(file):
+        (_index_redis_trees if parse_location(file).kind == "redis" else _migrate_schema)(file)
         return
-    _file_only(file, "migrate", "a database holds version 3 sessions only (copy refuses an "
-                                "older file until it is migrated), so there is nothing to migrate")
-
     result = migrate_file(file)
     if result.backup is None:
         click.echo(f"{file}: already version {result.from_version}; nothing to do")
@@ -314,6 +313,34 @@ def migrate(file: str) -> None:
         if result.skipped:
             click.echo(f"warning: lines {', '.join(map(str, result.skipped))} did not parse and "
                        "are only in the backup", err=True)
+
+
+def _migrate_schema(url: str) -> None:
+    """``migrate`` of an SQLite or PostgreSQL store: its version read without writing, then
+    the migrations it lacks run by a writable open (nothing is created where no store is)."""
+    from ..errors import ReadOnlyStore
+    from ..stores._sql import SqlStore
+    from ..stores.url import open_store, parse_location
+
+    where = parse_location(url)
+    if where.session_id is not None:
+        raise click.UsageError(f"{url}: the schema is the whole store's; give the store's URL, "
+                               f"without #{where.session_id}")
+    if where.mode == "ro":
+        raise ReadOnlyStore("a migration writes, and mode=ro opens the store read-only; "
+                            "nothing was migrated", path=url)
+    with open_store(url, read_only=True) as store:
+        assert isinstance(store, SqlStore)
+        before, current = store.schema_version(), len(store.dialect.migrations)
+    if before >= current:
+        click.echo(f"{store.url}: schema version {before}, the current one; nothing to do")
+        return
+    click.echo(f"{store.url}: migrating the schema from version {before} to {current} "
+               "(other processes opening the store wait meanwhile)", err=True)
+    with open_store(url) as store:
+        assert isinstance(store, SqlStore)
+        click.echo(f"{store.url}: schema migrated from version {before} to "
+                   f"{store.schema_version()}")
 
 
 def _index_redis_trees(url: str) -> None:

@@ -384,8 +384,9 @@ class SqlStore(StoredEntries, ABC):
         d = self.dialect
         if "search" not in d.statements:
             raise InvalidLocation("this database's search index is older than this version "
-                                  "of sessiontree: open the store once without read_only, "
-                                  "which migrates it", path=self.url)
+                                  f"of sessiontree: run `sessiontree migrate {self.url}` (or "
+                                  "open the store once without read_only, which migrates it)",
+                                  path=self.url)
         words = parsed.words()
         params: dict[str, Any] = {"since": after, "role": role, "limit": CANDIDATES,
                                   "cwd": d.text(cwd) if cwd is not None else None}
