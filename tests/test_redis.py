@@ -470,6 +470,41 @@ def test_a_purge_or_a_rebuild_overtaken_by_every_append_gives_up(
         session.close()
 
 
+def _calls(store: RedisStore, command: str) -> int:
+    """How often the store's server ran ``command`` since its statistics were reset (commands
+    a script runs count too)."""
+    return int(store._client.info("commandstats").get(f"cmdstat_{command}", {}).get("calls", 0))
+
+
+def test_a_store_asks_for_the_search_version_until_it_knows_it(
+        request: pytest.FixtureRequest) -> None:
+    """A store asks whether every session has this version's search index (a ``GET``) until
+    it knows: once it is marked, neither creates nor searches ask again; in a store holding
+    sessions stored before it, creates ask once (only ``migrate`` marks it) and searches ask
+    each time (another process may migrate it) until they find it migrated."""
+    url = redis_store_url(request, "redis")
+    with RedisStore.from_url(url) as store:
+        store._client.config_resetstat()
+        for _ in range(3):
+            with Session.create(cwd="/w", store=store) as session:
+                session.append_message(UserMessage.of("the albatross"))
+        assert len(store.search("albatross")) == len(store.search("albatross")) == 3
+        assert _calls(store, "get") == 1
+    with RedisStore.from_url(url) as store:
+        store._client.delete(f"{store.prefix}:search")  # as a store before the index left it
+        store._client.config_resetstat()
+        for _ in range(3):
+            store.create(SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w"))
+        assert _calls(store, "get") == 1
+        for _ in range(2):
+            with pytest.raises(InvalidLocation, match="migrate"):
+                store.search("albatross")
+        assert _calls(store, "get") == 3
+        store.migrate()
+        assert len(store.search("albatross")) == len(store.search("albatross")) == 3
+        assert _calls(store, "get") == 3
+
+
 def _contexts(session: Session, leaves: list[str]) -> list[object]:
     return [session.build_context(leaf).to_builtins() for leaf in leaves]
 

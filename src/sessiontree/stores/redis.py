@@ -137,6 +137,13 @@ kept by HINCRBY, exact 64-bit integers; the cost as ``%.17g``, which gives the v
 Absent: not kept (a session stored before them, or a token total beyond 64 bits): a listing
 counts the session's lines, and a writable store then keeps what it counted (:data:`_KEEP_USAGE`)."""
 
+_SEARCH_VERSION = b"2"
+"""The search index's version (``P:search``; a session's ``indexed`` field): postings per
+word and session (version 1 kept a sorted-set member per word and entry)."""
+
+_VERSION_LUA = f"local SEARCH_VERSION = '{_SEARCH_VERSION.decode()}'\n"
+"""The search index's version for the scripts that write the index (:data:`_SEARCH_VERSION`)."""
+
 # The usage functions of the scripts. A usage spec is the batch's token counts (input, output,
 # cache read, cache write: integers, as text) then the cost each entry adds, in order
 # (:func:`sessiontree._listing.cost_steps`), space-separated: the costs are added one by one,
@@ -205,7 +212,7 @@ end
 # none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
 # (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
 # m then m times a word and its postings (stores/_redis_search.py).
-_APPEND = _USAGE_LUA + _INDEX_ENTRY + """
+_APPEND = _VERSION_LUA + _USAGE_LUA + _INDEX_ENTRY + """
 local meta, lines, ids, post, docs, tree, labels = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
   KEYS[6], KEYS[7]
 local mode, header, seen = ARGV[1], ARGV[2], ARGV[12]
@@ -256,7 +263,7 @@ if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
              'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
              'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0,
-             'indexed', 2)
+             'indexed', SEARCH_VERSION)
   if ARGV[13] == '1' then redis.call('HSET', meta, 'tree', 1) end
 end
 local indexing = redis.call('HGET', meta, 'tree') == '1'
@@ -269,7 +276,7 @@ for i = 0, n - 1 do
   end
 end
 local fresh = {}  -- the words new to the session
-if redis.call('HGET', meta, 'indexed') == '2' then
+if redis.call('HGET', meta, 'indexed') == SEARCH_VERSION then
   redis.call('APPEND', docs, ARGV[tail + 1])
   local words = tonumber(ARGV[tail + 4])
   for j = 0, words - 1 do
@@ -417,13 +424,13 @@ return {cwd, {}}
 # joins the others'), and keeps the totals counted again (if no line came since: else they are
 # left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such
 # entry), 'changed' (the line changed) or 'moved' (postings changed: read them again).
-_REPLACE = _USAGE_LUA + """
+_REPLACE = _VERSION_LUA + _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
 at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
-local indexed = redis.call('HGET', KEYS[1], 'indexed') == '2'
+local indexed = redis.call('HGET', KEYS[1], 'indexed') == SEARCH_VERSION
 if indexed then
   for i = 10, #ARGV, 3 do
     if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1] then return 'moved' end
@@ -474,14 +481,14 @@ return 1
 # its lines if it still has n (on one server the session leaves the sets of the words it no
 # longer holds and joins the others'); returns {'ok', the words it held before (none on one
 # server)}, {'gone'} or {'changed'}.
-_REINDEX = """
+_REINDEX = _VERSION_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return {'changed'} end
 local old = redis.call('HKEYS', KEYS[3])
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
 redis.call('SET', KEYS[4], ARGV[2])
 for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
-redis.call('HSET', KEYS[1], 'indexed', 2)
+redis.call('HSET', KEYS[1], 'indexed', SEARCH_VERSION)
 local sets = ARGV[4]
 if sets == '' then return {'ok', old} end
 local sid = string.match(KEYS[1], '{([^}]*)}')
@@ -521,10 +528,6 @@ it gives up (:func:`_kept_changing`)."""
 
 _PAGE = 32
 """Sessions a search visits first (then as many as seem to hold the candidates missing)."""
-
-_SEARCH_VERSION = b"2"
-"""The search index's version (``P:search``; a session's ``indexed`` field): postings per
-word and session (version 1 kept a sorted-set member per word and entry)."""
 
 _LISTING_FIELDS = ("header", "cwd", "created", "parent", "name", "first", "messages", "entries",
                    "activity", "modified", *_USAGE_FIELDS)
@@ -670,7 +673,11 @@ class RedisStore(StoredEntries):
         self._head_script = self._client.register_script(_HEAD)
         self._record_script = self._client.register_script(_RECORD)
         self._newest_script = self._client.register_script(_NEWEST)
-        self._search_ready = False  # whether this store has seen it marked (_mark_search_version)
+        self._on_path_script = self._client.register_script(_ON_PATH)
+        self._search_ready: bool | None = None
+        """Whether every session has this version's search index: ``None`` not known yet;
+        ``False``: the store holds sessions stored before it (until :meth:`migrate`, which marks
+        it: no create of this store needs to ask again, a search does)."""
         self._searched: dict[str, tuple[int | None, set[str]]] = {}  # cluster: see _search_due
 
     @classmethod
@@ -718,10 +725,15 @@ class RedisStore(StoredEntries):
     def session_keys(self, session_id: str) -> list[str]:
         """Every key a session may have (all in its slot), what deleting it removes: the
         ``words`` and ``lock`` keys are ones earlier versions wrote (a search index of a member
-        per word and entry; a lock taken while appending)."""
-        tag = f"{self.prefix}:{{{session_id}}}"
-        return [*self.keys(session_id), *self.search_keys(session_id), f"{tag}:words",
-                *self.tree_keys(session_id), f"{tag}:lock"]
+        per word and entry: :meth:`_legacy_words_key`; a lock taken while appending)."""
+        return [*self.keys(session_id), *self.search_keys(session_id),
+                self._legacy_words_key(session_id), *self.tree_keys(session_id),
+                f"{self.prefix}:{{{session_id}}}:lock"]
+
+    def _legacy_words_key(self, session_id: str) -> str:
+        """The search index of version 1 (a sorted set of 'word position'), in the session's
+        slot: what :meth:`reindex_search` replaces."""
+        return f"{self.prefix}:{{{session_id}}}:words"
 
     @property
     def _searched_key(self) -> str:
@@ -798,7 +810,7 @@ class RedisStore(StoredEntries):
                     self._send([write for write, reply in zip(beside, replies[1:])
                                 if isinstance(reply, Exception)]  # (moved meanwhile)
                                + self._search_late(session_id, replies[0], words_due))
-                    self._search_sent(session_id, found)
+                    self._search_sent(session_id, words_due, latest)
                     done = not any(isinstance(r, Exception) for r in replies[1 + len(beside):])
                     if due and done:
                         assert listed is not None
@@ -807,7 +819,7 @@ class RedisStore(StoredEntries):
             reply = self._redirected(session_id, keys, args)
             if reply[0] == b"ok":
                 self._send(beside + self._search_late(session_id, reply, words_due))
-                self._search_sent(session_id, found)
+                self._search_sent(session_id, words_due, latest)
             return reply, False
 
     def _listing_due(self, session_id: str, modified: int) -> bool:
@@ -857,16 +869,15 @@ class RedisStore(StoredEntries):
             word for word in (w.decode("utf-8", "surrogatepass") for w in reply[5])
             if word not in sent], None)
 
-    def _search_sent(self, session_id: str, found: _rs.Batch) -> None:
-        """Remember what :meth:`_search_due` sent (forgetting every session now and then: a
-        session's words are kept, and a long one holds thousands, so for 256 sessions at most;
-        one forgotten only has its words sent again)."""
+    def _search_sent(self, session_id: str, words: Iterable[str], latest: int | None) -> None:
+        """Remember what :meth:`_search_due` sent, its ``words`` and ``latest`` (``None``: no
+        time), once it is stored (forgetting every session now and then: a session's words are
+        kept, and a long one holds thousands, so for 256 sessions at most; one forgotten only
+        has its words sent again)."""
         last, known = self._searched.get(session_id, (None, set()))
         if len(self._searched) >= 256 and session_id not in self._searched:
             self._searched.clear()
-        if found.latest is not None and (last is None or found.latest - last > _LISTING_LAG_MS):
-            last = found.latest
-        self._searched[session_id] = (last, known | found.postings.keys())
+        self._searched[session_id] = (last if latest is None else latest, known.union(words))
 
     def _send(self, writes: Sequence[tuple[str | bytes, tuple[Any, ...]]]) -> None:
         """Commands on keys of any slots, pipelined (redirections followed)."""
@@ -1037,7 +1048,7 @@ class RedisStore(StoredEntries):
     def _mark_search_version(self) -> None:
         """Mark the store as one whose sessions all have this version's search index when it
         has no session yet (a store holding sessions without is marked by :meth:`migrate`)."""
-        if self._search_ready:
+        if self._search_ready is not None:
             return
         key = self._search_version_key
         version, listed = self._query(lambda pipe: (pipe.get(key),
@@ -1412,7 +1423,7 @@ class RedisStore(StoredEntries):
         self._searched.pop(session_id, None)
         meta, lines_key, _ = self.keys(session_id)
         keys = [meta, lines_key, *self.search_keys(session_id),
-                f"{self.prefix}:{{{session_id}}}:words"]
+                self._legacy_words_key(session_id)]
         if not self.cluster:
             keys.append(self._searched_key)
         for _ in range(_TRIES):
@@ -1462,13 +1473,20 @@ class RedisStore(StoredEntries):
         parsed = parse_query(query)
         after = since_ms(since)
         words = parsed.words()
-        version, listed, *members = self._query(lambda pipe: [
-            pipe.get(self._search_version_key), pipe.exists(self._index_keys(None)[0]),
-            *(pipe.smembers(self.word_key(word)) for word in words)])
-        if version != _SEARCH_VERSION and listed:
-            raise InvalidLocation("this store's sessions were stored before this version's search "
-                                  "index: run `sessiontree migrate URL` (RedisStore.migrate()) "
-                                  "once to build it", path=self.url)
+        asking = not self._search_ready  # (until it is known to be marked)
+        members = self._query(lambda pipe: [
+            *(pipe.smembers(self.word_key(word)) for word in words),
+            *((pipe.get(self._search_version_key), pipe.exists(self._index_keys(None)[0]))
+              if asking else ())])
+        if asking:
+            version, listed = members[-2:]
+            del members[-2:]
+            if version == _SEARCH_VERSION:
+                self._search_ready = True
+            elif listed:
+                raise InvalidLocation("this store's sessions were stored before this version's "
+                                      "search index: run `sessiontree migrate URL` "
+                                      "(RedisStore.migrate()) once to build it", path=self.url)
         holding = sorted(set.intersection(*map(set, members)))
         if not holding:
             return []
@@ -1510,14 +1528,26 @@ class RedisStore(StoredEntries):
 
     def _on_branch(self, pairs: Sequence[tuple[Candidate, str]]) -> list[bool]:
         """Whether each hit is on its session's current branch: one script per session
-        (``_ON_PATH``, its tree index walked from the leaf), pipelined; a session without a
-        tree index is opened and its path read."""
+        (``_ON_PATH``, its tree index walked from the leaf), pipelined (``EVALSHA``; a
+        cluster's pipeline cannot load a script: where a node lacks it, it is loaded on every
+        node and the pipeline sent again); a session without a tree index is opened and its
+        path read."""
         places: dict[str, list[int]] = {}
         for candidate, _ in pairs:
             places.setdefault(candidate.session_id, []).append(candidate.place)
-        replies = self._query(lambda pipe: [pipe.execute_command(  # (EVAL: a cluster's
-            "EVAL", _ON_PATH, 3, *self.keys(sid)[:2], self.tree_keys(sid)[0], *at)  # pipeline
-            for sid, at in places.items()])                          # cannot load a script)
+        script = self._on_path_script
+
+        def build(pipe: Any) -> list[Any]:
+            return [pipe.execute_command("EVALSHA", script.sha, 3, *self.keys(sid)[:2],
+                                         self.tree_keys(sid)[0], *at)  # (a cluster's pipeline
+                    for sid, at in places.items()]                     # refuses evalsha())
+
+        try:
+            replies = self._query(build)
+        except rx.NoScriptError:
+            with self._errors():
+                script.sha = self._client.script_load(script.script)
+            replies = self._query(build)
         found: dict[tuple[str, int], bool] = {}
         for (sid, at), flags in zip(places.items(), replies):
             if flags is None:
