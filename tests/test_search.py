@@ -632,6 +632,30 @@ def test_redis_one_server_updates_the_words_sets_in_the_scripts(
         session.close()
 
 
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_a_redis_search_with_cwd_visits_the_sessions_of_the_cwd_alone(
+        kind: str, request: pytest.FixtureRequest) -> None:
+    """With ``cwd`` a search reads the postings of the sessions listed in that cwd only, not of
+    every session holding the words."""
+    with RedisStore.from_url(redis_store_url(request, kind)) as store:
+        sessions = [Session.create(cwd=f"/w{n % 3}", store=store) for n in range(9)]
+        for session in sessions:
+            session.append_message(UserMessage.of("the albatross flies"))
+            session.close()
+        visited: list[str] = []
+        candidates = store._candidates
+
+        def visit(page: Any, *args: Any, **kwargs: Any) -> Any:
+            visited.extend(page)
+            return candidates(page, *args, **kwargs)
+
+        store._candidates = visit  # type: ignore[method-assign]
+        wanted = sorted(s.id for s in sessions[1::3])
+        assert sorted(h.session_id for h in store.search("albatross", cwd="/w1")) == wanted
+        assert sorted(visited) == wanted
+        assert store.search("albatross", cwd="/elsewhere") == []
+
+
 def test_redis_cluster_search_allows_for_the_latest_time_it_did_not_send(
         request: pytest.FixtureRequest) -> None:
     """On a cluster an append within a second (entry time) of the latest time its store sent

@@ -1463,7 +1463,9 @@ class RedisStore(StoredEntries):
         are found and no session left can have a later entry (a cluster's ``P:searched`` may
         lag by :data:`_LISTING_LAG_MS`). The candidates' lines are read and
         judged best bound first (:func:`~sessiontree._search.best_first`): the sets only
-        narrow, the session's own keys decide, and its lines are judged again.
+        narrow, the session's own keys decide, and its lines are judged again. With ``cwd``,
+        only the sessions in the cwd's listing (a sorted set, asked with the same
+        ``ZMSCORE`` round trip as ``P:searched``) are visited.
 
         Raises:
             InvalidQuery: no word in ``query``.
@@ -1490,11 +1492,13 @@ class RedisStore(StoredEntries):
         holding = sorted(set.intersection(*map(set, members)))
         if not holding:
             return []
-        with self._errors():
-            latest = self._client.zmscore(self._searched_key, holding)
+        scores = self._query(lambda pipe: [  # with cwd, the cwd's listing too: its sessions
+            pipe.zmscore(key, holding)          # are in it from their creation on
+            for key in [self._searched_key, *self._index_keys(cwd)[1:]]])
+        latest, in_cwd = scores[0], scores[1] if cwd is not None else holding
         order = sorted((-math.inf if ms is None else -ms, sid.decode())  # None: not known, first
-                       for sid, ms in zip(holding, latest)
-                       if ms is None or ms + _LISTING_LAG_MS >= after)  # (a cluster's may lag)
+                       for sid, ms, there in zip(holding, latest, in_cwd) if there is not None
+                       and (ms is None or ms + _LISTING_LAG_MS >= after))  # (a cluster's may lag)
         found: list[tuple[int, str, int, str, float]] = []  # -ms, id, position, cwd, bound
         highest = bounds(parsed)
         at, step = 0, _PAGE
