@@ -505,6 +505,21 @@ def test_a_store_asks_for_the_search_version_until_it_knows_it(
         assert _calls(store, "get") == 3
 
 
+def test_an_append_puts_the_session_in_the_sets_of_its_new_words_alone(
+        request: pytest.FixtureRequest) -> None:
+    """On one server the append script adds the session to the sets of the words new to it,
+    not to those of every word of the entry."""
+    url = redis_store_url(request, "redis")
+    with RedisStore.from_url(url) as store, Session.create(cwd="/w", store=store) as session:
+        session.append_message(UserMessage.of("the albatross flies over the sea"))
+        store._client.config_resetstat()
+        session.append_message(UserMessage.of("over the sea the albatross flies"))
+        assert _calls(store, "sadd") == 0
+        session.append_message(UserMessage.of("the petrel flies over the sea"))
+        assert _calls(store, "sadd") == 1
+        assert [h.entry_id for h in store.search("petrel")] == [session.leaf_id]
+
+
 def _contexts(session: Session, leaves: list[str]) -> list[object]:
     return [session.build_context(leaf).to_builtins() for leaf in leaves]
 

@@ -203,8 +203,9 @@ end
 """
 
 # KEYS: meta, lines, ids, post, docs, tree, labels, then on one server the listing's sorted
-# sets and the search's (searched, then each word's set; on a cluster they are in other slots:
-# updated beside the script). ARGV: mode (create | first | append | import | more: an import's
+# sets and the search's (searched, then each word's set, in the order of the words below: the
+# session joins those of the words new to it; on a cluster they are in other slots: updated
+# beside the script). ARGV: mode (create | first | append | import | more: an import's
 # later chunk, parents not checked), header line, cwd, created, parent, created ms, message
 # count, first message, activity, name set (0/1), name, the number of lines the writer has
 # read ('': no check), whether a new session's tree can be indexed (1/0: an import whose
@@ -279,15 +280,20 @@ local fresh = {}  -- the words new to the session
 if redis.call('HGET', meta, 'indexed') == SEARCH_VERSION then
   redis.call('APPEND', docs, ARGV[tail + 1])
   local words = tonumber(ARGV[tail + 4])
+  local sets = #KEYS > 7 + listings  -- one server: the search's keys across sessions too
   for j = 0, words - 1 do
     local word, add = ARGV[tail + 5 + 2 * j], ARGV[tail + 6 + 2 * j]
     local old = redis.call('HGET', post, word)
-    if not old then fresh[#fresh + 1] = word end
-    redis.call('HSET', post, word, old and old .. add or add)
+    if old then
+      redis.call('HSET', post, word, old .. add)
+    else
+      fresh[#fresh + 1] = word
+      redis.call('HSET', post, word, add)
+      if sets then redis.call('SADD', KEYS[9 + listings + j], sid) end
+    end
   end
-  if #KEYS > 7 + listings then  -- one server: the search's keys across sessions too
-    if ARGV[tail + 2] ~= '' then redis.call('ZADD', KEYS[8 + listings], 'GT', ARGV[tail + 2], sid) end
-    for k = 9 + listings, #KEYS do redis.call('SADD', KEYS[k], sid) end
+  if sets and ARGV[tail + 2] ~= '' then
+    redis.call('ZADD', KEYS[8 + listings], 'GT', ARGV[tail + 2], sid)
   end
 end
 redis.call('HINCRBY', meta, 'entries', n)
