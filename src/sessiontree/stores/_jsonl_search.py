@@ -222,9 +222,9 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
     something to write."""
     deadline = None if budget is None else time.monotonic() + budget
     stats = session_stats(root)
-    digest = _digest([(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns) for path, st in
-                      ((path, stats[path]) for path in sorted(stats))])  # (the paths sorted
-    if _stored_digest(conn) == digest:                     # alone: strings compare fastest)
+    digest = _digest([(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+                      for path, st in stats.items()])
+    if _stored_digest(conn) == digest:
         return []  # (the check a warm search makes: a stat per file, one row, no lock taken)
     changed, gone = _changes(conn, stats)
     new = new or budget is None or _unindexed(changed) <= INDEX_BYTES
@@ -280,9 +280,12 @@ def _unindexed(changed: list[tuple[str, os.stat_result, _Known | None]]) -> int:
     return sum(st.st_size - (row.indexed_to if row else 0) for _, st, row in changed)
 
 
-def _digest(stamps: list[tuple[str, int, int, int, int]] | list[Any]) -> bytes:
-    """One value for every file's (path, device, inode, size, mtime), in path order: what the
-    index holds equals what the folder holds when the two are equal."""
+def _digest(stamps: list[tuple[str, int, int, int, int]]) -> bytes:
+    """One value for every file's (path, device, inode, size, mtime), in the order the folders
+    list them (the same while a folder is unchanged; a folder listed in another order only
+    costs a refresh, which finds nothing to read): when it equals the one kept, the index
+    holds what the folder holds. (Putting 1,000 stamps in path order doubled the digest's
+    cost: 0.6 against 0.3 ms of CPU.)"""
     return hashlib.sha256(_stamps_encoder.encode(stamps)).digest()  # (OpenSSL's: a fifth
     # of the CPU of blake2b's portable code; a digest of the other kind differs: refreshed)
 
@@ -402,13 +405,14 @@ def _insert(conn: sqlite3.Connection, file_id: int, offset: int, data: bytes) ->
     conn.executemany("INSERT INTO body (rowid, text) VALUES (?, ?)", bodies)
 
 
-def _session_of(data: bytes) -> tuple[str | None, str | None]:
-    """The id and cwd of the first line of ``data`` that parses, if it is a session header
-    (pi's rule)."""
+def _session_of(data: bytes, stop: int | None = None) -> tuple[str | None, str | None]:
+    """The id and cwd of the first line of ``data[:stop]`` that parses, if it is a session
+    header (pi's rule)."""
     start = 0
-    while start < len(data):
-        end = data.find(b"\n", start)
-        end = len(data) if end < 0 else end
+    stop = len(data) if stop is None else stop
+    while start < stop:
+        end = data.find(b"\n", start, stop)
+        end = stop if end < 0 else end
         line = data[start:end]
         start = end + 1
         text = line[3:] if line.startswith(b"\xef\xbb\xbf") else line
@@ -478,7 +482,7 @@ def _scan_files(pending: list[Pending], words: list[str], *, role: str | None, s
                     if not end:
                         break
                 if at == 0:
-                    session_id, session_cwd = _session_of(data[:end])
+                    session_id, session_cwd = _session_of(data, end)  # (no copy of the chunk)
                 if session_id is None or (cwd is not None and session_cwd != cwd):
                     break
                 recent.scan(data, at, session_id, left.path, session_cwd or "")
