@@ -228,6 +228,7 @@ def test_random_postgres_sessions_keep_every_invariant(postgres_url: str,
         check_database(store, ops)
 
 
+@settings(deadline=None)
 @given(OPS)
 def test_contexts_remembered_and_extended_step_by_step_equal_the_reference(
         ops: list[tuple[Any, ...]]) -> None:
