@@ -264,3 +264,22 @@ def test_an_appended_messages_record_is_what_decoding_its_line_gives(tmp_path: P
         with Session.open(path) as again:
             assert [astuple(again._index.get(i)) for i in again.ids()][-5:] == \
                 [astuple(session._index.get(i)) for i in again.ids()][-5:]
+
+
+_HEADER = b'{"type":"session","version":3,"id":"s","timestamp":"t","cwd":"/"}\n'
+_LAST = b'{"type":"custom","id":"z","parentId":null,"customType":"k"}\n'
+
+
+@pytest.mark.parametrize(("lines", "problems"), [
+    ([b'{"type":"custom","id":"a","parentId":null} {"type":"custom","id":"b","parentId":"a"}',
+      b""], [(2, "corrupt")]),
+    ([b'{"type":"custom","id":"a","parentId":null,"x":',
+      b'{"y":1}} {"type":"custom","id":"b","parentId":null}'], [(2, "corrupt"), (3, "corrupt")]),
+], ids=["two-objects-on-a-line-and-a-blank-line", "an-object-over-two-lines"])
+def test_lines_that_are_not_one_object_each_are_not_read_as_entries(
+        lines: list[bytes], problems: list[tuple[int, str]]) -> None:
+    """Lines are decoded together only when each holds one object: these lines hold as many
+    JSON values as they are lines, but not one each, so they are read one by one."""
+    header, records, found, _, _ = scan(_HEADER + b"\n".join(lines) + b"\n" + _LAST, 1 << 20)
+    assert [record[0] for record in records] == ["z"]
+    assert found == problems

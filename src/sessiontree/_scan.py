@@ -195,6 +195,33 @@ def no_gc() -> Iterator[None]:
             gc.enable()
 
 
+def _objects(buf: bytearray, starts: list[int], hi: int) -> list[FileRecord] | None:
+    """The records of the lines that start at ``starts`` in ``buf`` (the last one's ``\\n``
+    at ``hi - 1``), decoded by one call over them all; ``None`` unless each line is exactly
+    one record.
+
+    ``decode_lines`` reads values separated by any JSON whitespace, so it alone cannot tell a
+    line from a value: here every line must start with ``{`` and end with ``}`` (no ``\\r``:
+    the caller sends those regions elsewhere), and there must be one value a line. Then no
+    value spans two lines (a value still open after a ``}`` cannot go on with ``{``, and a
+    JSON string holds no raw newline), so each line is one value and the answers are those of
+    decoding each line alone.
+    """
+    count = len(starts)
+    item = buf.__getitem__
+    if bytes(map(item, starts)).count(0x7B) != count:
+        return None
+    # the last byte of line i - 1 is at starts[i] - 2 (before its \n)
+    if bytes(map(item, map(sub, starts[1:], repeat(2)))).count(0x7D) != count - 1 or \
+            buf[hi - 2] != 0x7D:
+        return None
+    try:
+        records: list[FileRecord] = _record_decoder.decode_lines(memoryview(buf)[starts[0]:hi])
+    except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        return None
+    return records if len(records) == count else None
+
+
 def iter_blocks(stream: IO[bytes], start: int = 0,
                 chunk_size: int = CHUNK_SIZE) -> Iterator[tuple[bytes, int]]:
     """Yield ``(block, offset)``: runs of whole lines, each block ending with ``\\n``, except a
@@ -367,6 +394,25 @@ class Scanner:
         if buf.find(b"\r", pos, hi) >= 0:  # CRLF line endings: the careful loop handles them
             self._lines(buf, pos, hi, buf_base)
             return
+        starts: list[int] = []
+        start = starts.append
+        at = pos
+        while at < hi:
+            start(at)
+            at = find(b"\n", at, hi) + 1
+        records = _objects(buf, starts, hi)
+        if records is None:  # some line is not one object alone: decoded one by one
+            self._each(buf, pos, hi, buf_base)
+        else:
+            self._keep_run(records, starts, hi, buf_base)
+        self.tail = "clean"
+        self.ends_with_newline = True
+
+    def _each(self, buf: bytearray, pos: int, hi: int, buf_base: int) -> None:
+        """:meth:`_region`'s lines decoded one at a time, for a region some of whose lines
+        the envelope decoder rejects (blank, corrupt, nested too deep or unusual): those take
+        the careful path (:meth:`feed`)."""
+        view, find = memoryview(buf), buf.find
         decode = _record_decoder.decode
         records: list[FileRecord] = []
         starts: list[int] = []
@@ -375,8 +421,7 @@ class Scanner:
             nl = find(b"\n", pos, hi)
             try:
                 keep(decode(view[pos:nl]))
-            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):  # blank, corrupt,
-                # nested too deep or unusual
+            except (msgspec.DecodeError, UnicodeDecodeError, RecursionError):
                 self._keep_run(records, starts, pos, buf_base)
                 self.feed(view[pos:nl], buf_base + pos, True)
                 records, starts = [], []
@@ -386,8 +431,6 @@ class Scanner:
             start(pos)
             pos = nl + 1
         self._keep_run(records, starts, hi, buf_base)
-        self.tail = "clean"
-        self.ends_with_newline = True
 
     def _keep_run(self, records: list[FileRecord], starts: list[int], stop: int,
                   buf_base: int) -> None:
