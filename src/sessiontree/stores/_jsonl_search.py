@@ -181,6 +181,8 @@ def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connectio
             pending = refresh(conn, root, budget=budget if kept else 0.0)
             while budget is None and kept and pending:  # a whole build: a transaction a
                 pending = refresh(conn, root, budget=1.0, new=True)  # second, searches wait
+            if budget is None and kept:
+                _merge(conn)
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
@@ -197,6 +199,28 @@ def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connectio
         finally:
             conn.close()
         return
+
+
+_MERGE_PAGES = 1000
+"""Pages of the FTS5 index a build's merge step writes in one transaction (about a second)."""
+
+
+def _merge(conn: sqlite3.Connection) -> None:
+    """The FTS5 index's segments merged into one, as its ``optimize`` does but a transaction
+    at a time (searches get the index between them): a build commits every second, leaving
+    many segments, and a word's rows were looked up in each (a rare phrase among common
+    words: its rows in 0.1 against 0.9-3 ms at 1,000 sessions, load 15)."""
+    while True:
+        before = conn.total_changes
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute("INSERT INTO body (body, rank) VALUES ('merge', ?)", (-_MERGE_PAGES,))
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+        if conn.total_changes - before < 2:  # (FTS5's sign that nothing was left to merge)
+            return
 
 
 class Pending(NamedTuple):
