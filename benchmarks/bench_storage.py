@@ -172,9 +172,9 @@ def cluster_spread(url: str) -> dict[str, int]:
 def prefix_memory(url: str) -> dict[str, int]:
     """Bytes a Redis store's keys take (``MEMORY USAGE ... SAMPLES 0``, summed over the masters
     of a cluster: its replicas hold as much again), by kind: the entry lines, the search index
-    (postings and records in each session's slot, the words' sets and ``searched`` across
-    sessions; ``words``, the sorted sets of earlier versions), everything else (the sessions'
-    hashes, ids, tree index, the listing's sorted sets)."""
+    (postings, recent postings and records in each session's slot, the words' sets and
+    ``searched`` across sessions; ``words``, the sorted sets of earlier versions), everything
+    else (the sessions' hashes, ids, tree index, the listing's sorted sets)."""
     from sessiontree.stores.redis import RedisStore
 
     found = {"lines": 0, "search": 0, "other": 0}
@@ -187,7 +187,7 @@ def prefix_memory(url: str) -> dict[str, int]:
             for key in node.scan_iter(match=f"{store.prefix}:*", count=1000):
                 size = node.memory_usage(key, samples=0) or 0
                 kind = key.rpartition(b":")[2]
-                search = kind in (b"post", b"docs", b"words") or key.startswith(
+                search = kind in (b"post", b"recent", b"docs", b"words") or key.startswith(
                     (prefix + b":w:", prefix + b":searched", prefix + b":search"))
                 found["search" if search else "lines" if kind == b"lines" else "other"] += size
     return found

@@ -24,11 +24,12 @@ from sessiontree._search import InvalidQuery, parse_query
 from sessiontree.cli import cli
 from sessiontree.errors import InvalidLocation
 from sessiontree.search import search_sessions
+from sessiontree.stores import _redis_search
 from sessiontree.stores._jsonl_search import _VERSION, index_path
 from sessiontree.stores.jsonl import JsonlStore, default_session_dir
 from sessiontree.stores.memory import MemoryStore
 from sessiontree.stores.postgres import PostgresStore
-from sessiontree.stores.redis import RedisStore
+from sessiontree.stores.redis import _RECENT_BYTES, RedisStore
 from sessiontree.stores.sqlite import SqliteStore
 from sessiontree.testing.generate import generate_folder
 from sessiontree.transfer import copy_sessions
@@ -525,9 +526,9 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
         assert store.search("albatross", since=_dt.datetime(2100, 1, 1)) == []
         # the index: each word once per session, its entries' positions (and counts) in order
         post, docs = store.search_keys(first.id)
-        from sessiontree.stores import _redis_search
-
-        assert _redis_search.decode(store._client.hget(post, "albatross")) == {1: 1, 3: 1}
+        assert store._client.hget(post, "albatross") is None  # short: all recent
+        assert _redis_search.decode(store._client.hget(store._recent_key(first.id),
+                                                       "albatross")) == {1: 1, 3: 1}
         assert store._client.strlen(docs) == 4 * _redis_search.DOC.size
         assert {"albatross", "sighting", "current"} <= _redis_word_sets(store, first.id)
         # through the address, and the command
@@ -656,6 +657,48 @@ def test_a_redis_search_with_cwd_visits_the_sessions_of_the_cwd_alone(
         assert store.search("albatross", cwd="/elsewhere") == []
 
 
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_redis_appends_add_to_a_words_recent_postings_not_to_all_of_them(
+        kind: str, request: pytest.FixtureRequest) -> None:
+    """An append adds each word's postings to its recent part (moved to the end of the word's
+    postings once longer than ``_RECENT_BYTES``), so that it does not copy the postings of a
+    long session's words each time; searches, purges and rebuilds read both parts."""
+    session_id = "0195a000-0000-7000-8000-0000000000b1"
+    header = json.dumps({"type": "session", "version": 3, "id": session_id, "cwd": "/w",
+                         "timestamp": "2026-03-01T10:00:00.000Z"}).encode()
+    lines = [json.dumps({"type": "message", "id": f"b{n:07d}",
+                         "parentId": f"b{n - 1:07d}" if n else None,
+                         "timestamp": "2026-03-01T10:00:00.000Z",
+                         "message": {"role": "user", "content": f"albatross number {n}",
+                                     "timestamp": 1772359200000}}).encode() for n in range(600)]
+    with RedisStore.from_url(redis_store_url(request, kind)) as store:
+        store.import_lines(header, lines)  # two scripts: 500 postings, then 100 more
+        post, recent = store.search_keys(session_id)[0], store._recent_key(session_id)
+        before = store._client.hget(post, "albatross")
+        assert len(before) > _RECENT_BYTES and store._client.hget(recent, "albatross") is None
+        with Session(store.open_log(session_id)) as session:
+            session.append_message(UserMessage.of("the albatross again"))
+            assert store._client.hget(post, "albatross") == before  # not copied
+            assert _redis_search.decode(store._client.hget(recent, "albatross")) == {601: 1}
+            for _ in range(50):
+                session.append_message(UserMessage.of("albatross"))
+            assert store._client.hget(post, "albatross") == before
+            held = _redis_search.decode(store._client.hget(post, "albatross")
+                                        + (store._client.hget(recent, "albatross") or b""))
+            assert sorted(held) == list(range(1, len(session) + 1))
+            assert len(store.search("albatross", limit=2000)) == len(session)
+            leaf = session.leaf_id
+            for entry in ("b0000000", leaf):  # one in post, one in recent
+                store.replace_line(session_id, entry,
+                                   session.raw_line(entry).replace(b"albatross", b"petrel"))
+            assert sorted(h.entry_id for h in store.search("petrel")) == sorted(["b0000000",
+                                                                                  leaf])
+            assert len(store.search("albatross", limit=2000)) == len(session) - 2
+            store.reindex_search(session_id)
+            assert len(store.search("albatross", limit=2000)) == len(session) - 2
+            assert store._client.hget(recent, "albatross") is None
+
+
 def test_redis_cluster_search_allows_for_the_latest_time_it_did_not_send(
         request: pytest.FixtureRequest) -> None:
     """On a cluster an append within a second (entry time) of the latest time its store sent
@@ -688,23 +731,32 @@ def test_redis_cluster_search_allows_for_the_latest_time_it_did_not_send(
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
 def test_redis_sessions_stored_before_the_search_index_are_migrated(
         kind: str, request: pytest.FixtureRequest, root: Path) -> None:
-    """A store whose sessions have the search index of the version before (a sorted-set
-    member per word and entry, no postings, no sets across sessions) refuses to search
-    until ``migrate`` builds this version's, which then gives the hits of every backend."""
+    """A store whose sessions have the search index of an earlier version (1: a sorted-set
+    member per word and entry, no postings, no sets across sessions; 2: each word's postings in
+    one field, no recent part) refuses to search until ``migrate`` builds this version's, which
+    then gives the hits of every backend."""
     url = redis_store_url(request, kind)
     assert copy_sessions(str(root), url).copied
     expected = {query: _comparable(JsonlStore(root).search(query, **options))
                 for query, options in QUERIES[:4]}
     with RedisStore.from_url(url) as store:
         ids = store.session_ids()
-        for session_id in ids:  # as version 1 left them
+        for n, session_id in enumerate(ids):  # as version 1 or 2 left them
             post, docs = store.search_keys(session_id)
-            store._client.delete(post, docs)
-            store._client.hset(store.keys(session_id)[0], "indexed", 1)
-            store._client.zadd(f"{store.prefix}:{{{session_id}}}:words", {"albatross 1": 0})
+            store._client.delete(post, store._recent_key(session_id))
+            if n % 2:
+                lines = store._client.lrange(store.keys(session_id)[1], 0, -1)
+                store._client.hset(post, mapping=_redis_search.batch(lines, 1).postings)
+                store._client.hset(store.keys(session_id)[0], "indexed", 2)
+            else:
+                store._client.delete(docs)
+                store._client.hset(store.keys(session_id)[0], "indexed", 1)
+                store._client.zadd(f"{store.prefix}:{{{session_id}}}:words",
+                                   {"albatross 1": 0})
             for word in _redis_word_sets(store, session_id):
                 store._client.srem(store.word_key(word), session_id)
-        store._client.delete(f"{store.prefix}:search", f"{store.prefix}:searched")
+        store._client.set(f"{store.prefix}:search", 2)
+        store._client.delete(f"{store.prefix}:searched")
     with RedisStore.from_url(url) as store:
         with pytest.raises(InvalidLocation, match="migrate"):
             store.search("websocket")

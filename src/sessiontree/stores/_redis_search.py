@@ -6,8 +6,13 @@ Per session, in its slot (``P:{ID}:...``):
 * ``post``, a hash: each word the session holds to its postings, the entries holding it in
   append order, each one varint ``position * 2 + (count > 1)`` then, when flagged, the varint
   count (how often the entry holds the word: what bounds its relevance,
-  :func:`sessiontree._search.bounds`). An append adds each of its words' postings at the end
-  of the word's value, so the session's words cost one field each, not one per entry.
+  :func:`sessiontree._search.bounds`), so the session's words cost one field each, not one
+  per entry.
+* ``recent``, a hash: each word's postings that follow those in ``post`` (a word's postings
+  are its ``post`` value then its ``recent`` one, either missing). An append adds its words'
+  postings at the end of their ``recent`` value, and moves that value to the end of ``post``
+  once it is longer than the store's bound, so an append copies a bounded part of each word's
+  postings, not all of them (what made an append's cost grow with its session).
 * ``docs``, a string: per position a :data:`DOC` record (the entry's time, role and size, as
   :func:`sessiontree._search.entry_terms` counts it; zero for an entry without text), read by
   ``GETRANGE`` for the candidates alone.

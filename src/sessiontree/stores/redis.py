@@ -9,11 +9,13 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   them counted and kept at its first listing by a writable store);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
-* ``P:{ID}:post`` (a hash) and ``P:{ID}:docs`` (a string): the search index, each word's
-  postings and each entry's time, role and size (:mod:`sessiontree.stores._redis_search`),
-  written by the append script (the hash's ``indexed`` field, ``2``, marks a session that has
-  it; ``1`` was the sorted set ``P:{ID}:words`` of earlier versions, a member per word and
-  entry, until :meth:`RedisStore.migrate`);
+* ``P:{ID}:post`` and ``P:{ID}:recent`` (hashes) and ``P:{ID}:docs`` (a string): the search
+  index, each word's postings (the latest in ``recent``, moved to ``post`` in runs of at most
+  ``_RECENT_BYTES``) and each entry's time, role and size
+  (:mod:`sessiontree.stores._redis_search`), written by the append script (the meta hash's
+  ``indexed`` field, ``3``, marks a session that has it; ``2`` had each word's postings in
+  ``post`` alone, which each append rewrote whole, ``1`` the sorted set ``P:{ID}:words``, a
+  member per word and entry: both until :meth:`RedisStore.migrate`);
 * ``P:{ID}:tree`` and ``P:{ID}:labels``, hashes: the tree index (position to parent position,
   segment, depth and the path's last compaction, thinking level change and model source
   depths; entry id to its current label), written by the append script; the meta hash's
@@ -137,12 +139,19 @@ kept by HINCRBY, exact 64-bit integers; the cost as ``%.17g``, which gives the v
 Absent: not kept (a session stored before them, or a token total beyond 64 bits): a listing
 counts the session's lines, and a writable store then keeps what it counted (:data:`_KEEP_USAGE`)."""
 
-_SEARCH_VERSION = b"2"
+_SEARCH_VERSION = b"3"
 """The search index's version (``P:search``; a session's ``indexed`` field): postings per
-word and session (version 1 kept a sorted-set member per word and entry)."""
+word and session, the latest in ``recent`` (version 1 kept a sorted-set member per word and
+entry; version 2 kept each word's postings in one field, which each append rewrote whole)."""
 
-_VERSION_LUA = f"local SEARCH_VERSION = '{_SEARCH_VERSION.decode()}'\n"
-"""The search index's version for the scripts that write the index (:data:`_SEARCH_VERSION`)."""
+_RECENT_BYTES = 1024
+"""How long a word's recent postings grow (bytes) before an append moves them to the end of its
+postings: an append copies at most this much of a word it brings, and a word's postings once
+every so many appends bringing it, not each time."""
+
+_SEARCH_LUA = (f"local SEARCH_VERSION = '{_SEARCH_VERSION.decode()}'\n"
+                f"local RECENT_BYTES = {_RECENT_BYTES}\n")
+"""The search index's version and :data:`_RECENT_BYTES` for the scripts that write the index."""
 
 # The usage functions of the scripts. A usage spec is the batch's token counts (input, output,
 # cache read, cache write: integers, as text) then the cost each entry adds, in order
@@ -202,7 +211,7 @@ local function index_entry(ids, tree, labels, p, parent, kind, target, value)
 end
 """
 
-# KEYS: meta, lines, ids, post, docs, tree, labels, then on one server the listing's sorted
+# KEYS: meta, lines, ids, post, docs, tree, labels, recent, then on one server the listing's sorted
 # sets and the search's (searched, then each word's set, in the order of the words below: the
 # session joins those of the words new to it; on a cluster they are in other slots: updated
 # beside the script). ARGV: mode (create | first | append | import | more: an import's
@@ -213,9 +222,9 @@ end
 # none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
 # (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
 # m then m times a word and its postings (stores/_redis_search.py).
-_APPEND = _VERSION_LUA + _USAGE_LUA + _INDEX_ENTRY + """
-local meta, lines, ids, post, docs, tree, labels = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5],
-  KEYS[6], KEYS[7]
+_APPEND = _SEARCH_LUA + _USAGE_LUA + _INDEX_ENTRY + """
+local meta, lines, ids, post, docs, tree, labels, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+  KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local mode, header, seen = ARGV[1], ARGV[2], ARGV[12]
 local n = tonumber(ARGV[14])
 local tail = 15 + 6 * n
@@ -231,7 +240,7 @@ elseif stored and mode ~= 'first' then
   return {'exists'}
 end
 local function listed(modified)
-  for i = 8, 7 + listings do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
+  for i = 9, 8 + listings do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
 end
 local batch = {}
 local again = 0
@@ -280,20 +289,24 @@ local fresh = {}  -- the words new to the session
 if redis.call('HGET', meta, 'indexed') == SEARCH_VERSION then
   redis.call('APPEND', docs, ARGV[tail + 1])
   local words = tonumber(ARGV[tail + 4])
-  local sets = #KEYS > 7 + listings  -- one server: the search's keys across sessions too
+  local sets = #KEYS > 8 + listings  -- one server: the search's keys across sessions too
   for j = 0, words - 1 do
     local word, add = ARGV[tail + 5 + 2 * j], ARGV[tail + 6 + 2 * j]
-    local old = redis.call('HGET', post, word)
-    if old then
-      redis.call('HSET', post, word, old .. add)
-    else
+    local old = redis.call('HGET', recent, word)
+    if not old and redis.call('HEXISTS', post, word) == 0 then
       fresh[#fresh + 1] = word
-      redis.call('HSET', post, word, add)
-      if sets then redis.call('SADD', KEYS[9 + listings + j], sid) end
+      if sets then redis.call('SADD', KEYS[10 + listings + j], sid) end
+    end
+    old = (old or '') .. add
+    if #old > RECENT_BYTES then  -- moved to the end of the word's postings
+      redis.call('HSET', post, word, (redis.call('HGET', post, word) or '') .. old)
+      redis.call('HDEL', recent, word)
+    else
+      redis.call('HSET', recent, word, old)
     end
   end
   if sets and ARGV[tail + 2] ~= '' then
-    redis.call('ZADD', KEYS[8 + listings], 'GT', ARGV[tail + 2], sid)
+    redis.call('ZADD', KEYS[9 + listings], 'GT', ARGV[tail + 2], sid)
   end
 end
 redis.call('HINCRBY', meta, 'entries', n)
@@ -396,7 +409,8 @@ end
 return out
 """
 
-# KEYS: every key of the session (meta first, its search postings fourth), then on one
+# KEYS: every key of the session (meta first, its search postings fourth and their recent
+# part sixth), then on one
 # server the sorted sets of all sessions and of the searched ones. ARGV: on one server the
 # names of the words' sets and of the cwds' sorted sets without the word or the cwd's SHA-1
 # (the session leaves them in the script too; on a cluster they are in other slots). Returns
@@ -405,7 +419,12 @@ return out
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
-local words = redis.call('HKEYS', KEYS[4])
+local words, held = {}, {}
+for _, hash in ipairs({KEYS[4], KEYS[6]}) do
+  for _, word in ipairs(redis.call('HKEYS', hash)) do
+    if not held[word] then held[word] = true; words[#words + 1] = word end
+  end
+end
 if #ARGV == 0 then
   redis.call('DEL', unpack(KEYS))
   return {cwd, words}
@@ -419,18 +438,19 @@ redis.call('ZREM', KEYS[#KEYS], sid)
 return {cwd, {}}
 """
 
-# KEYS: meta, lines, ids, post, docs, then on one server the searched sessions' sorted set and
-# the set of each word below, in order (on a cluster they are in other slots: the caller writes
-# them after). ARGV: entry id, its line as read, the new line, the listing's first message as
-# read, the new one, the number of lines read, the usage spec of them all (the line replaced),
-# the new line's search record, its time ('': no text), then for each word of the old or the
-# new line: the word, its postings as read ('': none) and as they become ('': none). Replaces
+# KEYS: meta, lines, ids, post, docs, recent, then on one server the searched sessions' sorted
+# set and the set of each word below, in order (on a cluster they are in other slots: the caller
+# writes them after). ARGV: entry id, its line as read, the new line, the listing's first
+# message as read, the new one, the number of lines read, the usage spec of them all (the line
+# replaced), the new line's search record, its time ('': no text), then for each word of the old
+# or the new line: the word, its postings and their recent part as read ('': none) and the
+# postings they become ('': none; all in ``post``). Replaces
 # the line in place if it is still the one read, and its search postings if they are still the
 # ones read (on one server the session leaves the sets of the words it no longer holds and
 # joins the others'), and keeps the totals counted again (if no line came since: else they are
 # left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such
 # entry), 'changed' (the line changed) or 'moved' (postings changed: read them again).
-_REPLACE = _VERSION_LUA + _USAGE_LUA + """
+_REPLACE = _SEARCH_LUA + _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
@@ -438,22 +458,26 @@ at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
 local indexed = redis.call('HGET', KEYS[1], 'indexed') == SEARCH_VERSION
 if indexed then
-  for i = 10, #ARGV, 3 do
-    if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1] then return 'moved' end
+  for i = 10, #ARGV, 4 do
+    if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1]
+        or (redis.call('HGET', KEYS[6], ARGV[i]) or '') ~= ARGV[i + 2] then
+      return 'moved'
+    end
   end
   local sid = string.match(KEYS[1], '{([^}]*)}')
-  local sets = #KEYS > 5  -- one server
-  for i = 10, #ARGV, 3 do
-    local set = KEYS[7 + (i - 10) / 3]
-    if ARGV[i + 2] == '' then
+  local sets = #KEYS > 6  -- one server
+  for i = 10, #ARGV, 4 do
+    local set = KEYS[8 + (i - 10) / 4]
+    redis.call('HDEL', KEYS[6], ARGV[i])
+    if ARGV[i + 3] == '' then
       redis.call('HDEL', KEYS[4], ARGV[i])
       if sets then redis.call('SREM', set, sid) end
     else
-      redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 2])
+      redis.call('HSET', KEYS[4], ARGV[i], ARGV[i + 3])
       if sets then redis.call('SADD', set, sid) end
     end
   end
-  if sets and ARGV[9] ~= '' then redis.call('ZADD', KEYS[6], 'GT', ARGV[9], sid) end
+  if sets and ARGV[9] ~= '' then redis.call('ZADD', KEYS[7], 'GT', ARGV[9], sid) end
   redis.call('SETRANGE', KEYS[5], (at - 1) * string.len(ARGV[8]), ARGV[8])
 end
 redis.call('LSET', KEYS[2], at - 1, ARGV[3])
@@ -479,19 +503,20 @@ add_usage(KEYS[1], ARGV[3])
 return 1
 """
 
-# KEYS: meta, lines, post, docs, the search index of versions before (a sorted set of 'word
-# position'), then on one server the searched sessions' sorted set. ARGV: n, the search records
+# KEYS: meta, lines, post, docs, the search index of version 1 (a sorted set of 'word
+# position'), recent, then on one server the searched sessions' sorted set. ARGV: n, the search records
 # of the session's n lines, their latest time ('': none with text), on one server the name of
 # the words' sets without the word ('' on a cluster: they are in other slots, the caller writes
 # them after), then each word and its postings. Builds the session's search index again from
 # its lines if it still has n (on one server the session leaves the sets of the words it no
 # longer holds and joins the others'); returns {'ok', the words it held before (none on one
 # server)}, {'gone'} or {'changed'}.
-_REINDEX = _VERSION_LUA + """
+_REINDEX = _SEARCH_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return {'changed'} end
 local old = redis.call('HKEYS', KEYS[3])
-redis.call('DEL', KEYS[3], KEYS[4], KEYS[5])
+for _, word in ipairs(redis.call('HKEYS', KEYS[6])) do old[#old + 1] = word end
+redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('SET', KEYS[4], ARGV[2])
 for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'indexed', SEARCH_VERSION)
@@ -502,7 +527,7 @@ for _, word in ipairs(old) do
   if redis.call('HEXISTS', KEYS[3], word) == 0 then redis.call('SREM', sets .. word, sid) end
 end
 for i = 5, #ARGV, 2 do redis.call('SADD', sets .. ARGV[i], sid) end
-if ARGV[3] ~= '' then redis.call('ZADD', KEYS[6], 'GT', ARGV[3], sid) end
+if ARGV[3] ~= '' then redis.call('ZADD', KEYS[7], 'GT', ARGV[3], sid) end
 return {'ok', {}}
 """
 
@@ -733,8 +758,15 @@ class RedisStore(StoredEntries):
         ``words`` and ``lock`` keys are ones earlier versions wrote (a search index of a member
         per word and entry: :meth:`_legacy_words_key`; a lock taken while appending)."""
         return [*self.keys(session_id), *self.search_keys(session_id),
-                self._legacy_words_key(session_id), *self.tree_keys(session_id),
+                self._recent_key(session_id), self._legacy_words_key(session_id),
+                *self.tree_keys(session_id),
                 f"{self.prefix}:{{{session_id}}}:lock"]
+
+    def _recent_key(self, session_id: str) -> str:
+        """The session's recent postings (a hash, in its slot): each word's postings appended
+        since they were last moved to ``post`` (a word's postings are its ``post`` value then
+        this one)."""
+        return f"{self.prefix}:{{{session_id}}}:recent"
 
     def _legacy_words_key(self, session_id: str) -> str:
         """The search index of version 1 (a sorted set of 'word position'), in the session's
@@ -792,7 +824,7 @@ class RedisStore(StoredEntries):
         none is due); else (or if the script's node did not run it) the script alone,
         redirections followed, and the search's writes after it."""
         keys: list[Any] = [*self.keys(session_id), *self.search_keys(session_id),
-                           *self.tree_keys(session_id)]
+                           *self.tree_keys(session_id), self._recent_key(session_id)]
         words = [item for word, postings in found.postings.items()
                  for item in (_text(word), postings)]
         with self._errors(writing=True):
@@ -1359,6 +1391,7 @@ class RedisStore(StoredEntries):
         self._searched.pop(session_id, None)
         meta, lines_key, ids = self.keys(session_id)
         post, docs = self.search_keys(session_id)
+        recent = self._recent_key(session_id)
         where = self.session_url(session_id)
         for _ in range(_TRIES):  # again when an append changed the postings read
             first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
@@ -1375,17 +1408,17 @@ class RedisStore(StoredEntries):
             stats.add(parsed)
             record, counts = _rs.terms(line)
             words = sorted(_rs.terms(old)[1].keys() | counts.keys())
-            with self._errors():
-                values = self._client.hmget(post, words) if words else []
+            values, later = self._query(lambda pipe: (
+                pipe.hmget(post, words), pipe.hmget(recent, words))) if words else ([], [])
             edits: list[bytes] = []
-            for word, value in zip(words, values):
-                postings = _rs.decode(value)
+            for word, value, tail in zip(words, values, later):
+                postings = _rs.decode((value or b"") + (tail or b""))
                 postings.pop(at, None)
                 if word in counts:
                     postings[at] = counts[word]
-                edits += [_text(word), value or b"", _rs.encode(postings)]
+                edits += [_text(word), value or b"", tail or b"", _rs.encode(postings)]
             latest = _rs.batch([line], at).latest
-            keys: list[Any] = [meta, lines_key, ids, post, docs]
+            keys: list[Any] = [meta, lines_key, ids, post, docs, recent]
             if not self.cluster:
                 keys += [self._searched_key, *map(self.word_key, words)]
             with self._errors(writing=True):
@@ -1406,7 +1439,7 @@ class RedisStore(StoredEntries):
         else:
             raise _kept_changing(f"entry {entry_id}'s line was replaced", where)
         if self.cluster:
-            gone = [word for word, _, postings in zip(*[iter(edits)] * 3) if not postings]
+            gone = [word for word, _, _, postings in zip(*[iter(edits)] * 4) if not postings]
             self._send([(key, ("SREM", key, session_id)) for key in map(self.word_key, (
                 word.decode("utf-8", "surrogatepass") for word in gone))] + self._search_writes(
                 session_id, counts, latest))
@@ -1429,7 +1462,7 @@ class RedisStore(StoredEntries):
         self._searched.pop(session_id, None)
         meta, lines_key, _ = self.keys(session_id)
         keys = [meta, lines_key, *self.search_keys(session_id),
-                self._legacy_words_key(session_id)]
+                self._legacy_words_key(session_id), self._recent_key(session_id)]
         if not self.cluster:
             keys.append(self._searched_key)
         for _ in range(_TRIES):
@@ -1572,16 +1605,21 @@ class RedisStore(StoredEntries):
                     role: str | None, after: int) -> list[tuple[int, str, int, str, float]]:
         """The entries of these sessions holding every word (in their postings; of the role,
         not before ``after``, of sessions in ``cwd``), as ``(-time, id, position, cwd,
-        bound)``: their postings in one pipelined read, their records in another."""
+        bound)``: their postings in one pipelined read (the recent ones first: an append
+        moving them to ``post`` in between makes some read twice, none missed), their records
+        in another."""
         replies = self._query(lambda pipe: [
             command for sid in page for command in (
                 pipe.hget(self.keys(sid)[0], "cwd"),
+                pipe.hmget(self._recent_key(sid), words),
                 pipe.hmget(self.search_keys(sid)[0], words))])
         held: list[tuple[str, str, list[int], list[dict[int, int]]]] = []
-        for sid, session_cwd, values in zip(page, replies[::2], replies[1::2]):
+        for sid, session_cwd, later, values in zip(page, replies[::3], replies[1::3],
+                                                   replies[2::3]):
             if session_cwd is None or (cwd is not None and session_cwd != _text(cwd)):
                 continue  # deleted meanwhile, or another cwd
-            postings = [_rs.decode(value) for value in values]
+            postings = [_rs.decode((value or b"") + (tail or b""))
+                        for value, tail in zip(values, later)]
             positions = sorted(set.intersection(*(set(p) for p in postings)))
             if positions:
                 held.append((sid, session_cwd.decode("utf-8", "surrogatepass"), positions,
