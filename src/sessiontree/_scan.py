@@ -9,11 +9,12 @@ Invariants (format-spec.md section 18.1):
   few fields labels, names and roles need) and the byte range of the line.
 * An unterminated last line that does not parse is ``torn``; any other bad line is ``corrupt``.
 
-Speed: the file is read into one buffer of ``CHUNK_SIZE`` bytes and each line is decoded in
-place (a memoryview, no copy) straight into a :class:`Record`; the records of a chunk are handed
-on together (to columns that keep their fields, see :mod:`sessiontree._columns`); only a line
-msgspec rejects (blank, corrupt, lone surrogates, odd field types) takes the careful path, which
-decides what it is and reports it.
+Speed: the file is read into one buffer of ``CHUNK_SIZE`` bytes and the whole lines of each
+read are decoded in place (a memoryview, no copy) by one call straight into :class:`Record`
+objects, when each line is one object (:func:`_objects`); the records of a chunk are handed on
+together (to columns that keep their fields, see :mod:`sessiontree._columns`). A chunk with a
+line msgspec rejects (blank, corrupt, lone surrogates, odd field types) is decoded line by line,
+and only such a line takes the careful path, which decides what it is and reports it.
 """
 
 from __future__ import annotations
