@@ -73,6 +73,26 @@ def test_sqlite_url_modes_open_the_file_named_and_create_only_with_rwc(tmp_path:
         assert store.session_ids() == [session.id]
 
 
+def test_a_read_only_sqlite_url_is_reported_as_such(tmp_path: Path) -> None:
+    """A store opened by ``?mode=ro``: its repr says read-only, a session's repr names its
+    address (not "memory"), a write is refused naming the store's address, and ``ls`` lists
+    the sessions' addresses."""
+    db = tmp_path / "x.db"
+    with open_store(sqlite_url(db)) as store:
+        session = Session.create(cwd="/w", store=store)
+        session.append_message(UserMessage.of("kept"))
+        assert repr(store) == f"<SqliteStore {sqlite_url(db)}>"
+    with open_store(f"{sqlite_url(db)}?mode=ro") as store:
+        assert repr(store) == f"<SqliteStore {sqlite_url(db)} read-only>"
+    with Session.open(f"{sqlite_url(db)}?mode=ro#{session.id}") as reader:
+        assert repr(reader).startswith(f"<Session {session.id} {sqlite_url(db)}#{session.id} ")
+        with pytest.raises(ReadOnlyStore) as refused:
+            reader.append_message(UserMessage.of("refused"))
+        assert str(refused.value).startswith(f"{sqlite_url(db)}: the store was opened read-only")
+    code, out, _ = run("ls", f"{sqlite_url(db)}?mode=ro")
+    assert code == 0 and f"{sqlite_url(db)}#{session.id}" in out
+
+
 def test_jsonl_sqlite_postgres_jsonl_gives_back_the_same_files(tmp_path: Path,
                                                               postgres_url: str) -> None:
     made = generate_folder(tmp_path / "pi", 6, seed=5, min_entries=20, max_entries=400)

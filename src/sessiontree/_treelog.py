@@ -572,10 +572,22 @@ class _OpensLogs(Protocol):
     def open_log(self, session_id: str) -> SessionLog: ...
 
 
+class _Addressed(Protocol):
+    read_only: bool
+
+    @property
+    def url(self) -> str: ...
+
+
 class StoredEntries:
     """``append`` and ``read`` of a store whose sessions open as logs: both go through a
     :class:`TreeLog` over ``open_log``, so a store's entries are checked and decoded as a
-    session's are."""
+    session's are; and its repr."""
+
+    def __repr__(self: _Addressed) -> str:
+        """``<SqliteStore sqlite:///x.db read-only>``: the kind, the address (never a
+        password) and whether writes are refused."""
+        return f"<{type(self).__name__} {self.url}{' read-only' if self.read_only else ''}>"
 
     def append(self: _OpensLogs, session_id: str,
                entries: Sequence[AnyEntry | Mapping[str, Any]]) -> None:

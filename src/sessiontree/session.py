@@ -921,5 +921,5 @@ class Session(TreeLog):
                               instructions=instructions, cancel=cancel, offload=offload)
 
     def __repr__(self) -> str:
-        where = self.file or "memory"
+        where = self.url or "memory"
         return f"<Session {self.id} {where} entries={len(self)} leaf={self._leaf}>"
