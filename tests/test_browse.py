@@ -545,6 +545,40 @@ def test_escape_from_the_starting_search_quits(tmp_path: Path) -> None:
     assert ended == [True]
 
 
+def test_browsing_builds_the_folders_search_index_at_startup(tmp_path: Path) -> None:
+    """The store's search index (for shift+S) is built in a worker at startup, so the first
+    search reads it instead of scanning every file; not for chat's /tree, which does not
+    search. A build stopped before its first second (quitting cancels the worker) indexes
+    nothing."""
+    import sqlite3
+    from contextlib import closing
+
+    from sessiontree.stores._jsonl_search import index_path
+    from sessiontree.stores.jsonl import JsonlStore
+
+    root, path = _search_root(tmp_path)
+    index = Path(index_path(root))
+    sessions = len(list(root.rglob("*.jsonl")))
+
+    def indexed() -> tuple[int, int]:
+        """The session files the index holds, and whether it holds the folder's digest
+        (kept only when every file is indexed)."""
+        with closing(sqlite3.connect(index)) as conn:
+            files = conn.execute("SELECT count(*) FROM files WHERE session_id IS NOT NULL")
+            return int(files.fetchone()[0]), int(conn.execute(
+                "SELECT count(*) FROM state").fetchone()[0])
+
+    async def loaded(app: BrowseApp, pilot: object) -> None:  # (settled: every worker done)
+        assert app.loaded and app.session is not None
+
+    drive(path, loaded, leave_on_navigate=True)
+    assert not index.exists()
+    JsonlStore(root).build_search_index(stop=lambda: True)
+    assert indexed() == (0, 0)
+    drive(path, loaded)
+    assert sessions == 4 and indexed() == (sessions, 1)
+
+
 def test_browse_command_takes_a_store_or_a_search(tmp_path: Path) -> None:
     from sessiontree.cli import cli
 

@@ -10,7 +10,9 @@ Invariants:
   the preview and searches only.
 * Opening, rebuilding rows after a filter or search, the preview's context size and
   navigation run in worker threads, so the interface never waits on them; a newer request
-  cancels an older one of the same kind.
+  cancels an older one of the same kind. A folder's search index (for shift+S) is brought up
+  to date in one at startup, so the first search does not scan the whole folder; quitting
+  stops it within a second, what it indexed kept.
 * Everything written goes through :class:`~sessiontree.Session` (``set_label``,
   ``navigate_tree``), so the file stays one pi can open.
 """
@@ -544,9 +546,13 @@ class BrowseApp(App[None]):
         return self.query_one("#tree", TreeView)
 
     def on_mount(self) -> None:
+        from ..stores.url import is_url
+
         self.tree_view.focus()
         if self.path is not None:
             self._load()
+        if not self.leave_on_navigate and not is_url(self.store):  # (a database's is whole)
+            self._build_search_index()
         if self.start_search is not None or self.path is None:
             self.action_global_search(self.start_search or "")
 
@@ -555,6 +561,24 @@ class BrowseApp(App[None]):
             self.session.close()
 
     # -- loading and rows (worker threads)
+
+    @work(thread=True, exclusive=True, group="search-index")
+    def _build_search_index(self) -> None:
+        """The folder's whole search index built now, so that shift+S reads only what changes
+        after (a first search indexes for a moment and scans the rest); it stops when the
+        browser quits (the worker is cancelled). Failing, it says why: searches then scan."""
+        import sqlite3
+
+        from ..errors import SessionTreeError
+        from ..stores.jsonl import JsonlStore
+
+        worker = get_current_worker()
+        try:
+            JsonlStore(self.store, read_only=True).build_search_index(
+                stop=lambda: worker.is_cancelled)
+        except (OSError, sqlite3.Error, SessionTreeError) as exc:
+            self.call_from_thread(self.notify, f"the search index of {self.store} was not "
+                                  f"built ({exc}): searches scan the files", severity="warning")
 
     @work(thread=True, exclusive=True, group="load")
     def _load(self) -> None:

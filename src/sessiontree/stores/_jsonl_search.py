@@ -158,10 +158,13 @@ def _remove(path: str) -> None:
 
 
 @contextmanager
-def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connection, list[Pending]]]:
+def _opened(root: str, budget: float | None, stop: Callable[[], bool] | None = None
+            ) -> Iterator[tuple[sqlite3.Connection, list[Pending]]]:
     """The folder's index, refreshed from its files for at most ``budget`` seconds of indexing
-    (built again when damaged or of another version; in memory, and not built at all, when
-    the folder cannot be written), and the bytes it does not hold yet."""
+    (``None``: all of them, unless ``stop()`` says so before a second's transaction; built
+    again when damaged or of another version; in memory, and not built at all, when the
+    folder cannot be written), and the bytes it does not hold yet (not known, and ``[]``,
+    after a stopped build)."""
     path = index_path(root)
     for attempt in range(2):
         conn: sqlite3.Connection | None = None
@@ -178,11 +181,10 @@ def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connectio
                     raise
                 conn = _connect(":memory:")  # a folder we may not write to: no index kept
                 kept = False
-            pending = refresh(conn, root, budget=budget if kept else 0.0)
-            while budget is None and kept and pending:  # a whole build: a transaction a
-                pending = refresh(conn, root, budget=1.0, new=True)  # second, searches wait
-            if budget is None and kept:
-                _merge(conn)
+            if budget is None and kept:  # a whole build: a transaction a second (a search
+                pending = _built(conn, root, stop)  # meanwhile waits for one at most)
+            else:
+                pending = refresh(conn, root, budget=budget if kept else 0.0)
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
@@ -201,16 +203,31 @@ def _opened(root: str, budget: float | None) -> Iterator[tuple[sqlite3.Connectio
         return
 
 
+def _built(conn: sqlite3.Connection, root: str, stop: Callable[[], bool] | None
+           ) -> list[Pending]:
+    """Index every file a second at a time until nothing is left, then merge the index
+    (:func:`_merge`), or until ``stop()`` says so before a second (what was indexed is
+    kept); what is left: ``[]`` (not known after a stop)."""
+    pending: list[Pending] | None = None
+    while pending is None or pending:
+        if stop is not None and stop():
+            return []
+        pending = refresh(conn, root, budget=1.0, new=True)
+    _merge(conn, stop)
+    return pending
+
+
 _MERGE_PAGES = 1000
 """Pages of the FTS5 index a build's merge step writes in one transaction (about a second)."""
 
 
-def _merge(conn: sqlite3.Connection) -> None:
+def _merge(conn: sqlite3.Connection, stop: Callable[[], bool] | None = None) -> None:
     """The FTS5 index's segments merged into one, as its ``optimize`` does but a transaction
     at a time (searches get the index between them): a build commits every second, leaving
     many segments, and a word's rows were looked up in each (a rare phrase among common
-    words: its rows in 0.1 against 0.9-3 ms at 1,000 sessions, load 15)."""
-    while True:
+    words: its rows in 0.1 against 0.9-3 ms at 1,000 sessions, load 15); ``stop()`` is
+    asked before each transaction."""
+    while stop is None or not stop():
         before = conn.total_changes
         conn.execute("BEGIN IMMEDIATE")
         try:
@@ -624,10 +641,11 @@ def _most_recent(cursor: sqlite3.Cursor) -> list[Any]:
             return rows[:CANDIDATES]
 
 
-def build(root: str | os.PathLike[str]) -> None:
+def build(root: str | os.PathLike[str], stop: Callable[[], bool] | None = None) -> None:
     """Bring the folder's index up to date with every file, however long it takes (what a
-    search does only for :data:`INDEX_BUDGET` seconds), committing every second or so."""
-    with _opened(os.path.abspath(root), None):
+    search does only for :data:`INDEX_BUDGET` seconds), committing every second or so;
+    ``stop()``, asked before each second, ends it early (what was indexed is kept)."""
+    with _opened(os.path.abspath(root), None, stop):
         pass
 
 

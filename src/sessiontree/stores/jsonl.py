@@ -711,15 +711,20 @@ class JsonlStore(StoredEntries):
         return _jsonl_search.search(self.directory, parsed, role=role, since=since_ms(since),
                                     cwd=cwd, limit=limit, branch=_current_branch)
 
-    def build_search_index(self) -> None:
+    def build_search_index(self, stop: Callable[[], bool] | None = None) -> None:
         """Bring the folder's search index up to date with every session file, however long
         that takes: each :meth:`search` indexes only for a moment and scans the rest, so a
         program that searches often (a browser, a server) asks for this once, in the
-        background, to make every later search fast."""
+        background, to make every later search fast.
+
+        Args:
+            stop: asked before each second of indexing (each a transaction, which a search
+                meanwhile waits for); ``True`` ends the build, what was indexed kept.
+        """
         from . import _jsonl_search
 
         if self.directory.is_dir():
-            _jsonl_search.build(self.directory)
+            _jsonl_search.build(self.directory, stop)
 
     def close(self) -> None:
         """Nothing to release: every call opens and closes its own file."""
