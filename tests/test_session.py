@@ -19,6 +19,7 @@ from sessiontree import (
     Custom,
     EntryNotFound,
     InvalidEntry,
+    InvalidLocation,
     Label,
     LoadWarning,
     MessageEntry,
@@ -55,6 +56,20 @@ def test_create_writes_nothing_until_the_first_append(tmp_path: Path) -> None:
     assert Path(session.file).name == (
         session.header.timestamp.replace(":", "-").replace(".", "-") + f"_{session.id}.jsonl")
     session.close()
+
+
+def test_create_refuses_a_store_url_as_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+                                                 ) -> None:
+    """A store URL given as ``directory`` is refused, saying to pass it as ``store=``; it
+    made a folder named ``sqlite:`` (in the current one) at the first append."""
+    monkeypatch.chdir(tmp_path)
+    url = f"sqlite:///{tmp_path / 's.db'}"
+    with pytest.raises(InvalidLocation, match="pass it as store="):
+        Session.create(url, cwd="/w")
+    assert list(tmp_path.iterdir()) == []
+    with Session.create(cwd="/w", store=url) as session:
+        session.append_message(UserMessage.of("stored"))
+    assert (tmp_path / "s.db").exists() and not (tmp_path / "sqlite:").exists()
 
 
 def test_create_uses_pis_folder_layout(tmp_path: Path) -> None:
