@@ -1051,6 +1051,45 @@ def test_the_matcher_finds_the_spans_and_relevance_of_letter_by_letter_matching(
     assert _snippet(text, judged[1]) == _snippet(text, spans)
 
 
+@settings(max_examples=1000, deadline=None)
+@given(st.text(st.sampled_from([*_ODD, *"\u03c3\u00df\u2014:'\u0345"]), max_size=40))
+@example("\u0391\u03a3.\u0391")  # (a final sigma by the whole text: "\u0391\u03a3" alone ends in one)
+@example("a\u212a-\u00e9\u2713b 9 B\u00c9b \u00e9")  # (a word of a chunk is an ASCII chunk's too)
+def test_an_index_counts_the_words_the_matcher_sees(text: str) -> None:
+    """What every index keeps of an entry (its size, each word's count) is counted in chunks of
+    its UTF-8 bytes split at ASCII punctuation and spaces: the same as the whole text's words,
+    whatever letters are beside them (sigmas, letters that lowercase to ASCII or to two,
+    surrogates)."""
+    from collections import Counter
+
+    from sessiontree._search import entry_terms, tokens
+
+    size, counts = entry_terms(text)
+    assert (size, counts) == (len(text.split()), dict(Counter(tokens(text))))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.text(st.sampled_from(list("ab c\u00e9")), max_size=12), max_size=6),
+       st.integers(min_value=1, max_value=20000))
+def test_a_redis_batch_holds_each_entrys_word_counts_at_its_place(texts: list[str],
+                                                                   first: int) -> None:
+    """The postings an append adds (each entry's word counts, one varint or two per entry and
+    word, at places past 63 too) are what a search decodes, and what a rewrite encodes."""
+    from sessiontree.stores import _redis_search as rs
+
+    lines = [json.dumps({"type": "message", "id": f"e{n}", "parentId": None,
+                         "timestamp": "2026-03-01T10:00:00.000Z",
+                         "message": {"role": "user", "content": text}}).encode()
+             for n, text in enumerate(texts)]
+    expected: dict[str, dict[int, int]] = {}
+    for place, line in enumerate(lines, start=first):
+        for word, count in rs.terms(line)[1].items():
+            expected.setdefault(word, {})[place] = count
+    found = rs.batch(lines, first).postings
+    assert found == {word: rs.encode(postings) for word, postings in expected.items()}
+    assert {word: rs.decode(value) for word, value in found.items()} == expected
+
+
 def _folder_bound(text: str, query: Any) -> float:
     """The bound a folder's index row gives an entry holding ``text`` (indexed as a search
     indexes it, read back by the search's own query: FTS5 must find it)."""

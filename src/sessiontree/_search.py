@@ -508,11 +508,40 @@ def score(spans: int, size: int) -> float:
     return round(spans / (1.0 + math.log(1 + size)), 9)
 
 
+_CHUNKS = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c >= 128
+                else 32 for c in range(256))
+"""UTF-8 bytes to chunks split by spaces: ASCII letters lowercased, ASCII digits and every byte
+of a non-ASCII character kept, anything else (ASCII, and never in a word) a space."""
+
+
 def entry_terms(text: str) -> tuple[int, dict[str, int]]:
     """What an index keeps of an entry's text to bound its relevance without reading it
     (:func:`best_first`): its size (as :func:`score` counts it) and how often each word
-    occurs (``{word: count}``, every distinct word)."""
-    return len(text.split()), Counter(tokens(text))  # (Counter counts at C speed)
+    occurs (``{word: count}``, every distinct word: those of :func:`tokens`).
+
+    The words are counted in chunks of the UTF-8 bytes split at ASCII characters that are no
+    letter or digit (what every index of a bulk import does for each entry: three times
+    faster than the regular expression over the whole text); an ASCII chunk is a word, a
+    chunk holding another character is split by :func:`tokens`. No word spans such a
+    character, which lowercases to itself; a capital sigma lowercases by its neighbours
+    (final or not), so a text holding one, or a lone surrogate, is read whole."""
+    size = len(text.split())
+    if "\u03a3" in text:
+        return size, Counter(tokens(text))
+    try:
+        data = text.encode()
+    except UnicodeEncodeError:
+        return size, Counter(tokens(text))
+    found = Counter(data.translate(_CHUNKS).split())  # (C speed)
+    counts = {chunk.decode(): count for chunk, count in found.items()}
+    if not data.isascii():
+        split = [(chunk, count) for chunk, count in found.items() if not chunk.isascii()]
+        for chunk, _ in split:  # (every one out first: a word of one may be another's text)
+            del counts[chunk.decode()]
+        for chunk, count in split:
+            for word in tokens(chunk.decode()):
+                counts[word] = counts.get(word, 0) + count
+    return size, counts
 
 
 def fts_body(counts: Iterable[str]) -> str:

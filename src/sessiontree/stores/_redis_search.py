@@ -72,11 +72,20 @@ def batch(lines: Sequence[bytes], first: int) -> Batch:
     for position, line in enumerate(lines, start=first):
         record, counts = terms(line)
         docs += record
-        if counts:
-            ms = DOC.unpack(record)[0]
-            latest = ms if latest is None else max(latest, ms)
+        if not counts:
+            continue
+        ms = DOC.unpack(record)[0]
+        latest = ms if latest is None else max(latest, ms)
+        once, more = _varint_bytes(position * 2), _varint_bytes(position * 2 + 1)  # (_posting's)
         for word, count in counts.items():
-            _posting(postings.setdefault(word, bytearray()), position, count)
+            out = postings.get(word)
+            if out is None:
+                out = postings[word] = bytearray()
+            if count == 1:
+                out += once
+            else:
+                out += more
+                out += _varint_bytes(count)
     return Batch({word: bytes(value) for word, value in postings.items()}, bytes(docs), latest)
 
 
@@ -91,6 +100,12 @@ def _varint(out: bytearray, value: int) -> None:
         out.append(value & 0x7F | 0x80)
         value >>= 7
     out.append(value)
+
+
+def _varint_bytes(value: int) -> bytes:
+    out = bytearray()
+    _varint(out, value)
+    return bytes(out)
 
 
 def _varints(data: bytes) -> Iterator[int]:

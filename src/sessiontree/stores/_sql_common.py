@@ -765,7 +765,10 @@ def search_flow(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect)
         repeated = {word: count for word, count in counts.items() if count > 1}
         row: dict[str, Any] = {"sid": session_id, "seq": seq, "role": doc.role, "ms": doc.ms,
                                "size": size,
-                               "counts": _json.dumps(repeated).decode() if repeated else None}
+                               # (no JS key order to keep: read by key; words hold no
+                               # surrogate, so msgspec writes them)
+                               "counts": msgspec.json.encode(repeated).decode() if repeated
+                               else None}
         if d.driver == "postgres":
             row["words"] = sorted(counts)
         else:
