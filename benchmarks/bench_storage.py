@@ -97,12 +97,14 @@ def load_store(url: str, folder: Path, big_file: Path) -> float:
     return time.perf_counter() - start
 
 
-def stored_sessions(url: str) -> int:
-    """How many sessions the store at ``url`` holds (0: none, or no such schema yet)."""
+def stored_sessions(url: str) -> tuple[int, int]:
+    """How many sessions and entries the store at ``url`` holds (0: none, or no such schema
+    yet)."""
     from sessiontree.stores.url import open_store
 
     with open_store(url) as store:
-        return len(store.list_sessions())
+        listed = store.list_sessions()
+        return len(listed), sum(row.entry_count for row in listed)
 
 
 # -- measurements --------------------------------------------------------------------------------
@@ -354,9 +356,19 @@ def main() -> int:
     parser.add_argument("--postgres", default=os.environ.get("SESSIONTREE_TEST_POSTGRES"))
     parser.add_argument("--redis", help="a Redis server (redis://HOST:PORT/DB)")
     parser.add_argument("--redis-cluster", help="a Redis Cluster (redis+cluster://HOST:PORT,...)")
+    parser.add_argument("--sqlite", action=argparse.BooleanOptionalAction, default=True,
+                        help="measure the SQLite store (--no-sqlite: one not loaded at this "
+                             "size is left out rather than loaded)")
+    parser.add_argument("--folder-listing", action=argparse.BooleanOptionalAction,
+                        default=True, help="list the folder of files, ours and pi's (pi's "
+                        "needs a 16 GiB node heap: --no-folder-listing beside loaded Redis "
+                        "servers)")
     parser.add_argument("--keep", action="store_true",
                         help="keep the PostgreSQL schema and Redis prefixes, named after the "
                              "data, and measure a kept one without loading it again")
+    parser.add_argument("--as-loaded", action="store_true",
+                        help="with --keep: measure a kept store holding part of the data as it "
+                             "is (its load row says how much), rather than load the rest")
     parser.add_argument("--markdown", type=Path)
     parser.add_argument("--writer", nargs=2, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -372,7 +384,7 @@ def main() -> int:
     folder, big_file = dataset(args.sessions, args.entries, args.big)
     scratch = Path(tempfile.mkdtemp(prefix="sessiontree-bench-storage-"))
     cached_db = folder / "sessions.db"  # loaded once, kept beside the generated files
-    stores: dict[str, str] = {"SQLite": f"sqlite:///{cached_db}"}
+    stores: dict[str, str] = {"SQLite": f"sqlite:///{cached_db}"} if args.sqlite else {}
     schema = None
     named = folder.name.replace("-", "_")  # --keep: the same names for the same data
     if args.postgres:
@@ -389,26 +401,29 @@ def main() -> int:
     ok = True
     try:
         session_id, leaf = target_entry(big_file, args.depth)
+        partial: dict[str, int] = {}  # sessions of a store measured as loaded (--as-loaded)
         for name, url in stores.items():
             loaded = folder / f".loaded-{name}"
             if loaded.exists():
                 continue  # the SQLite file of an earlier run
-            if args.keep and stored_sessions(url) == args.sessions + 1:
+            held, total = stored_sessions(url) if args.keep else (0, 0)
+            if held == args.sessions + 1 or (held and args.as_loaded):
                 rows.append(["load (copy of every pi file)", name, "kept from an earlier run",
-                             ""])
-                continue
-            seconds = load_store(url, folder, big_file)
-            total = args.sessions * args.entries + args.big
-            rows.append(["load (copy of every pi file)", name, f"{seconds:,.0f} s",
-                         f"{total / seconds:,.0f} entries/s"])
+                             f"{held:,} sessions, {total:,} entries"])
+                partial[name] = held
+            else:
+                seconds = load_store(url, folder, big_file)
+                total = args.sessions * args.entries + args.big
+                rows.append(["load (copy of every pi file)", name, f"{seconds:,.0f} s",
+                             f"{total / seconds:,.0f} entries/s"])
+                if name == "SQLite":
+                    loaded.write_text("ok\n")
             if name.startswith("Redis"):
                 used = prefix_memory(url)
                 rows.append(["memory per entry (`MEMORY USAGE` of every key; masters only)",
                              name, f"{sum(used.values()) / total:,.0f} B", ", ".join(
                                  f"{kind} {size / total:,.0f} B" for kind, size in used.items())
                              + f"; {sum(used.values()) / 2**30:,.2f} GiB in all"])
-            if name == "SQLite":
-                loaded.write_text("ok\n")
         print("context ...", flush=True)
         pi_context = node("context", str(big_file), leaf, "--pi", str(modules), "--repeat",
                           str(args.repeat))
@@ -466,19 +481,21 @@ def main() -> int:
             with open_store(url) as store:
                 ms, found = median_ms(lambda: store.list_sessions(limit=args.newest),
                                       args.repeat)
-            rows.append([what, name, f"{ms:,.1f} ms", f"{len(found)} rows"])
-        everything = scratch / "listing"
-        shutil.copytree(folder / "sessions", everything)
-        shutil.copy(big_file, everything)
-        ms, found = median_ms(lambda: list_sessions(everything)[:args.newest], 1)
-        rows.append([what, "JSONL (sessiontree)", f"{ms:,.1f} ms", f"{len(found)} rows"])
-        pi_list = node("list", str(everything), str(args.newest), "--pi", str(modules),
-                       "--repeat", "1")
-        if "error" in pi_list:
-            rows.append([what, "pi's JSONL", "failed", pi_list["error"]])
-        else:
-            rows.append([what, "pi's JSONL", f"{pi_list['median_ms']:,.1f} ms",
-                         f"{pi_list['count']} rows (node heap {NODE_HEAP_MIB:,} MiB)"])
+            held = f" (of {partial[name]:,} loaded)" if name in partial else ""
+            rows.append([what, name, f"{ms:,.1f} ms", f"{len(found)} rows{held}"])
+        if args.folder_listing:
+            everything = scratch / "listing"
+            shutil.copytree(folder / "sessions", everything)
+            shutil.copy(big_file, everything)
+            ms, found = median_ms(lambda: list_sessions(everything)[:args.newest], 1)
+            rows.append([what, "JSONL (sessiontree)", f"{ms:,.1f} ms", f"{len(found)} rows"])
+            pi_list = node("list", str(everything), str(args.newest), "--pi", str(modules),
+                           "--repeat", "1")
+            if "error" in pi_list:
+                rows.append([what, "pi's JSONL", "failed", pi_list["error"]])
+            else:
+                rows.append([what, "pi's JSONL", f"{pi_list['median_ms']:,.1f} ms",
+                             f"{pi_list['count']} rows (node heap {NODE_HEAP_MIB:,} MiB)"])
     finally:
         print(table(rows), flush=True)  # what was measured, even if a step failed
         shutil.rmtree(scratch, ignore_errors=True)
