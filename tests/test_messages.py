@@ -28,7 +28,7 @@ from sessiontree import (
     validate_message,
 )
 from sessiontree._codec import message_entry
-from sessiontree._json import dumps, exact_type, loads
+from sessiontree._json import dumps, loads, type_facts
 
 
 @pytest.mark.parametrize(("make", "field"), [
@@ -143,10 +143,18 @@ def test_untyped_details_keep_number_keys_as_text_and_refuse_others(tmp_path: Pa
 
 
 def test_exact_types_hold_nothing_json_stringify_writes_otherwise() -> None:
-    assert exact_type(UserMessage) and exact_type(BashExecutionMessage)
-    assert exact_type(list[str]) and exact_type(int | None)
+    assert type_facts(UserMessage).exact and type_facts(BashExecutionMessage).exact
+    assert type_facts(list[str]).exact and type_facts(int | None).exact
     for kind in (AssistantMessage, ToolResultMessage, float, dict[str, int], list[Any], Any):
-        assert not exact_type(kind)
+        assert not type_facts(kind).exact
+
+
+def test_keyed_types_can_hold_a_dict_of_typed_keys() -> None:
+    """Only their builtins' check can refuse ``{1: x}`` (its JSON is ``{"1": x}``)."""
+    assert type_facts(AssistantMessage).keyed and type_facts(list[dict[str, int]]).keyed
+    assert type_facts(dict[Any, dict[str, int]]).keyed
+    for kind in (UserMessage, ToolResultMessage, dict[Any, int], list[Any], Any, float):
+        assert not type_facts(kind).keyed
 
 
 class _MySummary(BranchSummaryMessage):

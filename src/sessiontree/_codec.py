@@ -20,7 +20,7 @@ from msgspec import UNSET
 from . import _json
 from ._scan import FileRecord, message_envelope
 from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
-from .errors import InvalidEntry, InvalidMessage
+from .errors import InvalidEntry
 from .messages import AgentMessage, UnknownMessage, stored_message
 
 __all__ = ["decode_line", "entries_decoder", "entry_builtins", "entry_line", "held", "message_entry",
@@ -107,14 +107,7 @@ def message_entry(message: AgentMessage | UnknownMessage | Mapping[str, Any]
         InvalidMessage: a field of the wrong type or a missing required field.
         InvalidEntry: no ``role``, or a summary message (those come from entries).
     """
-    payload, encoded, role = stored_message(message)
-    if encoded is None:
-        try:
-            body = _json.dumps(payload)
-        except TypeError as error:  # (a value no JSON holds, in a field typed Any)
-            raise InvalidMessage(f"invalid {role} message: {error}") from None
-    else:  # (checked, it holds only the types of its class: for most, the encoding is the answer)
-        body = encoded if _json.exact_type(type(payload)) else _json.stringified(encoded, payload)
+    body, role = stored_message(message)
     return lambda i, p, t: (message_line(i, p, t, body), message_envelope(i, p, t, role))
 
 

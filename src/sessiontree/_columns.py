@@ -157,13 +157,33 @@ class PackedIds:
         if width and len(joined) == count * (width + 1) - 1 and joined.isascii() and \
                 joined.count("\n") == count - 1 and joined[width::width + 1] == "\n" * (count - 1):
             return cls((joined + "\n").encode("ascii"), count, width)
+        return cls._utf8(ids)
+
+    @classmethod
+    def _utf8(cls, ids: list[str], base: int = 0) -> PackedIds:
+        """Ids packed back to back as UTF-8, their ends counted from ``base``."""
         encoded = [entry_id.encode("utf-8", "surrogatepass") for entry_id in ids]
         ends = array("q")
-        total = 0
+        total = base
         for piece in encoded:
             total += len(piece)
             ends.append(total)
         return cls(b"".join(encoded), len(ids), 0, ends)
+
+    def extended(self, ids: list[str]) -> PackedIds:
+        """These ids with ``ids`` after them: this block with theirs joined on, in its form
+        (the fixed width, when they all fit it, or else UTF-8 back to back)."""
+        if not ids:
+            return self
+        if self.width:
+            more = PackedIds.of(ids)
+            if more.width != self.width:  # (ids of another form: every id packed again)
+                return PackedIds.of(self.all() + ids)
+            return PackedIds(self.blob + more.blob, self.count + more.count, self.width)
+        ends = cast("array[int]", self.ends)
+        more = PackedIds._utf8(ids, ends[-1] if self.count else 0)
+        return PackedIds(self.blob + more.blob, self.count + more.count, 0,
+                         ends + cast("array[int]", more.ends))
 
     def slots(self, mask: int, start: int = 0) -> Iterable[int]:
         """Each id's slot in a table of ``mask + 1`` heads (its UTF-8's CRC-32, the same in
@@ -316,8 +336,7 @@ class Columns(Sequence[Record]):
             self._unpack()
         rows = self._rows
         self._ids.append(entry_id)
-        if entry_id in rows or self._first and entry_id not in self._absent and \
-                self._packed_row(entry_id) >= 0:  # (a new id of ours was searched already)
+        if entry_id in rows or self._packed_row(entry_id) >= 0:
             self.duplicates += 1
         rows[entry_id] = row
         parent_id = record.parent_id
@@ -513,6 +532,12 @@ class Columns(Sequence[Record]):
         table = self._table = IdTable(array("I", [NO_ROW]) * size, array("I"))
         _chain(table, self._packed.slots(size - 1))  # type: ignore[union-attr]
         return table
+
+    def packed_ids(self) -> PackedIds:
+        """Every row's id packed (the ids read back packed, with those of the rows added
+        since joined on: no id is made)."""
+        packed = self._packed
+        return PackedIds.of(self._ids) if packed is None else packed.extended(self._ids)
 
     @property
     def ids(self) -> list[str]:

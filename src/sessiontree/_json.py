@@ -13,12 +13,12 @@ from __future__ import annotations
 
 import math
 import re
-from typing import Any
+from typing import Any, NamedTuple
 
 import msgspec
 
-__all__ = ["dumps", "exact_type", "is_index_key", "js_number", "loads", "string", "stringified", "unfit",
-           "JSONError"]
+__all__ = ["JSONError", "TypeFacts", "dumps", "is_index_key", "js_number", "loads", "string",
+           "stringified", "type_facts", "unfit"]
 
 _encoder = msgspec.json.Encoder()
 _decoder = msgspec.json.Decoder()
@@ -249,46 +249,56 @@ def dumps(value: Any) -> bytes:
     return stringified(out, value)
 
 
-_EXACT: dict[Any, bool] = {}
-"""Each type asked about by :func:`exact_type` -> the answer."""
+class TypeFacts(NamedTuple):
+    """What :func:`type_facts` tells of a type."""
+
+    exact: bool
+    """msgspec writes every value that checks as the type (decodes as it) exactly as
+    ``JSON.stringify`` does, so that :func:`stringified` has nothing to look for: the type
+    holds no float and no object of free keys (a dict, or anything untyped), only strings,
+    integers, booleans, nulls, and arrays and structs of them."""
+    keyed: bool
+    """The type can hold a dict whose keys are typed (strings, say): its JSON cannot tell
+    ``{1: x}`` from ``{"1": x}``, so only a check of its builtins refuses a wrong key."""
 
 
-def exact_type(kind: Any) -> bool:
-    """Whether msgspec writes every value of ``kind`` that checks as ``kind`` (decodes as it)
-    exactly as ``JSON.stringify`` does, so that :func:`stringified` has nothing to look for:
-    the type holds no float and no object of free keys (a dict, or anything untyped), only
-    strings, integers, booleans, nulls, and arrays and structs of them."""
-    try:
-        return _EXACT[kind]
-    except KeyError:
-        import msgspec.inspect  # (for the first value of each type)
-
-        found = _EXACT[kind] = _exact_info(msgspec.inspect.type_info(kind), set())
-        return found
-
-
-def _exact_info(info: Any, seen: set[int]) -> bool:
+def type_facts(kind: Any) -> TypeFacts:
+    """:class:`TypeFacts` of ``kind``, from one walk of msgspec's type info (asked once per
+    class: the caller keeps the answer)."""
     from msgspec import inspect
 
-    if isinstance(info, (inspect.StrType, inspect.IntType, inspect.BoolType, inspect.NoneType)):
-        return True
-    if isinstance(info, inspect.LiteralType):
-        return all(value is None or type(value) in (str, int) for value in info.values)
-    if isinstance(info, (inspect.ListType, inspect.VarTupleType, inspect.SetType,
-                         inspect.FrozenSetType)):
-        return _exact_info(info.item_type, seen)
-    if isinstance(info, inspect.TupleType):
-        return all(_exact_info(item, seen) for item in info.item_types)
-    if isinstance(info, inspect.UnionType):
-        return all(_exact_info(member, seen) for member in info.types)
-    if isinstance(info, inspect.StructType):
-        if id(info) in seen:  # (a struct that holds itself: judged where it was met first)
-            return True
-        seen.add(id(info))
-        return not is_index_key(str(info.tag_field or "")) and all(
-            not is_index_key(field.encode_name) and _exact_info(field.type, seen)
-            for field in info.fields)
-    return False  # floats, dicts, untyped values and the rest
+    exact, keyed = True, False
+    seen: set[int] = set()
+    todo: list[Any] = [inspect.type_info(kind)]
+    while todo:
+        info = todo.pop()
+        if isinstance(info, (inspect.StrType, inspect.IntType, inspect.BoolType,
+                             inspect.NoneType)):
+            continue
+        if isinstance(info, inspect.LiteralType):
+            exact = exact and all(value is None or type(value) in (str, int)
+                                  for value in info.values)
+        elif isinstance(info, (inspect.ListType, inspect.VarTupleType, inspect.SetType,
+                               inspect.FrozenSetType)):
+            todo.append(info.item_type)
+        elif isinstance(info, inspect.TupleType):
+            todo.extend(info.item_types)
+        elif isinstance(info, inspect.UnionType):
+            todo.extend(info.types)
+        elif isinstance(info, inspect.StructType):
+            if id(info) in seen:  # (a struct that holds itself: judged where it was met first)
+                continue
+            seen.add(id(info))
+            exact = exact and not is_index_key(str(info.tag_field or "")) and not any(
+                is_index_key(field.encode_name) for field in info.fields)
+            todo.extend(field.type for field in info.fields)
+        elif isinstance(info, inspect.DictType):
+            exact = False
+            keyed = keyed or not isinstance(info.key_type, inspect.AnyType)
+            todo.append(info.value_type)
+        else:  # floats, untyped values and the rest
+            exact = False
+    return TypeFacts(exact, keyed)
 
 
 def string(text: str) -> bytes:

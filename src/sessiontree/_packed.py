@@ -84,7 +84,7 @@ def pack(columns: Columns, state: ScanState, extra: bytes = b"", *,
         msgspec.EncodeError, UnicodeEncodeError, OverflowError: a value MessagePack cannot hold
             (a lone surrogate, an integer past 64 bits): such a log is not packed.
     """
-    ids = PackedIds.of(columns.ids)
+    ids = columns.packed_ids()
     raw: dict[str, bytes | bytearray | array[int]] = {"ids": ids.blob}
     if ids.ends is not None:
         raw["ends"] = ids.ends
@@ -213,7 +213,7 @@ class Block:
         table = None
         if "heads" in meta.codes:
             table = IdTable(self._array("heads", table_size(count)), self._array("links", count))
-        columns = Columns(packed=(self._ids("ids", "ends", count, meta.id_width), table))
+        columns = Columns(packed=(self._ids(count, meta.id_width), table))
         for name, column in arrays.items():
             setattr(columns, name, column)
         columns.stamps = stamps
@@ -229,13 +229,13 @@ class Block:
         columns.forward = meta.forward
         return columns
 
-    def _ids(self, name: str, ends_name: str, count: int, width: int) -> PackedIds:
-        """``count`` ids packed by :meth:`PackedIds.of` (of the UTF-8 form, when ``width`` is
-        0: their ends in column ``ends_name``)."""
+    def _ids(self, count: int, width: int) -> PackedIds:
+        """The ``count`` ids (packed by :meth:`PackedIds.of`; of the UTF-8 form, when
+        ``width`` is 0, with their ends)."""
         if width:
-            return PackedIds(self._section(name, count * (width + 1)), count, width)
-        ends = self._array(ends_name, count)
-        return PackedIds(self._section(name, ends[-1] if count else 0), count, 0, ends)
+            return PackedIds(self._section("ids", count * (width + 1)), count, width)
+        ends = self._array("ends", count)
+        return PackedIds(self._section("ids", ends[-1] if count else 0), count, 0, ends)
 
     def _array(self, name: str, count: int) -> array[int]:
         code = self.meta.codes.get(name)

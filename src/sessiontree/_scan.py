@@ -536,12 +536,24 @@ class Scanner:
             raise ValueError(f"not an entry line: {line[:80]!r}")
         return record
 
-    def placed(self, envelope: FileRecord, line: bytes, offset: int) -> FileRecord:
-        """The record of one entry line this library is appending at ``offset``, from the
-        envelope its writer made (what :meth:`entry_record` would decode)."""
-        self.lineno += 1
-        envelope.line, envelope.offset, envelope.length = self.lineno, offset, len(line)
-        return envelope
+    def appended(self, lines: Sequence[bytes], envelopes: Sequence[FileRecord | None] | None,
+                 offset: int) -> list[FileRecord]:
+        """The records of entry lines this library is appending, the first at byte ``offset``
+        and each followed by one line ending: the envelope its writer made placed (what
+        :meth:`entry_record` would decode; see ``SessionLog.write``), or the line decoded
+        where it has none."""
+        if envelopes is None:
+            envelopes = [None] * len(lines)
+        records: list[FileRecord] = []
+        for line, envelope in zip(lines, envelopes):
+            if envelope is None:
+                records.append(self.entry_record(line, offset))
+            else:
+                self.lineno += 1
+                envelope.line, envelope.offset, envelope.length = self.lineno, offset, len(line)
+                records.append(envelope)
+            offset += len(line) + 1
+        return records
 
     def entry_records(self, lines: Sequence[bytes], first: int) -> list[FileRecord]:
         """The records of consecutive entry lines a store holds (``first``: the first one's line

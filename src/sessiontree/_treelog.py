@@ -33,7 +33,7 @@ from ._codec import (
     typed_header,
 )
 from ._index import EntryIndex, LazyIndex
-from ._scan import Problem, Record
+from ._scan import FileRecord, Problem, Record
 from ._time import iso_now, new_entry_id, uuid7
 from ._tree import TreeIndex
 from .entries import AnyEntry, Custom, SessionHeader
@@ -41,12 +41,10 @@ from .errors import CorruptLine, DuplicateId, EntryNotFound, InvalidEntry
 from .stores.base import (
     LoadResult,
     LogBehind,
-    PlacingLog,
     SessionListing,
     SessionLog,
     is_indexed,
     is_refreshable,
-    places_envelopes,
 )
 
 __all__ = ["EntryMaker", "LoadWarning", "TreeLog", "current_branch", "entry_maker"]
@@ -81,7 +79,6 @@ class TreeLog:
         """Read an already-migrated log (a database's only as far as asked for)."""
         self._log = log
         self._refresh = log.refresh if is_refreshable(log) else None
-        self._placing: PlacingLog | None = log if places_envelopes(log) else None
         self._cache = DecodedCache(cache_bytes)
         self._index: EntryIndex
         problems: list[Problem] = []
@@ -505,7 +502,7 @@ class TreeLog:
             taken = self._index.taken()
             ids: list[str] = []
             lines: list[bytes] = []
-            envelopes: list[Record | None] = []
+            envelopes: list[FileRecord | None] = []
             above, now = parent, iso_now()
             for make in makers:
                 entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
@@ -521,9 +518,7 @@ class TreeLog:
                 above = entry_id
             header = None if self._header_data is not None else self._serialized_header()
             try:
-                placing = self._placing
-                records = self._log.write(lines, header) if placing is None \
-                    else placing.write(lines, header, envelopes)
+                records = self._log.write(lines, header, envelopes)
             except DuplicateId:  # stored by another writer, or on a branch not read in
                 if len(refused) >= 5 * len(makers):
                     raise
@@ -612,7 +607,7 @@ def current_branch(tree: TreeLog) -> set[str]:
 EntryMaker = Callable[[str, "str | None", str], Any]
 """Makes an entry from its id, parent id and timestamp: a typed entry or an on-disk dict, or
 its line (bytes, as ``JSON.stringify`` writes it) with that line's record in a tuple (see
-:class:`~sessiontree.stores.base.PlacingLog`)."""
+:meth:`~sessiontree.stores.base.SessionLog.write`)."""
 
 
 def entry_maker(entry: Mapping[str, Any] | AnyEntry) -> EntryMaker:

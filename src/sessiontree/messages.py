@@ -17,11 +17,12 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Mapping, Sequence
-from typing import Any, Literal, TypeVar, Union
+from typing import Any, Literal, NamedTuple, TypeVar, Union
 
 import msgspec
 from msgspec import UNSET, UnsetType
 
+from ._json import dumps, stringified, type_facts
 from .errors import InvalidEntry, InvalidMessage
 
 __all__ = [
@@ -349,57 +350,61 @@ def _invalid(where: str, error: Exception) -> InvalidMessage:
 
 
 _encode = msgspec.json.Encoder().encode
-_DECODERS: dict[type, msgspec.json.Decoder[Any] | None] = {}
-"""A JSON decoder per message class met: a message is checked by decoding its encoding
-(``None``: a class whose builtins are checked, see :func:`_keyed`)."""
 
 
-def _keyed(kind: type) -> bool:
-    """Whether messages of class ``kind`` can hold a dict whose keys must be strings: its JSON
-    cannot tell (``{1: x}`` encodes as ``{"1": x}``), only its builtins' check refuses an
-    integer key."""
-    from msgspec import inspect  # (once a class)
+class _Class(NamedTuple):
+    """What an append needs to know of a class of typed message (:func:`_class`)."""
 
-    seen: set[int] = set()
-    todo: list[Any] = [inspect.type_info(kind)]
-    while todo:
-        info = todo.pop()
-        if isinstance(info, inspect.DictType):
-            if not isinstance(info.key_type, inspect.AnyType):
-                return True
-            todo.append(info.value_type)
-        elif isinstance(info, inspect.StructType) and id(info) not in seen:
-            seen.add(id(info))
-            todo.extend(field.type for field in info.fields)
-        elif isinstance(info, inspect.UnionType):
-            todo.extend(info.types)
-        elif isinstance(info, inspect.TupleType):
-            todo.extend(info.item_types)
-        elif isinstance(info, (inspect.ListType, inspect.VarTupleType, inspect.SetType,
-                               inspect.FrozenSetType)):
-            todo.append(info.item_type)
-    return False
+    role: str
+    summary: bool
+    """Its messages are summaries, never appended as messages."""
+    decoder: msgspec.json.Decoder[Any] | None
+    """Checks a message by decoding its encoding as its class (a third of the cost of
+    converting its builtins, and an append writes the encoding); ``None``: a class that can
+    hold a dict of typed keys, whose builtins are checked (``TypeFacts.keyed``)."""
+    exact: bool
+    """Its encoding is what ``JSON.stringify`` writes (``TypeFacts.exact``)."""
+
+
+_CLASSES: dict[type, _Class | None] = {}
+"""Each class met -> what :func:`_class` says of it (an ``isinstance`` against a struct class
+goes through msgspec's metaclass, and ``role`` makes the class's config each time)."""
+
+
+def _class(kind: type) -> _Class | None:
+    """What an append needs to know of class ``kind``; ``None``: not a typed message."""
+    try:
+        return _CLASSES[kind]
+    except KeyError:
+        pass
+    found = None
+    if issubclass(kind, _Message):
+        facts = type_facts(kind)
+        found = _Class(str(kind.__struct_config__.tag),
+                       issubclass(kind, (BranchSummaryMessage, CompactionSummaryMessage)),
+                       None if facts.keyed else msgspec.json.Decoder(kind), facts.exact)
+    _CLASSES[kind] = found
+    return found
 
 
 def _checked(message: _M, where: str | None = None) -> _M:
     """``message`` itself when every field has its declared type; raises otherwise (``where``
     begins the error; by default ``invalid <role> message``)."""
-    _checked_json(message, where)
+    known = _class(type(message))
+    assert known is not None  # (a typed message's class)
+    _checked_json(message, known, where)
     return message
 
 
-def _checked_json(message: _Message, where: str | None = None) -> bytes | None:
+def _checked_json(message: _Message, known: _Class, where: str | None = None) -> bytes | None:
     """msgspec's JSON of ``message`` once its fields are checked: the encoding decoded back as
     the message's class (a third of the cost of converting its builtins, and an append writes
     the encoding), or, for a class that can hold a string-keyed dict, the builtins' check.
     ``None`` when msgspec cannot encode it, or it passes only the builtins' check (a float
-    field holding NaN, which JSON writes as ``null``); raises as that check does (``where``
-    begins the error; by default ``invalid <role> message``)."""
-    kind = type(message)
-    try:
-        decoder = _DECODERS[kind]
-    except KeyError:
-        decoder = _DECODERS.setdefault(kind, None if _keyed(kind) else msgspec.json.Decoder(kind))
+    field holding NaN, which JSON writes as ``null``); raises as that check does (``known``:
+    what :func:`_class` says of its class; ``where`` begins the error; by default ``invalid
+    <role> message``)."""
+    decoder = known.decoder
     if decoder is not None:
         try:
             encoded = _encode(message)
@@ -408,7 +413,7 @@ def _checked_json(message: _Message, where: str | None = None) -> bytes | None:
         except (msgspec.ValidationError, TypeError, UnicodeEncodeError, OverflowError):
             pass  # the builtins' check decides, and words the error
     try:
-        msgspec.convert(msgspec.to_builtins(message), kind)
+        msgspec.convert(msgspec.to_builtins(message), type(message))
     except (msgspec.ValidationError, TypeError) as error:
         raise _invalid(where or f"invalid {message.role} message", error) from None
     if decoder is None:  # checked by its builtins: its encoding, when msgspec can make one
@@ -449,59 +454,52 @@ _CHECKED_ROLES = frozenset({"system", "user", "assistant", "toolResult", "bashEx
                             "custom"})
 """Roles whose dict messages are checked against their struct before they are written."""
 
-_TYPED: dict[type, tuple[str, bool] | None] = {}
-"""Each class of message met -> its role and whether it is a summary (never appended as a
-message), ``None`` for one that is not a typed message. An ``isinstance`` against a struct
-class goes through msgspec's metaclass (the two an append asked cost a fifth of its
-validation), and ``role`` makes the class's config each time."""
-
-
-def _typed(kind: type) -> tuple[str, bool] | None:
-    """The role of messages of class ``kind`` and whether they are summaries; ``None``: not a
-    typed message."""
-    try:
-        return _TYPED[kind]
-    except KeyError:
-        found = _TYPED[kind] = (
-            str(kind.__struct_config__.tag),
-            issubclass(kind, (BranchSummaryMessage, CompactionSummaryMessage)),
-        ) if issubclass(kind, _Message) else None
-        return found
-
-
 def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
-                   ) -> tuple[Any, bytes | None, str]:
+                   ) -> tuple[bytes, str]:
     """What a ``message`` entry stores for ``message``, checked before anything is written: a
     typed message validated; a dict of a role this library knows validated but written as
     given (timestamped now when it has no ``timestamp``); a dict of another role, or an
     :class:`UnknownMessage` (a message copied as it was stored), written unchecked.
 
     Returns:
-        That value; msgspec's JSON of it when checking it made one (a typed message), else
-        ``None``; and its role.
+        Its JSON, as ``JSON.stringify`` writes it (a typed message's encoding made once, by
+        its check), and its role.
 
     Raises:
-        InvalidMessage: a field of the wrong type or a missing required field.
+        InvalidMessage: a field of the wrong type, a missing required field, or a value no
+            JSON holds (in a field typed ``Any``).
         InvalidEntry: no ``role``, or a summary message (those come from entries).
     """
-    typed = _typed(type(message))
-    if typed is not None:  # (first: a class check costs a third of an ABC's)
-        if typed[1]:
-            _refuse_summary(typed[0])
-        return message, _checked_json(message), typed[0]  # type: ignore[arg-type]
-    if isinstance(message, (UnknownMessage, Mapping)):
+    kind = type(message)
+    known = _CLASSES[kind] if kind in _CLASSES else _class(kind)
+    payload: Any
+    if known is not None:  # (first: a class check costs a third of an ABC's)
+        if known.summary:
+            _refuse_summary(known.role)
+        encoded = _checked_json(message, known)  # type: ignore[arg-type]
+        role = known.role
+        if encoded is not None:  # (for most classes, the encoding is the answer)
+            return (encoded if known.exact else stringified(encoded, message)), role
+        payload = message
+    elif isinstance(message, (UnknownMessage, Mapping)):
         data = message.data if isinstance(message, UnknownMessage) else message
-        role = data.get("role")
-        if not isinstance(role, str) or not role:
-            raise InvalidEntry(f"a message needs a string 'role', got {role!r}")
+        given = data.get("role")
+        if not isinstance(given, str) or not given:
+            raise InvalidEntry(f"a message needs a string 'role', got {given!r}")
+        role = given
         _refuse_summary(role)
         if "timestamp" not in data:
             data = {**data, "timestamp": now_ms()}
         if isinstance(message, Mapping) and role in _CHECKED_ROLES:
             validate_message(data)
-        return data, None, role
-    checked = validate_message(message)  # (neither: validate_message says what it wants)
-    return checked, None, checked.role
+        payload = data
+    else:
+        payload = validate_message(message)  # (neither: validate_message says what it wants)
+        role = payload.role
+    try:
+        return dumps(payload), role
+    except TypeError as error:  # (a value no JSON holds, in a field typed Any)
+        raise InvalidMessage(f"invalid {role} message: {error}") from None
 
 
 def _refuse_summary(role: str) -> None:

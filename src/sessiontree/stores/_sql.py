@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 
 from .. import _json
 from .._listing import ListingStats, listed_usage
-from .._scan import Record
+from .._scan import FileRecord, Record
 from .._search import (
     CANDIDATES,
     Bounded,
@@ -667,7 +667,10 @@ class SqlLog:
             return None
         return LoadResult(header if isinstance(header, dict) else None, 1, fresh, [])
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[Record]:
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[FileRecord | None] | None = None) -> list[Record]:
+        """Store the lines in one transaction (the records are made from the stored lines:
+        ``envelopes`` are not needed)."""
         assert self._conn is not None, "write() outside begin_append()"
         d = self.store.dialect
         try:

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, Union, runt
 
 import msgspec
 
-from .._scan import Problem, Record
+from .._scan import FileRecord, Problem, Record
 from ..entries import AnyEntry, SessionHeader
 from ..errors import InvalidLocation
 from ..usage import UsageTotals
@@ -41,7 +41,6 @@ __all__ = [
     "LogBehind",
     "LogHead",
     "LogStore",
-    "PlacingLog",
     "RefreshableLog",
     "SearchableStore",
     "SessionListing",
@@ -53,7 +52,6 @@ __all__ = [
     "has_logs",
     "is_indexed",
     "is_refreshable",
-    "places_envelopes",
 ]
 
 
@@ -115,9 +113,16 @@ class SessionLog(Protocol):
     def begin_append(self) -> LoadResult | None:
         """Take the writer's lock; return what other writers appended since the last scan."""
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> Sequence[Record]:
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[FileRecord | None] | None = None) -> Sequence[Record]:
         """Append whole lines (the header first when the log has none); return their records.
-        A log that takes no lock raises :class:`LogBehind` when others appended first."""
+        A log that takes no lock raises :class:`LogBehind` when others appended first.
+
+        ``envelopes`` (one item a line, or ``None``) are the records of lines the writer
+        composed, without a position (what decoding the line gives:
+        :func:`~sessiontree._scan.message_envelope`), ``None`` for a line to decode: a log
+        that makes each record from its line (a file, memory) only places them; a database,
+        which decodes what it stores anyway, may ignore them."""
 
     def end_append(self) -> None:
         """Release the writer's lock."""
@@ -167,27 +172,6 @@ class IndexedLog(SessionLog, Protocol):
 
     def listing(self) -> SessionListing:
         """This session's listing row, as stored (never by scanning entries)."""
-
-
-class PlacingLog(SessionLog, Protocol):
-    """A log that makes the record of each line it writes from the line itself (a file, a
-    memory log): it also takes the records the writer made of lines it composed, and only
-    places them, instead of decoding the lines again (most of what an append did after its
-    write)."""
-
-    places_envelopes: bool
-    """``True`` (what :func:`places_envelopes` looks for)."""
-
-    def write(self, lines: Sequence[bytes], header_line: bytes | None,
-              envelopes: Sequence[Record | None] | None = None) -> Sequence[Record]:
-        """:meth:`SessionLog.write`; ``envelopes`` has one item a line: its record without a
-        position (what decoding it gives, :func:`~sessiontree._scan.message_envelope`), or
-        ``None`` for a line to decode."""
-
-
-def places_envelopes(log: SessionLog) -> TypeGuard[PlacingLog]:
-    """Whether ``log`` takes the envelopes of the lines it writes (see :class:`PlacingLog`)."""
-    return getattr(log, "places_envelopes", False) is True
 
 
 @runtime_checkable

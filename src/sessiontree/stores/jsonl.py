@@ -12,7 +12,6 @@ Invariants:
 from __future__ import annotations
 
 import errno
-import itertools
 import os
 import re
 import stat
@@ -338,10 +337,6 @@ class JsonlFile:
         ]
         scanner.lineno -= 1
 
-
-    places_envelopes = True
-    """:meth:`write` takes the records of lines the writer composed (``base.PlacingLog``)."""
-
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
               envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
         """Append the lines with one ``write()``; all of them or, when the file system refuses
@@ -372,12 +367,7 @@ class JsonlFile:
                 scanner.start_after_header(_json.loads(header_line), scanner.lineno)
                 offset += len(header_line) + 1
             data = b"".join([*parts, data])
-        records: list[FileRecord] = []
-        entry_record, placed = scanner.entry_record, scanner.placed
-        for line, envelope in zip(lines, envelopes or itertools.repeat(None)):
-            records.append(entry_record(line, offset) if envelope is None
-                           else placed(envelope, line, offset))
-            offset += len(line) + 1
+        records = scanner.appended(lines, envelopes, offset)
         written = 0
         try:
             written = os.write(self._write_fd, data)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
@@ -56,9 +55,6 @@ class MemoryLog:
     def begin_append(self) -> None:
         return None
 
-    places_envelopes = True
-    """:meth:`write` takes the records of lines the writer composed (``base.PlacingLog``)."""
-
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
               envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
         scanner = self._scanner
@@ -69,12 +65,9 @@ class MemoryLog:
             scanner.lineno += 1
             scanner.start_after_header(_json.loads(header_line), scanner.lineno)
             self._size += len(header_line) + 1
-        records = []
-        for line, envelope in zip(lines, envelopes or itertools.repeat(None)):
-            records.append(scanner.entry_record(line, self._size) if envelope is None
-                           else scanner.placed(envelope, line, self._size))
-            self.lines.append(line)
-            self._size += len(line) + 1
+        records = scanner.appended(lines, envelopes, self._size)
+        self.lines += lines
+        self._size += sum(map(len, lines)) + len(lines)
         return records
 
     def end_append(self) -> None:

@@ -80,8 +80,7 @@ class PendingFile(JsonlFile):
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
               envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
-        """Keep the lines, or write every line kept with them once one is a conversation
-        (``envelopes``: as :meth:`JsonlFile.write` takes them).
+        """Keep the lines, or write every line kept with them once one is a conversation.
 
         Raises:
             InvalidEntry: a file is already at the path (nothing was written).

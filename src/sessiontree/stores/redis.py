@@ -1805,9 +1805,11 @@ class _Appends:
             self._since = time.monotonic()
         return fresh
 
-    def write(self, lines: Sequence[bytes], header_line: bytes | None) -> list[FileRecord]:
+    def write(self, lines: Sequence[bytes], header_line: bytes | None,
+              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
         """Append in one script (one round trip), if no other writer appended since this log
-        last looked.
+        last looked (the records are made from the lines as stored: ``envelopes`` are not
+        needed).
 
         Raises:
             LogBehind: others appended first; nothing was written, their lines are read and
