@@ -27,8 +27,9 @@ from sessiontree import (
     convert_to_llm,
     validate_message,
 )
-from sessiontree._codec import message_entry
+from sessiontree._codec import message_line
 from sessiontree._json import dumps, loads, type_facts
+from sessiontree.messages import stored_message
 
 
 @pytest.mark.parametrize(("make", "field"), [
@@ -114,7 +115,7 @@ def test_a_message_line_is_the_whole_entry_json_stringify_writes(
         entry_id: str, parent_id: str | None, timestamp: str) -> None:
     """Ids and times of other programs' files (quotes, escapes, lone surrogates) too."""
     message = UserMessage(content="hi", timestamp=1)
-    assert message_entry(message)(entry_id, parent_id, timestamp)[0] == dumps(
+    assert message_line(entry_id, parent_id, timestamp, stored_message(message)[0]) == dumps(
         {"type": "message", "id": entry_id, "parentId": parent_id, "timestamp": timestamp,
          "message": message})
 

@@ -11,20 +11,18 @@ Invariants:
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import msgspec
 from msgspec import UNSET
 
 from . import _json
-from ._scan import FileRecord, message_envelope
 from .entries import AnyEntry, Entry, SessionHeader, UnknownEntry, entry_from_builtins
 from .errors import InvalidEntry
-from .messages import AgentMessage, UnknownMessage, stored_message
 
-__all__ = ["decode_line", "entries_decoder", "entry_builtins", "entry_line", "held", "message_entry",
-           "message_line", "ordered_entry", "typed_header"]
+__all__ = ["decode_line", "entries_decoder", "entry_builtins", "entry_line", "held", "message_line",
+           "ordered_entry", "typed_header"]
 
 _PAYLOAD_FIRST = frozenset({"custom", "custom_message"})
 
@@ -97,27 +95,19 @@ def ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: st
     return {"type": kind, **envelope, **body}
 
 
-def message_entry(message: AgentMessage | UnknownMessage | Mapping[str, Any]
-                  ) -> Callable[[str, str | None, str], tuple[bytes, FileRecord]]:
-    """What makes a ``message`` entry for ``message`` from its id, parent and time: its line
-    (as ``JSON.stringify`` writes it) and that line's record (:func:`message_envelope`). The
-    message is checked (:func:`~sessiontree.messages.stored_message`) and encoded now, once.
-
-    Raises:
-        InvalidMessage: a field of the wrong type or a missing required field.
-        InvalidEntry: no ``role``, or a summary message (those come from entries).
-    """
-    body, role = stored_message(message)
-    return lambda i, p, t: (message_line(i, p, t, body), message_envelope(i, p, t, role))
+_MESSAGE_LINE = b'{"type":"message","id":%b,"parentId":%b,"timestamp":%b,"message":%b}'
+_encode = msgspec.json.Encoder().encode
 
 
 def message_line(entry_id: str, parent_id: str | None, timestamp: str, message: bytes) -> bytes:
     """A ``message`` entry's line in pi's key order, from its message's JSON: what
     ``JSON.stringify`` writes for the whole entry, without encoding the message again."""
-    string = _json.string
-    return b"".join((b'{"type":"message","id":', string(entry_id), b',"parentId":',
-                     b"null" if parent_id is None else string(parent_id), b',"timestamp":',
-                     string(timestamp), b',"message":', message, b"}"))
+    try:  # (msgspec writes strings and null as JavaScript does)
+        return _MESSAGE_LINE % (_encode(entry_id), _encode(parent_id), _encode(timestamp), message)
+    except UnicodeEncodeError:  # a lone surrogate
+        string = _json.string
+        return _MESSAGE_LINE % (string(entry_id), b"null" if parent_id is None else
+                                string(parent_id), string(timestamp), message)
 
 
 def typed_header(data: dict[str, Any]) -> SessionHeader:

@@ -29,11 +29,12 @@ from ._codec import (
     entry_builtins,
     entry_line,
     held,
+    message_line,
     ordered_entry,
     typed_header,
 )
 from ._index import EntryIndex, LazyIndex
-from ._scan import FileRecord, Problem, Record
+from ._scan import FileRecord, Problem, Record, message_envelope
 from ._time import iso_now, new_entry_id, uuid7
 from ._tree import TreeIndex
 from .entries import AnyEntry, Custom, SessionHeader
@@ -460,6 +461,34 @@ class TreeLog:
         finally:
             self._log.end_append()
         return records
+
+    def _append_message(self, body: bytes, role: str) -> str:
+        """Write a ``message`` entry whose message's JSON is ``body`` (checked) as the leaf's
+        child; it becomes the leaf. What most appends are, made in one go: the general way
+        (:meth:`_append_chain`) only when the log refuses the line (a database already holding
+        the id drawn, a log without a lock that others overtook)."""
+        log = self._log
+        try:
+            fresh = log.begin_append()
+            try:
+                if fresh is not None:
+                    self._integrate(fresh)
+                parent = self._leaf
+                entry_id = new_entry_id(self._index.taken())
+                now = iso_now()
+                header = None if self._header_data is not None else self._serialized_header()
+                (record,) = log.write((message_line(entry_id, parent, now, body),), header,
+                                      (message_envelope(entry_id, parent, now, role),))
+                if header is not None:
+                    self._header_data = _json.loads(header)
+            finally:
+                log.end_append()
+        except (LogBehind, DuplicateId):
+            return self._append(lambda i, p, t: (message_line(i, p, t, body),
+                                                 message_envelope(i, p, t, role)))
+        self._index.add(record)
+        self._leaf = entry_id
+        return entry_id
 
     def _append(self, make: Callable[[str, str | None, str], Any]) -> str:
         """Write the entry ``make`` makes as the leaf's child; it becomes the leaf."""

@@ -23,7 +23,7 @@ import msgspec
 from msgspec import UNSET, UnsetType
 
 from ._cache import DEFAULT_CACHE_BYTES
-from ._codec import decode_line, held, message_entry
+from ._codec import decode_line, held
 from ._time import iso_now, uuid7
 from ._tree import TreeNode, js_trim
 from ._treelog import EntryMaker, LoadWarning, TreeLog, entry_maker
@@ -54,6 +54,7 @@ from .messages import (
     UnknownMessage,
     Usage,
     message_from_builtins,
+    stored_message,
     validate_message,
 )
 from .stores.base import SessionLog, Store, check_new_session_id
@@ -567,7 +568,7 @@ class Session(TreeLog):
                 ``field`` names it); nothing is written.
             InvalidEntry: no ``role``, or a summary message (those come from entries).
         """
-        return self._append(message_entry(message))
+        return self._append_message(*stored_message(message))
 
     def append_thinking_level_change(self, thinking_level: str) -> str:
         """Record a thinking level (``off``, ``minimal``, ``low``, ``medium``, ``high``, ``xhigh``)."""
