@@ -259,6 +259,41 @@ def test_a_search_indexes_new_files_only_when_all_that_changed_fits(
     assert len(_index_rows(root)) == len(sizes) + 1
 
 
+def test_a_build_ends_when_a_file_cannot_be_opened(root: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """A file the build cannot open (another user's, mode 0600: simulated, the tests run as
+    root) is left to the scan, the rest indexed, and the index not taken for complete."""
+    expected = _comparable(JsonlStore(root).search("handshake"))
+    source = sorted((root / "--srv-app--").glob("*.jsonl"))[2]
+    locked = root / "--srv-app--" / "locked.jsonl"
+    locked.write_bytes(source.read_bytes())
+    with Session.open(locked) as session:
+        session.append_message(UserMessage.of("a pelican on a bicycle"))
+    real_open = os.open
+
+    def refusing(path: Any, *args: Any, **kwargs: Any) -> int:
+        if os.fspath(path) == str(locked):
+            raise PermissionError(13, "Permission denied", str(locked))
+        return real_open(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "open", refusing)
+    asked = 0
+
+    def stop() -> bool:  # (only a safeguard: the build must end by itself)
+        nonlocal asked
+        asked += 1
+        return asked > 100
+
+    JsonlStore(root).build_search_index(stop=stop)
+    assert asked < 100
+    assert set(_index_rows(root)) == {str(path) for path in root.rglob("*.jsonl")} - {str(locked)}
+    assert _comparable(JsonlStore(root).search("handshake")) == expected
+    assert JsonlStore(root).search("pelican") == []
+    monkeypatch.setattr(os, "open", real_open)
+    (hit,) = JsonlStore(root).search("pelican")  # the index did not claim to hold it
+    assert hit.session == str(locked)
+
+
 def test_a_rewritten_file_is_indexed_again(root: Path) -> None:
     """What a purge does to a file (a rewrite without the text) is seen at once: the text is
     no longer found."""

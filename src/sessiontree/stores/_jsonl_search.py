@@ -205,14 +205,17 @@ def _opened(root: str, budget: float | None, stop: Callable[[], bool] | None = N
 
 def _built(conn: sqlite3.Connection, root: str, stop: Callable[[], bool] | None
            ) -> list[Pending]:
-    """Index every file a second at a time until nothing is left, then merge the index
+    """Index every file a second at a time until nothing is left or a second indexes nothing
+    (a file that cannot be opened stays left, to the scan), then merge the index
     (:func:`_merge`), or until ``stop()`` says so before a second (what was indexed is
     kept); what is left: ``[]`` (not known after a stop)."""
     pending: list[Pending] | None = None
-    while pending is None or pending:
+    while True:
         if stop is not None and stop():
             return []
-        pending = refresh(conn, root, budget=1.0, new=True)
+        before, pending = pending, refresh(conn, root, budget=1.0, new=True)
+        if not pending or pending == before:
+            break
     _merge(conn, stop)
     return pending
 
