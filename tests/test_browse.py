@@ -579,6 +579,25 @@ def test_browsing_builds_the_folders_search_index_at_startup(tmp_path: Path) -> 
     assert sessions == 4 and indexed() == (sessions, 1)
 
 
+def test_a_failing_background_build_only_says_so(tmp_path: Path) -> None:
+    """The background build is optional: whatever it raises (here the search index cannot
+    hold a file name that is not UTF-8) is said in a notice, and the browser goes on."""
+    root, path = _search_root(tmp_path)
+    folder = os.fsencode(root / "--srv-app--")
+    with open(os.path.join(folder, b"bad\xff.jsonl"), "wb") as file:
+        file.write(path.read_bytes())
+
+    async def script(app: BrowseApp, pilot: object) -> None:
+        assert app.is_running and app.loaded and app.session is not None
+        (notice,) = [n for n in app._notifications if "search index" in n.message]  # noqa: SLF001
+        assert notice.severity == "warning" and "searches scan the files" in notice.message
+        await pilot.press("j")  # type: ignore[attr-defined]
+        await settle(app, pilot)
+        assert app.is_running
+
+    drive(path, script)
+
+
 def test_browse_command_takes_a_store_or_a_search(tmp_path: Path) -> None:
     from sessiontree.cli import cli
 

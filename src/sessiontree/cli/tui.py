@@ -566,17 +566,15 @@ class BrowseApp(App[None]):
     def _build_search_index(self) -> None:
         """The folder's whole search index built now, so that shift+S reads only what changes
         after (a first search indexes for a moment and scans the rest); it stops when the
-        browser quits (the worker is cancelled). Failing, it says why: searches then scan."""
-        import sqlite3
-
-        from ..errors import SessionTreeError
+        browser quits (the worker is cancelled). Failing, whatever the error (the index is
+        optional: it must never take the browser down), it says why: searches then scan."""
         from ..stores.jsonl import JsonlStore
 
         worker = get_current_worker()
         try:
             JsonlStore(self.store, read_only=True).build_search_index(
                 stop=lambda: worker.is_cancelled)
-        except (OSError, sqlite3.Error, SessionTreeError) as exc:
+        except Exception as exc:  # noqa: BLE001 (see the docstring)
             self.call_from_thread(self.notify, f"the search index of {self.store} was not "
                                   f"built ({exc}): searches scan the files", severity="warning")
 
