@@ -581,8 +581,8 @@ def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path:
                                                           request: pytest.FixtureRequest) -> None:
     """``migrate URL`` runs the migrations the first writable open would run (SQLite's 7
     builds every search row again: minutes on a large store, while other processes wait), and
-    says so; a current store is left as it is. A read-only URL, a session's URL and a missing
-    SQLite file are refused, nothing migrated or created."""
+    says so; a current store is left as it is. A newer store, a read-only URL, a session's URL
+    and a missing SQLite file are refused, nothing migrated or created."""
     url = sqlite_url(tmp_path / "s.db") if driver == "sqlite" else \
         str(request.getfixturevalue("fresh_postgres_url"))
     with open_store(url) as store:
@@ -609,6 +609,11 @@ def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path:
         assert store.schema_version() == 7 and len(store.search("albatross")) == 1
     code, out, _ = run("migrate", url)
     assert code == 0 and out.endswith(": schema version 7, the current one; nothing to do\n")
+    with _connected(driver, url) as conn:  # as a later sessiontree would leave it
+        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (8)")
+    code, out, err = run("migrate", url)
+    assert code == 1 and not out
+    assert ": schema version 8, newer than this sessiontree knows (7)" in err
     if driver == "sqlite":
         missing = tmp_path / "missing.db"
         code, _, err = run("migrate", sqlite_url(missing))

@@ -292,9 +292,9 @@ def migrate(file: str) -> None:
 
     Given an SQLite or PostgreSQL store's URL, run the schema migrations it lacks now, which
     the first writable open would run (SQLite's migration 7 takes minutes on a large store,
-    while other processes opening it wait); a current store is left as it is. Given a Redis
-    store (redis://...[#ID]), give the sessions stored before the tree index one, so they open
-    by their paths instead of reading every line.
+    while other processes opening it wait); a current store is left as it is, and one newer
+    than this sessiontree refused. Given a Redis store (redis://...[#ID]), give the sessions
+    stored before the tree index one, so they open by their paths instead of reading every line.
     """
     from ..migrate import migrate_file
     from ..stores.url import is_url, parse_location
@@ -332,7 +332,11 @@ def _migrate_schema(url: str) -> None:
     with open_store(url, read_only=True) as store:
         assert isinstance(store, SqlStore)
         before, current = store.schema_version(), len(store.dialect.migrations)
-    if before >= current:
+    if before > current:
+        raise click.ClickException(f"{store.url}: schema version {before}, newer than this "
+                                   f"sessiontree knows ({current}); upgrade sessiontree. "
+                                   "Nothing was migrated")
+    if before == current:
         click.echo(f"{store.url}: schema version {before}, the current one; nothing to do")
         return
     click.echo(f"{store.url}: migrating the schema from version {before} to {current} "
