@@ -768,8 +768,9 @@ def test_redis_sessions_stored_before_the_search_index_are_migrated(
         kind: str, request: pytest.FixtureRequest, root: Path) -> None:
     """A store whose sessions have the search index of an earlier version (1: a sorted-set
     member per word and entry, no postings, no sets across sessions; 2: each word's postings in
-    one field, no recent part) refuses to search until ``migrate`` builds this version's, which
-    then gives the hits of every backend."""
+    one field, no recent part) refuses to search until ``migrate`` builds this version's for
+    the sessions of version 1 and marks those of version 2 as this version, which then gives
+    the hits of every backend."""
     url = redis_store_url(request, kind)
     assert copy_sessions(str(root), url).copied
     expected = {query: _comparable(JsonlStore(root).search(query, **options))
@@ -788,17 +789,60 @@ def test_redis_sessions_stored_before_the_search_index_are_migrated(
                 store._client.hset(store.keys(session_id)[0], "indexed", 1)
                 store._client.zadd(f"{store.prefix}:{{{session_id}}}:words",
                                    {"albatross 1": 0})
-            for word in _redis_word_sets(store, session_id):
-                store._client.srem(store.word_key(word), session_id)
-        store._client.set(f"{store.prefix}:search", 2)
-        store._client.delete(f"{store.prefix}:searched")
+                for word in _redis_word_sets(store, session_id):  # (version 2 had them)
+                    store._client.srem(store.word_key(word), session_id)
+                store._client.zrem(f"{store.prefix}:searched", session_id)
+        store._client.delete(f"{store.prefix}:search")
     with RedisStore.from_url(url) as store:
         with pytest.raises(InvalidLocation, match="migrate"):
             store.search("websocket")
+        rebuilt = beside_script(store, "_reindex_script", lambda: None)
         assert store.migrate() == len(ids)
+        assert len(rebuilt) == (len(ids) + 1) // 2  # version 1's (version 2's are marked)
         for query, options in QUERIES[:4]:
             assert _comparable(store.search(query, **options)) == expected[query], query
         assert not any(store._client.exists(f"{store.prefix}:{{{sid}}}:words") for sid in ids)
+
+
+@pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
+def test_redis_search_index_version_2_is_version_3_without_a_rebuild(
+        kind: str, request: pytest.FixtureRequest, root: Path) -> None:
+    """A store of search index version 2 (each word's postings in ``post`` alone: version 3's
+    with no recent part) searches as it is, its sessions' appends and replaced lines are
+    indexed (the session is marked as version 3), and ``migrate`` marks the others with no
+    rebuild, except a session whose records lack a line (an append that skipped it): that one
+    is built again from its lines."""
+    url = redis_store_url(request, kind)
+    assert copy_sessions(str(root), url).copied
+    expected = {query: _comparable(JsonlStore(root).search(query, **options))
+                for query, options in QUERIES[:4]}
+    with RedisStore.from_url(url) as store:
+        ids = store.session_ids()
+        for session_id in ids:  # as version 2 left them
+            post = store.search_keys(session_id)[0]
+            store._client.delete(post, store._recent_key(session_id))
+            lines = store._client.lrange(store.keys(session_id)[1], 0, -1)
+            store._client.hset(post, mapping=_redis_search.batch(lines, 1).postings)
+            store._client.hset(store.keys(session_id)[0], "indexed", 2)
+        store._client.set(f"{store.prefix}:search", 2)
+    with RedisStore.from_url(url) as store:
+        for query, options in QUERIES[:4]:
+            assert _comparable(store.search(query, **options)) == expected[query], query
+        with Session(store.open_log(ids[0])) as session:
+            entry = session.append_message(UserMessage.of("a wandering petrel"))
+            assert [h.entry_id for h in store.search("petrel")] == [entry]
+            store.replace_line(ids[0], entry, session.raw_line(entry).replace(b"petrel", b"skua"))
+            assert [h.entry_id for h in store.search("skua")] == [entry]
+            assert store.search("petrel") == []
+        indexed = [store._client.hget(store.keys(sid)[0], "indexed") for sid in ids]
+        assert indexed[0] == b"3" and set(indexed[1:]) == {b"2"}
+        docs = store.search_keys(ids[-1])[1]  # as an append of 4fcba23 left it: no record
+        store._client.set(docs, store._client.get(docs)[:-_redis_search.DOC.size])
+        rebuilt = beside_script(store, "_reindex_script", lambda: None)
+        assert store.migrate() == len(ids) - 1
+        assert len(rebuilt) == 1
+        assert {store._client.hget(store.keys(sid)[0], "indexed") for sid in ids} == {b"3"}
+        assert store._client.get(f"{store.prefix}:search") == b"3"
 
 
 def _tricky(folder: Path) -> None:

@@ -14,8 +14,10 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   ``_RECENT_BYTES``) and each entry's time, role and size
   (:mod:`sessiontree.stores._redis_search`), written by the append script (the meta hash's
   ``indexed`` field, ``3``, marks a session that has it; ``2`` had each word's postings in
-  ``post`` alone, which each append rewrote whole, ``1`` the sorted set ``P:{ID}:words``, a
-  member per word and entry: both until :meth:`RedisStore.migrate`);
+  ``post`` alone, which each append rewrote whole: this version's index without ``recent``,
+  marked ``3`` by the first append or replaced line, or by :meth:`RedisStore.migrate`; ``1``
+  the sorted set ``P:{ID}:words``, a member per word and entry, until
+  :meth:`RedisStore.migrate` builds the index again);
 * ``P:{ID}:tree`` and ``P:{ID}:labels``, hashes: the tree index (position to parent position,
   segment, depth and the path's last compaction, thinking level change and model source
   depths; entry id to its current label), written by the append script; the meta hash's
@@ -144,6 +146,10 @@ _SEARCH_VERSION = b"3"
 word and session, the latest in ``recent`` (version 1 kept a sorted-set member per word and
 entry; version 2 kept each word's postings in one field, which each append rewrote whole)."""
 
+_SEARCHABLE = (b"2", _SEARCH_VERSION)
+"""The store marks (``P:search``) of a store that searches: version 2's postings are this
+version's with no recent part (:data:`_INDEXED_LUA` marks its sessions as this version)."""
+
 _RECENT_BYTES = 1024
 """How long a word's recent postings grow (bytes) before an append moves them to the end of its
 postings: an append copies at most this much of a word it brings, and a word's postings once
@@ -152,6 +158,22 @@ every so many appends bringing it, not each time."""
 _SEARCH_LUA = (f"local SEARCH_VERSION = '{_SEARCH_VERSION.decode()}'\n"
                 f"local RECENT_BYTES = {_RECENT_BYTES}\n")
 """The search index's version and :data:`_RECENT_BYTES` for the scripts that write the index."""
+
+# Whether the session has this version's search index (to write it as such). A session of
+# version 2 (each word's postings in post alone) holds this version's with no recent part: it
+# is marked as this version, unless its docs lack a record of one of its n lines (an append of
+# 4fcba23, which skipped version 2 sessions, left them out: :meth:`RedisStore.migrate` builds
+# that session's index again).
+_INDEXED_LUA = _SEARCH_LUA + f"""
+local function current_index(meta, docs, n)
+  local version = redis.call('HGET', meta, 'indexed')
+  if version == '2' and redis.call('STRLEN', docs) == n * {_rs.DOC.size} then
+    redis.call('HSET', meta, 'indexed', SEARCH_VERSION)
+    return true
+  end
+  return version == SEARCH_VERSION
+end
+"""
 
 # The usage functions of the scripts. A usage spec is the batch's token counts (input, output,
 # cache read, cache write: integers, as text) then the cost each entry adds, in order
@@ -222,7 +244,7 @@ end
 # none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
 # (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
 # m then m times a word and its postings (stores/_redis_search.py).
-_APPEND = _SEARCH_LUA + _USAGE_LUA + _INDEX_ENTRY + """
+_APPEND = _INDEXED_LUA + _USAGE_LUA + _INDEX_ENTRY + """
 local meta, lines, ids, post, docs, tree, labels, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6], KEYS[7], KEYS[8]
 local mode, header, seen = ARGV[1], ARGV[2], ARGV[12]
@@ -286,7 +308,7 @@ for i = 0, n - 1 do
   end
 end
 local fresh = {}  -- the words new to the session
-if redis.call('HGET', meta, 'indexed') == SEARCH_VERSION then
+if current_index(meta, docs, first - 1) then
   redis.call('APPEND', docs, ARGV[tail + 1])
   local words = tonumber(ARGV[tail + 4])
   local sets = #KEYS > 8 + listings  -- one server: the search's keys across sessions too
@@ -450,13 +472,13 @@ return {cwd, {}}
 # joins the others'), and keeps the totals counted again (if no line came since: else they are
 # left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such
 # entry), 'changed' (the line changed) or 'moved' (postings changed: read them again).
-_REPLACE = _SEARCH_LUA + _USAGE_LUA + """
+_REPLACE = _INDEXED_LUA + _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
 at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
-local indexed = redis.call('HGET', KEYS[1], 'indexed') == SEARCH_VERSION
+local indexed = current_index(KEYS[1], KEYS[5], redis.call('LLEN', KEYS[2]))
 if indexed then
   for i = 10, #ARGV, 4 do
     if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1]
@@ -529,6 +551,12 @@ end
 for i = 5, #ARGV, 2 do redis.call('SADD', sets .. ARGV[i], sid) end
 if ARGV[3] ~= '' then redis.call('ZADD', KEYS[7], 'GT', ARGV[3], sid) end
 return {'ok', {}}
+"""
+
+# KEYS: meta, docs, lines. Marks a session of search index version 2 as this version (see
+# _INDEXED_LUA); 1 if it has this version's index now, else 0 (its index must be built again).
+_UPGRADE = _INDEXED_LUA + """
+return current_index(KEYS[1], KEYS[2], redis.call('LLEN', KEYS[3])) and 1 or 0
 """
 
 _LISTING_LAG_MS = 1000
@@ -698,6 +726,7 @@ class RedisStore(StoredEntries):
         self._delete_script = self._client.register_script(_DELETE)
         self._replace_script = self._client.register_script(_REPLACE)
         self._reindex_script = self._client.register_script(_REINDEX)
+        self._upgrade_script = self._client.register_script(_UPGRADE)
         self._keep_usage_script = self._client.register_script(_KEEP_USAGE)
         self._index_tree_script = self._client.register_script(_INDEX_TREE)
         self._path_script = self._client.register_script(_PATH)
@@ -1094,7 +1123,7 @@ class RedisStore(StoredEntries):
         if version is None and not listed:
             with self._errors(writing=True):
                 self._client.set(key, _SEARCH_VERSION, nx=True)
-        self._search_ready = version == _SEARCH_VERSION or not listed
+        self._search_ready = version in _SEARCHABLE or not listed
 
     def _index(self, cwd: str, session_id: str, modified: int) -> None:
         """Raise the session's place in the listing's order to ``modified`` (never lower)."""
@@ -1285,7 +1314,8 @@ class RedisStore(StoredEntries):
     def migrate(self) -> int:
         """Give every session stored before the tree index one (:meth:`index_tree`), so that
         opening it reads its head and paths, not every line, and every session stored before
-        this version's search index its own (:meth:`reindex_search`), then mark the store as
+        this version's search index its own (:meth:`reindex_search`; a session of version 2
+        is only marked as this version, in one script), then mark the store as
         searchable; returns how many sessions changed. Sessions that cannot have a tree index
         (orphans, parents named before they came: imported damaged files) keep being read
         whole."""
@@ -1297,13 +1327,22 @@ class RedisStore(StoredEntries):
                 tree, indexed = self._client.hmget(meta, ("tree", "indexed"))
             changed = tree != b"1" and self.index_tree(session_id)
             if indexed != _SEARCH_VERSION:
-                self.reindex_search(session_id)
+                if not (indexed == b"2" and self._upgraded(session_id)):
+                    self.reindex_search(session_id)
                 changed = True
             done += changed
         with self._errors(writing=True):
             self._client.set(self._search_version_key, _SEARCH_VERSION)
         self._search_ready = True
         return done
+
+    def _upgraded(self, session_id: str) -> bool:
+        """Mark a session of search index version 2 as this version, which it holds (no
+        recent part), in one script; ``False`` when its index lacks some lines (rebuild it)."""
+        meta, lines_key, _ = self.keys(session_id)
+        with self._errors(writing=True):
+            return bool(self._upgrade_script(keys=[meta, self.search_keys(session_id)[1],
+                                                   lines_key], client=self._client))
 
     def index_tree(self, session_id: str) -> bool:
         """Build the tree index of one session stored before it had one, in one script on its
@@ -1508,8 +1547,9 @@ class RedisStore(StoredEntries):
 
         Raises:
             InvalidQuery: no word in ``query``.
-            InvalidLocation: the store holds sessions stored before this version's search
-                index (:meth:`migrate` builds it).
+            InvalidLocation: the store holds sessions stored before the search index of
+                version 2 (:meth:`migrate` builds this version's; version 2's is this one
+                without the recent postings).
         """
         parsed = parse_query(query)
         after = since_ms(since)
@@ -1522,7 +1562,7 @@ class RedisStore(StoredEntries):
         if asking:
             version, listed = members[-2:]
             del members[-2:]
-            if version == _SEARCH_VERSION:
+            if version in _SEARCHABLE:
                 self._search_ready = True
             elif listed:
                 raise InvalidLocation("this store's sessions were stored before this version's "
