@@ -254,6 +254,48 @@ def test_extend_keeps_ids_and_refuses_bad_entries(backend: Backend) -> None:
             assert again.ids() == source.ids()
 
 
+def test_a_second_header_is_refused_before_anything_is_written(backend: Backend) -> None:
+    """An entry of type ``session`` is refused, typed, on a new session and on one with lines:
+    it once reached the log, which refused it after taking the header as written, so the
+    next append wrote a file without one (and, on a file with lines, every later record's
+    line number was one too high)."""
+    header = {"type": "session", "id": "x", "parentId": None, "timestamp": "t"}
+    with backend.create() as session:
+        with pytest.raises(InvalidEntry, match="type session"):
+            session.extend([header])
+        first = session.append_message(UserMessage(content="hello", timestamp=1))
+        with pytest.raises(InvalidEntry, match="type session"):
+            session.extend([header])
+        last = session.append_custom("ext", {"k": 1})
+        with reopen(session) as again:
+            assert again.ids() == [first, last]
+            assert [again.raw_line(i) for i in again.ids()] == [session.raw_line(first),
+                                                               session.raw_line(last)]
+
+
+@pytest.mark.parametrize("kind", ["jsonl", "memory"])
+def test_a_log_refusing_a_line_keeps_its_count(kind: str, tmp_path: Path) -> None:
+    """A line a file or memory log cannot read as an entry leaves it as it was (its header
+    still to write, its line count): the restore once happened only on a full disk."""
+    session = (Session.create(tmp_path, cwd="/w") if kind == "jsonl"
+               else Session.in_memory(cwd="/w"))
+    log = session._log
+    header = session._serialized_header()
+    for _ in range(2):
+        log.begin_append()
+        try:
+            with pytest.raises(ValueError, match="not an entry line"):
+                log.write([b'{"type":"session","id":"y"}'], header)
+        finally:
+            log.end_append()
+        session.append_message(UserMessage.of("q"))
+    first, second = session.ids()
+    assert session._index.get(second).line == 3
+    with reopen(session) as again:
+        assert again.ids() == [first, second]
+        assert again._index.get(second).line == 3
+
+
 def test_open_errors_are_typed_and_name_the_file(tmp_path: Path) -> None:
     with pytest.raises(SessionNotFound) as missing:
         Session.open(tmp_path / "nope.jsonl")

@@ -328,6 +328,15 @@ class Scanner:
         self.header = header
         self.header_line = header_line
 
+    def mark(self) -> tuple[int, dict[str, Any] | None, int, int]:
+        """What an append changes (line count, header, problems), for :meth:`back_to`."""
+        return self.lineno, self.header, self.header_line, len(self.problems)
+
+    def back_to(self, mark: tuple[int, dict[str, Any] | None, int, int]) -> None:
+        """Undo an append that failed: stand where :meth:`mark` said."""
+        self.lineno, self.header, self.header_line, problems = mark
+        del self.problems[problems:]
+
     def state(self) -> ScanState:
         return ScanState(self.header, self.header_line, self.lineno, self.problems, self.tail,
                          self.tail_offset, self.ends_with_newline, self.last_offset, self.end)

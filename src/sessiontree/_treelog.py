@@ -446,6 +446,9 @@ class TreeLog:
                 kind, entry_id, parent = item.get("type"), item.get("id"), item.get("parentId")
                 if not isinstance(kind, str) or not isinstance(entry_id, str):
                     raise InvalidEntry("every entry needs a string type and id")
+                if kind == "session":  # a second header: readers skip it, so it is refused
+                    raise InvalidEntry(f"{entry_id} has type session, which only the header "
+                                       f"has", entry_id=entry_id)
                 if entry_id in known or (check_stored and entry_id in self._index):
                     raise InvalidEntry(f"id {entry_id} is already in the session", entry_id=entry_id)
                 if parent is not None and parent not in known and check_stored and \

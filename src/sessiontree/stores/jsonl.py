@@ -351,23 +351,27 @@ class JsonlFile:
         scanner = self._scanner
         if scanner is None:
             scanner = self._scanner = Scanner(self.path)
-        before = (scanner.lineno, scanner.header, scanner.header_line)  # all that changes here
+        before = scanner.mark()
         data = b"\n".join(lines) + b"\n" if lines else b""
         offset = self._size
-        if self._needs_newline or scanner.header is None:  # (rare: the usual append is above)
-            parts: list[bytes] = []
-            if self._needs_newline:
-                parts.append(b"\n")
-                offset += 1
-            if scanner.header is None:
-                if header_line is None:
-                    raise ValueError("the log has no header and none was given")
-                parts.append(header_line + b"\n")
-                scanner.lineno += 1
-                scanner.start_after_header(_json.loads(header_line), scanner.lineno)
-                offset += len(header_line) + 1
-            data = b"".join([*parts, data])
-        records = scanner.appended(lines, envelopes, offset)
+        try:  # a line the scanner refuses leaves it (and the file) as they were
+            if self._needs_newline or scanner.header is None:  # (rare: the usual append is above)
+                parts: list[bytes] = []
+                if self._needs_newline:
+                    parts.append(b"\n")
+                    offset += 1
+                if scanner.header is None:
+                    if header_line is None:
+                        raise ValueError("the log has no header and none was given")
+                    parts.append(header_line + b"\n")
+                    scanner.lineno += 1
+                    scanner.start_after_header(_json.loads(header_line), scanner.lineno)
+                    offset += len(header_line) + 1
+                data = b"".join([*parts, data])
+            records = scanner.appended(lines, envelopes, offset)
+        except BaseException:
+            scanner.back_to(before)
+            raise
         written = 0
         try:
             written = os.write(self._write_fd, data)
@@ -378,7 +382,7 @@ class JsonlFile:
             if self.durable:
                 os.fsync(self._write_fd)
         except OSError as exc:
-            scanner.lineno, scanner.header, scanner.header_line = before
+            scanner.back_to(before)
             # the size just before this write: what the file holds now, less what this write
             # added (pi, taking no lock, may have added lines before it; they stay). Asked
             # only on failure: an append costs one fstat (begin_append's) and one write.
