@@ -506,6 +506,52 @@ def test_a_store_asks_for_the_search_version_until_it_knows_it(
         assert _calls(store, "get") == 3
 
 
+def test_the_first_session_of_an_empty_store_marks_its_search_version(
+        request: pytest.FixtureRequest) -> None:
+    """An empty store an earlier version marked (``2``, or one this code does not search) is
+    marked with this version by its first session, so every process searches it."""
+    url = redis_store_url(request, "redis")
+    for earlier in (b"2", b"1"):
+        with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
+            for session_id in store.session_ids():
+                store.delete(session_id)
+            store._client.set(f"{store.prefix}:search", earlier)
+            with Session.create(cwd="/w", store=store) as session:
+                entry = session.append_message(UserMessage.of("the albatross"))
+            assert store._client.get(f"{store.prefix}:search") == b"3"
+            assert [hit.entry_id for hit in other.search("albatross")] == [entry]
+
+
+def test_migrate_carries_on_past_a_session_that_keeps_changing(
+        request: pytest.FixtureRequest) -> None:
+    """A session whose search index cannot be built for appends coming each time is skipped:
+    ``migrate`` migrates the others, says which it skipped and to run it again, and leaves the
+    store unmarked; the run after marks it."""
+    url = redis_store_url(request, "redis")
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
+        sessions = [Session.create(cwd="/w", store=store) for _ in range(3)]
+        for session in sessions:
+            session.append_message(UserMessage.of("the albatross"))
+            store._client.hset(store.keys(session.id)[0], "indexed", 1)
+            session.close()
+        store._client.delete(f"{store.prefix}:search")
+        busy = sessions[1].id
+        writer = Session(other.open_log(busy))
+        beside_script(store, "_reindex_script",
+                      lambda: writer.append_message(UserMessage.of("another albatross")),
+                      before=True)
+        with pytest.raises(ConcurrentModification, match=f"2 session.*skipped.*{busy}.*again"):
+            store.migrate()
+        assert [store._client.hget(store.keys(s.id)[0], "indexed") for s in sessions] == [
+            b"3", b"1", b"3"]
+        assert store._client.get(f"{store.prefix}:search") is None
+        writer.close()
+    with RedisStore.from_url(url) as store:
+        assert store.migrate() == 1
+        assert store._client.get(f"{store.prefix}:search") == b"3"
+        assert {hit.session_id for hit in store.search("albatross")} == {s.id for s in sessions}
+
+
 def test_an_append_puts_the_session_in_the_sets_of_its_new_words_alone(
         request: pytest.FixtureRequest) -> None:
     """On one server the append script adds the session to the sets of the words new to it,

@@ -1114,16 +1114,18 @@ class RedisStore(StoredEntries):
 
     def _mark_search_version(self) -> None:
         """Mark the store as one whose sessions all have this version's search index when it
-        has no session yet (a store holding sessions without is marked by :meth:`migrate`)."""
+        has no session yet, whatever an earlier version marked it (a store holding sessions
+        without is marked by :meth:`migrate`)."""
         if self._search_ready is not None:
             return
         key = self._search_version_key
         version, listed = self._query(lambda pipe: (pipe.get(key),
                                                     pipe.exists(self._index_keys(None)[0])))
-        if version is None and not listed:
+        if version != _SEARCH_VERSION and not listed:
             with self._errors(writing=True):
-                self._client.set(key, _SEARCH_VERSION, nx=True)
-        self._search_ready = version in _SEARCHABLE or not listed
+                self._client.set(key, _SEARCH_VERSION)
+            version = _SEARCH_VERSION
+        self._search_ready = version in _SEARCHABLE
 
     def _index(self, cwd: str, session_id: str, modified: int) -> None:
         """Raise the session's place in the listing's order to ``modified`` (never lower)."""
@@ -1318,19 +1320,36 @@ class RedisStore(StoredEntries):
         is only marked as this version, in one script), then mark the store as
         searchable; returns how many sessions changed. Sessions that cannot have a tree index
         (orphans, parents named before they came: imported damaged files) keep being read
-        whole."""
+        whole.
+
+        Raises:
+            ConcurrentModification: appends kept coming to some sessions while their indexes
+                were built (:data:`_TRIES`): they were skipped, the others migrated, and the
+                store is not marked until a later run skips none.
+        """
         self._writable()
         done = 0
+        skipped: list[str] = []
         for session_id in self.session_ids():
             meta = self.keys(session_id)[0]
             with self._errors():
                 tree, indexed = self._client.hmget(meta, ("tree", "indexed"))
-            changed = tree != b"1" and self.index_tree(session_id)
-            if indexed != _SEARCH_VERSION:
-                if not (indexed == b"2" and self._upgraded(session_id)):
-                    self.reindex_search(session_id)
-                changed = True
+            try:
+                changed = tree != b"1" and self.index_tree(session_id)
+                if indexed != _SEARCH_VERSION:
+                    if not (indexed == b"2" and self._upgraded(session_id)):
+                        self.reindex_search(session_id)
+                    changed = True
+            except ConcurrentModification:
+                skipped.append(session_id)
+                continue
             done += changed
+        if skipped:
+            raise ConcurrentModification(
+                f"{done} session(s) migrated; {len(skipped)} skipped, appends kept coming while "
+                f"their indexes were built ({', '.join(skipped)}): run `sessiontree migrate "
+                "URL` again (the store is marked as migrated once none is skipped)",
+                path=self.url)
         with self._errors(writing=True):
             self._client.set(self._search_version_key, _SEARCH_VERSION)
         self._search_ready = True
