@@ -12,7 +12,8 @@ Invariants:
   navigation run in worker threads, so the interface never waits on them; a newer request
   cancels an older one of the same kind. A folder's search index (for shift+S) is brought up
   to date in one at startup, so the first search does not scan the whole folder; quitting
-  stops it within a second, what it indexed kept.
+  stops it at the end of its transaction under way (a second, or the 8 MiB piece of a file
+  being indexed), what it indexed kept.
 * Everything written goes through :class:`~sessiontree.Session` (``set_label``,
   ``navigate_tree``), so the file stays one pi can open.
 """

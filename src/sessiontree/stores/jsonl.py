@@ -713,7 +713,8 @@ class JsonlStore(StoredEntries):
 
         Args:
             stop: asked before each second of indexing (each a transaction, which a search
-                meanwhile waits for); ``True`` ends the build, what was indexed kept.
+                meanwhile waits for; a second runs on to the end of the 8 MiB piece of a
+                file being indexed); ``True`` ends the build, what was indexed kept.
         """
         from . import _jsonl_search
 
