@@ -538,7 +538,8 @@ def _redis_word_sets(store: RedisStore, session_id: str) -> set[str]:
 
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
 def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.FixtureRequest,
-                                                  tmp_path: Path) -> None:
+                                                  tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     url = redis_store_url(request, kind)
     with RedisStore.from_url(url) as store:
         sessions = [Session.create(cwd=f"/w{n}", store=store) for n in range(5)]
@@ -556,6 +557,17 @@ def test_redis_indexes_follow_appends_and_deletes(kind: str, request: pytest.Fix
         (old,) = [h for h in hits if "sighting" in h.snippet]
         assert old.on_current_branch is False and old.session == store.session_url(first.id)
         assert [h.session_id for h in store.search("albatross", cwd="/w3")] == [sessions[3].id]
+        load = store._client.script_load
+
+        def load_then_lost(text: str) -> str:  # flushed (a failover) before the retry reads it
+            sha = load(text)
+            store._client.script_flush()
+            return sha
+
+        monkeypatch.setattr(store._client, "script_load", load_then_lost)
+        store._client.script_flush()
+        assert [h.on_current_branch for h in store.search("sighting")] == [False]
+        monkeypatch.undo()
         assert [h.session_id for h in store.search('"number 2"')] == [sessions[2].id]
         assert store.search('"albatross number"') == []  # words, not adjacent
         assert store.search("albatross", since=_dt.datetime(2100, 1, 1)) == []

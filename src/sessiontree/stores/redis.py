@@ -1632,15 +1632,17 @@ class RedisStore(StoredEntries):
         """Whether each hit is on its session's current branch: one script per session
         (``_ON_PATH``, its tree index walked from the leaf), pipelined (``EVALSHA``; a
         cluster's pipeline cannot load a script: where a node lacks it, it is loaded on every
-        node and the pipeline sent again); a session without a tree index is opened and its
-        path read."""
+        node and the pipeline sent again, with the script's text (``EVAL``) if a node lost it
+        again meanwhile: flushed, or failed over); a session without a tree index is opened and
+        its path read."""
         places: dict[str, list[int]] = {}
         for candidate, _ in pairs:
             places.setdefault(candidate.session_id, []).append(candidate.place)
         script = self._on_path_script
 
-        def build(pipe: Any) -> list[Any]:
-            return [pipe.execute_command("EVALSHA", script.sha, 3, *self.keys(sid)[:2],
+        def build(pipe: Any, whole: bool = False) -> list[Any]:
+            how = ("EVAL", script.script) if whole else ("EVALSHA", script.sha)
+            return [pipe.execute_command(*how, 3, *self.keys(sid)[:2],
                                          self.tree_keys(sid)[0], *at)  # (a cluster's pipeline
                     for sid, at in places.items()]                     # refuses evalsha())
 
@@ -1649,7 +1651,10 @@ class RedisStore(StoredEntries):
         except rx.NoScriptError:
             with self._errors():
                 script.sha = self._client.script_load(script.script)
-            replies = self._query(build)
+            try:
+                replies = self._query(build)
+            except rx.NoScriptError:
+                replies = self._query(lambda pipe: build(pipe, whole=True))
         found: dict[tuple[str, int], bool] = {}
         for (sid, at), flags in zip(places.items(), replies):
             if flags is None:
