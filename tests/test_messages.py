@@ -130,16 +130,18 @@ def test_a_key_that_is_no_string_is_refused_where_keys_are_strings(tmp_path: Pat
 
 
 def test_untyped_details_keep_number_keys_as_text_and_refuse_others(tmp_path: Path) -> None:
-    """A field typed ``Any`` takes what JSON holds: a number key becomes its text, ordered as
-    JavaScript orders an object's keys (as msgspec and ``json.dumps`` write it); a key no JSON
-    holds is an :class:`InvalidMessage` (not a bare ``TypeError``), and nothing is written."""
+    """A field typed ``Any`` takes what JSON holds: an integer key becomes its text, ordered as
+    JavaScript orders an object's keys; a key no JSON holds as JavaScript would write it (a
+    tuple, a float: msgspec writes 1.0 as "1.0") is an :class:`InvalidMessage` (not a bare
+    ``TypeError``), and nothing is written."""
     with Session.create(tmp_path) as session:
         entry = session.append_message(ToolResultMessage.of(
-            "c1", "out", tool_name="f", details={"b": 2, 7: [1.0], 1: "x", 2.5: None}))
-        assert b'"details":{"1":"x","7":[1],"b":2,"2.5":null}' in session.raw_line(entry)
-        with pytest.raises(InvalidMessage, match="keys"):
-            session.append_message(ToolResultMessage.of("c2", "out", tool_name="f",
-                                                        details={(1, 2): "x"}))
+            "c1", "out", tool_name="f", details={"b": 2, 7: [1.0], 1: "x"}))
+        assert b'"details":{"1":"x","7":[1],"b":2}' in session.raw_line(entry)
+        for bad in ({(1, 2): "x"}, {1: "x", 2.5: None}):
+            with pytest.raises(InvalidMessage, match="keys"):
+                session.append_message(ToolResultMessage.of("c2", "out", tool_name="f",
+                                                            details=bad))
         assert len(session) == 1
 
 

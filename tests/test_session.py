@@ -10,6 +10,7 @@ import warnings
 from collections.abc import Callable
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from sessiontree import (
@@ -201,6 +202,9 @@ class _Opaque:
     (b"raw", "", "a bytes"),
     ({"k": [1, _Opaque()]}, ".k[1]", "a _Opaque"),
     ({(1, 2): 3}, "", "a key of type tuple"),
+    ({"n": {1.0: "x"}}, ".n", "a key of type float"),  # msgspec writes "1.0", JavaScript "1"
+    ({"r": msgspec.Raw(b"nope")}, ".r", "a Raw that is not JSON"),
+    (msgspec.Raw(b'{"a":\n1}'), "", "a Raw with a line break"),
 ])
 def test_appends_refuse_values_json_cannot_hold(backend: Backend, value: object, where: str,
                                                 what: str) -> None:
@@ -225,6 +229,20 @@ def test_appends_refuse_values_json_cannot_hold(backend: Backend, value: object,
             session.extend([{"type": "custom", "id": "fresh", "parentId": leaf,
                              "timestamp": "t", "data": {"k": _Opaque()}}])
         assert stored(session) == before
+
+
+def test_values_nested_too_deep_to_write_are_refused(backend: Backend) -> None:
+    """Data nested a thousand deep is JSON, but too deep to encode: refused, typed, with
+    nothing written (it raised a bare RecursionError)."""
+    deep: object = 1
+    for _ in range(5000):
+        deep = [deep]
+    with backend.create() as session:
+        leaf = session.append_custom("ext", {"k": 1})
+        before = stored(session)
+        with pytest.raises(InvalidEntry, match="nested too deep"):
+            session.append_custom("ext", deep)
+        assert stored(session) == before and session.leaf_id == leaf
 
 
 def test_append_compaction_checks_the_first_kept_entry(backend: Backend) -> None:

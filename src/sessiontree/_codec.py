@@ -75,14 +75,17 @@ def entry_line(entry: Any) -> bytes:
     """An entry's line (a typed entry or an on-disk dict), as ``JSON.stringify`` writes it.
 
     Raises:
-        InvalidEntry: a value msgspec cannot encode (in a field typed ``Any``), named.
+        InvalidEntry: a value msgspec cannot encode (in a field typed ``Any``), named; values
+            nested too deep to encode (about a thousand levels).
     """
     try:
         return _json.dumps(entry)
-    except TypeError as error:
+    except (TypeError, RecursionError) as error:
         kind = entry.get("type") if isinstance(entry, Mapping) else type(entry).__name__
-        raise InvalidEntry(f"{kind} entry: {_json.unfit(entry, '') or error}; nothing was "
-                           f"written") from None
+        problem = ("nested too deep to write (arrays or objects about a thousand levels "
+                   "inside each other)" if isinstance(error, RecursionError) else
+                   _json.unfit(entry, "") or error)
+        raise InvalidEntry(f"{kind} entry: {problem}; nothing was written") from None
 
 
 def ordered_entry(kind: str, entry_id: str, parent_id: str | None, timestamp: str,

@@ -141,25 +141,26 @@ def _dump_py(value: Any) -> str:
 
 
 def _key(key: Any) -> str:
-    """An object key as msgspec writes it (a number's text: JavaScript's keys are strings)."""
+    """An object key as text (an integer's digits: JavaScript's keys are strings); a float key
+    is refused, as :func:`unfit` refuses it."""
     if isinstance(key, str):
         return key
     if isinstance(key, int) and not isinstance(key, bool):
         return str(key)
-    if isinstance(key, float):
-        return js_number(key)
     raise TypeError(f"cannot serialize a dict key of type {type(key).__name__} as JSON "
-                    f"(keys are strings or numbers)")
+                    f"(keys are strings or integers)")
 
 
-_JSON_SCALARS = (str, int, float, bool, type(None), msgspec.Raw, msgspec.UnsetType)
+_JSON_SCALARS = (str, int, float, bool, type(None), msgspec.UnsetType)
 
 
 def unfit(value: Any, where: str) -> str | None:
     """Where ``value`` holds what JSON cannot, said as ``data.tags[0] is a set`` (``where``
     names ``value``), or ``None``. msgspec writes a set as an array, bytes as base64 text and a
     datetime or dataclass as text or an object, which read back as other values: those are
-    refused with any other object; keys may be numbers, written as JavaScript writes them.
+    refused with any other object. Keys are strings or integers: msgspec writes a float key
+    unlike JavaScript (``1.0``, ``nan``). A :class:`msgspec.Raw`, written as it is, must be JSON
+    on one line.
     (A loop, not recursion: JSON nested a thousand deep is still JSON; each value's path is
     kept as a link to its container's and spelled out only for the answer.)"""
     todo: list[tuple[Any, Any]] = [(value, None)]
@@ -171,10 +172,18 @@ def unfit(value: Any, where: str) -> str | None:
             todo.extend((inner, (link, i)) for i, inner in enumerate(item))
         elif isinstance(item, dict):
             for key, inner in item.items():
-                if not isinstance(key, (str, int, float)) or isinstance(key, bool):
+                if not isinstance(key, (str, int)) or isinstance(key, bool):
                     return (f"{_spelled(where, link)} has a key of type {type(key).__name__} "
-                            f"({key!r}), which JSON cannot hold (keys are strings or numbers)")
+                            f"({key!r}), which JSON cannot hold (keys are strings or integers)")
                 todo.append((inner, (link, str(key))))
+        elif isinstance(item, msgspec.Raw):
+            raw = bytes(item)
+            try:
+                loads(raw)
+            except ValueError as error:
+                return f"{_spelled(where, link)} is a Raw that is not JSON ({error})"
+            if raw.find(b"\n") >= 0:
+                return f"{_spelled(where, link)} is a Raw with a line break"
         elif isinstance(item, msgspec.Struct):
             todo.extend((getattr(item, field.name), (link, field.encode_name))
                         for field in msgspec.structs.fields(item))

@@ -479,7 +479,12 @@ def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
         encoded = _checked_json(message, known)  # type: ignore[arg-type]
         role = known.role
         if encoded is not None:  # (for most classes, the encoding is the answer)
-            return (encoded if known.exact else stringified(encoded, message)), role
+            if known.exact:
+                return encoded, role
+            try:
+                return stringified(encoded, message), role
+            except TypeError as error:  # (a float key, in a field typed Any)
+                raise InvalidMessage(f"invalid {role} message: {error}") from None
         payload = message
     elif isinstance(message, (UnknownMessage, Mapping)):
         data = message.data if isinstance(message, UnknownMessage) else message
