@@ -275,7 +275,10 @@ _LAST = b'{"type":"custom","id":"z","parentId":null,"customType":"k"}\n'
       b""], [(2, "corrupt")]),
     ([b'{"type":"custom","id":"a","parentId":null,"x":',
       b'{"y":1}} {"type":"custom","id":"b","parentId":null}'], [(2, "corrupt"), (3, "corrupt")]),
-], ids=["two-objects-on-a-line-and-a-blank-line", "an-object-over-two-lines"])
+    ([b'{"type":"custom","id":"a","parentId":null} {"type":"custom","id":"b","parentId":"a"}'],
+     [(2, "corrupt")]),
+], ids=["two-objects-on-a-line-and-a-blank-line", "an-object-over-two-lines",
+        "two-objects-on-a-line"])
 def test_lines_that_are_not_one_object_each_are_not_read_as_entries(
         lines: list[bytes], problems: list[tuple[int, str]]) -> None:
     """Lines are decoded together only when each holds one object: these lines hold as many
