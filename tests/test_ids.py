@@ -6,6 +6,8 @@ from __future__ import annotations
 import datetime as dt
 import os
 import re
+import subprocess
+import sys
 
 import pytest
 
@@ -52,3 +54,15 @@ def test_iso_now_is_javascripts_to_iso_string() -> None:
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z", text)
     moment = dt.datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=dt.timezone.utc)
     assert before.replace(microsecond=before.microsecond // 1000 * 1000) <= moment <= after
+
+
+@pytest.mark.parametrize(("ns", "text"), [(500_000_000, "1970-01-01T00:00:00.500Z"),
+                                          (1_000_000, "1970-01-01T00:00:00.001Z")])
+def test_iso_now_formats_a_first_clock_early_in_1970(ns: int, text: str) -> None:
+    """The first call formats its second whatever the clock says: the cache's start value once
+    matched a clock between 1 and 1000 ms (an IndexError, or the empty text for its second)."""
+    code = ("import time; from sessiontree._time import iso_now; "
+            f"time.time_ns = lambda: {ns}; print(iso_now())")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)
+    assert done.stdout.strip() == text

@@ -15,9 +15,9 @@ _ISO = re.compile(
 )
 
 
-_second: tuple[int, str] = (1, "")  # the first millisecond of the second formatted last, and
-# its text (a millisecond within it is found by one subtraction: a divmod of the time cost a
-# third of the call)
+_second: tuple[int, str] = (-1 << 63, "")  # the first millisecond of the second formatted
+# last, and its text (a millisecond within it is found by one subtraction: a divmod of the time
+# cost a third of the call); at first one no 64-bit clock of milliseconds is within
 # "000Z" to "999Z": an append's timestamp without formatting; made by the first call, not at
 # import (the 1,000 formats cost about 3 million instructions, most of a millisecond).
 _MILLIS: list[str] = []
