@@ -61,12 +61,14 @@ def test_create_writes_nothing_until_the_first_append(tmp_path: Path) -> None:
 
 def test_create_refuses_a_store_url_as_its_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
                                                  ) -> None:
-    """A store URL given as ``directory`` is refused, saying to pass it as ``store=``; it
-    made a folder named ``sqlite:`` (in the current one) at the first append."""
+    """A store URL given as ``directory`` or ``root`` is refused, saying to pass it as
+    ``store=``; it made a folder named ``sqlite:`` (in the current one) at the first append."""
     monkeypatch.chdir(tmp_path)
     url = f"sqlite:///{tmp_path / 's.db'}"
     with pytest.raises(InvalidLocation, match="pass it as store="):
         Session.create(url, cwd="/w")
+    with pytest.raises(InvalidLocation, match="pass it as store="):
+        Session.create(root=url, cwd="/w")
     assert list(tmp_path.iterdir()) == []
     with Session.create(cwd="/w", store=url) as session:
         session.append_message(UserMessage.of("stored"))

@@ -227,14 +227,16 @@ class Session(TreeLog):
             lock_timeout: a file's writer lock, as for :meth:`open`.
 
         Raises:
-            InvalidLocation: a bad session id or store URL, or a store URL as ``directory``.
+            InvalidLocation: a bad session id or store URL, or a store URL as ``directory`` or
+                ``root``.
         """
-        if directory is not None and "://" in os.fspath(directory):
-            from .stores.url import is_url  # (only for a name that may be one)
+        for folder in (directory, root):
+            if folder is not None and "://" in os.fspath(folder):
+                from .stores.url import is_url  # (only for a name that may be one)
 
-            if is_url(directory):  # (it would name a folder "sqlite:" at the first append)
-                raise InvalidLocation(f"{os.fspath(directory)} is a store's URL, not a folder: "
-                                      "pass it as store=")
+                if is_url(folder):  # (it would name a folder "sqlite:" at the first append)
+                    raise InvalidLocation(f"{os.fspath(folder)} is a store's URL, not a "
+                                          "folder: pass it as store=")
         cwd = os.path.abspath(cwd) if cwd is not None else os.getcwd()
         header = SessionHeader(id=uuid7() if session_id is None else check_new_session_id(
             session_id), timestamp=iso_now(), cwd=cwd,
