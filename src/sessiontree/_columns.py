@@ -534,8 +534,9 @@ class Columns(Sequence[Record]):
         return table
 
     def packed_ids(self) -> PackedIds:
-        """Every row's id packed (the ids read back packed, with those of the rows added
-        since joined on: no id is made)."""
+        """Every row's id packed: the ids read back packed, with those of the rows added
+        since joined on (no string is made for a packed id unless the added ids' width differs,
+        when every id is packed again: :meth:`PackedIds.extended`)."""
         packed = self._packed
         return PackedIds.of(self._ids) if packed is None else packed.extended(self._ids)
 

@@ -167,7 +167,7 @@ _NULL = msgspec.Raw(b"null")
 def message_envelope(entry_id: str, parent_id: str | None, timestamp: str,
                      role: str) -> FileRecord:
     """The record a ``message`` entry's line decodes to, made from its fields (its position
-    is set where it is written: :meth:`Scanner.placed`); for a line that holds no other
+    is set where it is written: :meth:`Scanner.appended`); for a line that holds no other
     envelope field (the lines :func:`sessiontree._codec.message_line` composes)."""
     return FileRecord("message", entry_id, parent_id, timestamp, _ROLES.get(role) or _Role(role))
 
