@@ -15,6 +15,7 @@ from sessiontree import (
     BranchSummaryMessage,
     CompactionSummaryMessage,
     Cost,
+    CustomMessage,
     ImageContent,
     InvalidEntry,
     InvalidMessage,
@@ -143,6 +144,22 @@ def test_untyped_details_keep_number_keys_as_text_and_refuse_others(tmp_path: Pa
                 session.append_message(ToolResultMessage.of("c2", "out", tool_name="f",
                                                             details=bad))
         assert len(session) == 1
+
+
+@pytest.mark.parametrize("value", [{1, 2}, b"raw", {"k": [frozenset()]}])
+def test_untyped_message_fields_refuse_values_json_cannot_hold(tmp_path: Path,
+                                                               value: object) -> None:
+    """A set or bytes in a message's untyped field (or a dict message) is an
+    :class:`InvalidMessage`, nothing written: msgspec wrote a set as an array and bytes as
+    base64 text, which read back as other values."""
+    with Session.create(tmp_path) as session:
+        for message in (ToolResultMessage.of("c1", "out", tool_name="f", details=value),
+                        CustomMessage(custom_type="ext", content="x", details=value),
+                        {"role": "user", "content": "x", "extra": value},
+                        {"role": "someExtension", "data": value}):
+            with pytest.raises(InvalidMessage, match="which JSON cannot hold"):
+                session.append_message(message)  # type: ignore[arg-type]
+        assert len(session) == 0
 
 
 def test_exact_types_hold_nothing_json_stringify_writes_otherwise() -> None:

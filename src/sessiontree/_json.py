@@ -185,8 +185,9 @@ def unfit(value: Any, where: str) -> str | None:
             if raw.find(b"\n") >= 0:
                 return f"{_spelled(where, link)} is a Raw with a line break"
         elif isinstance(item, msgspec.Struct):
-            todo.extend((getattr(item, field.name), (link, field.encode_name))
-                        for field in msgspec.structs.fields(item))
+            # (the struct's own field tuples: msgspec.structs.fields reads its type hints)
+            todo.extend((getattr(item, name), (link, encoded)) for name, encoded in
+                        zip(item.__struct_fields__, item.__struct_encode_fields__))
         else:
             return f"{_spelled(where, link)} is a {type(item).__name__}, which JSON cannot hold"
     return None

@@ -22,7 +22,7 @@ from typing import Any, Literal, NamedTuple, TypeVar, Union
 import msgspec
 from msgspec import UNSET, UnsetType
 
-from ._json import dumps, stringified, type_facts
+from ._json import dumps, stringified, type_facts, unfit
 from .errors import InvalidEntry, InvalidMessage
 
 __all__ = [
@@ -364,6 +364,9 @@ class _Class(NamedTuple):
     hold a dict of typed keys, whose builtins are checked (``TypeFacts.keyed``)."""
     exact: bool
     """Its encoding is what ``JSON.stringify`` writes (``TypeFacts.exact``)."""
+    free: tuple[tuple[str, str], ...]
+    """Its fields typed ``Any`` (name, JSON name), checked by ``unfit``: msgspec writes a set
+    there as an array and bytes as base64 text."""
 
 
 _CLASSES: dict[type, _Class | None] = {}
@@ -382,7 +385,9 @@ def _class(kind: type) -> _Class | None:
         facts = type_facts(kind)
         found = _Class(str(kind.__struct_config__.tag),
                        issubclass(kind, (BranchSummaryMessage, CompactionSummaryMessage)),
-                       None if facts.keyed else msgspec.json.Decoder(kind), facts.exact)
+                       None if facts.keyed else msgspec.json.Decoder(kind), facts.exact,
+                       tuple((f.name, f.encode_name) for f in msgspec.structs.fields(kind)
+                             if f.type is Any))
     _CLASSES[kind] = found
     return found
 
@@ -478,9 +483,11 @@ def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
             _refuse_summary(known.role)
         encoded = _checked_json(message, known)  # type: ignore[arg-type]
         role = known.role
-        if encoded is not None:  # (for most classes, the encoding is the answer)
-            if known.exact:
-                return encoded, role
+        if encoded is not None and known.exact:  # (for most classes, the encoding is the answer)
+            return encoded, role
+        for name, where in known.free:
+            _held(getattr(message, name), role, where)
+        if encoded is not None:
             try:
                 return stringified(encoded, message), role
             except TypeError as error:  # (a float key, in a field typed Any)
@@ -495,8 +502,10 @@ def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
         _refuse_summary(role)
         if "timestamp" not in data:
             data = {**data, "timestamp": now_ms()}
-        if isinstance(message, Mapping) and role in _CHECKED_ROLES:
-            validate_message(data)
+        if isinstance(message, Mapping):
+            if role in _CHECKED_ROLES:
+                validate_message(data)
+            _held(data, role, "")
         payload = data
     else:
         payload = validate_message(message)  # (neither: validate_message says what it wants)
@@ -505,6 +514,14 @@ def stored_message(message: AgentMessage | UnknownMessage | Mapping[str, Any]
         return dumps(payload), role
     except TypeError as error:  # (a value no JSON holds, in a field typed Any)
         raise InvalidMessage(f"invalid {role} message: {error}") from None
+
+
+def _held(value: Any, role: str, where: str) -> None:
+    """Refuse a message whose untyped ``value`` (its field ``where``) JSON cannot hold as
+    given (a set, bytes)."""
+    problem = unfit(value, where)
+    if problem is not None:
+        raise InvalidMessage(f"invalid {role} message: {problem}; nothing was written")
 
 
 def _refuse_summary(role: str) -> None:
