@@ -775,6 +775,16 @@ def test_redis_cluster_search_allows_for_the_latest_time_it_did_not_send(
         assert [h.entry_id for h in store.search("kestrel", since=since)] == ["k0000002"]
 
 
+def _as_version_2_left_it(store: RedisStore, session_id: str) -> None:
+    """Give a session the search index version 2 wrote: each word's postings in ``post``
+    alone (no recent part), the session marked 2."""
+    post = store.search_keys(session_id)[0]
+    store._client.delete(post, store._recent_key(session_id))
+    lines = store._client.lrange(store.keys(session_id)[1], 0, -1)
+    store._client.hset(post, mapping=_redis_search.batch(lines, 1).postings)
+    store._client.hset(store.keys(session_id)[0], "indexed", 2)
+
+
 @pytest.mark.parametrize("kind", ["redis", "redis-cluster"])
 def test_redis_sessions_stored_before_the_search_index_are_migrated(
         kind: str, request: pytest.FixtureRequest, root: Path) -> None:
@@ -793,9 +803,7 @@ def test_redis_sessions_stored_before_the_search_index_are_migrated(
             post, docs = store.search_keys(session_id)
             store._client.delete(post, store._recent_key(session_id))
             if n % 2:
-                lines = store._client.lrange(store.keys(session_id)[1], 0, -1)
-                store._client.hset(post, mapping=_redis_search.batch(lines, 1).postings)
-                store._client.hset(store.keys(session_id)[0], "indexed", 2)
+                _as_version_2_left_it(store, session_id)
             else:
                 store._client.delete(docs)
                 store._client.hset(store.keys(session_id)[0], "indexed", 1)
@@ -830,12 +838,8 @@ def test_redis_search_index_version_2_is_version_3_without_a_rebuild(
                 for query, options in QUERIES[:4]}
     with RedisStore.from_url(url) as store:
         ids = store.session_ids()
-        for session_id in ids:  # as version 2 left them
-            post = store.search_keys(session_id)[0]
-            store._client.delete(post, store._recent_key(session_id))
-            lines = store._client.lrange(store.keys(session_id)[1], 0, -1)
-            store._client.hset(post, mapping=_redis_search.batch(lines, 1).postings)
-            store._client.hset(store.keys(session_id)[0], "indexed", 2)
+        for session_id in ids:
+            _as_version_2_left_it(store, session_id)
         store._client.set(f"{store.prefix}:search", 2)
     with RedisStore.from_url(url) as store:
         for query, options in QUERIES[:4]:
