@@ -775,6 +775,16 @@ def test_redis_cluster_search_allows_for_the_latest_time_it_did_not_send(
         assert [h.entry_id for h in store.search("kestrel", since=since)] == ["k0000002"]
 
 
+def _redis_copy(request: pytest.FixtureRequest, kind: str,
+                root: Path) -> tuple[str, dict[str, Any]]:
+    """A Redis store holding a copy of ``root``'s sessions, and the hits the folder gives for
+    the first four queries (what the store must give once migrated)."""
+    url = redis_store_url(request, kind)
+    assert copy_sessions(str(root), url).copied
+    return url, {query: _comparable(JsonlStore(root).search(query, **options))
+                 for query, options in QUERIES[:4]}
+
+
 def _as_version_2_left_it(store: RedisStore, session_id: str) -> None:
     """Give a session the search index version 2 wrote: each word's postings in ``post``
     alone (no recent part), the session marked 2."""
@@ -793,10 +803,7 @@ def test_redis_sessions_stored_before_the_search_index_are_migrated(
     one field, no recent part) refuses to search until ``migrate`` builds this version's for
     the sessions of version 1 and marks those of version 2 as this version, which then gives
     the hits of every backend."""
-    url = redis_store_url(request, kind)
-    assert copy_sessions(str(root), url).copied
-    expected = {query: _comparable(JsonlStore(root).search(query, **options))
-                for query, options in QUERIES[:4]}
+    url, expected = _redis_copy(request, kind, root)
     with RedisStore.from_url(url) as store:
         ids = store.session_ids()
         for n, session_id in enumerate(ids):  # as version 1 or 2 left them
@@ -832,10 +839,7 @@ def test_redis_search_index_version_2_is_version_3_without_a_rebuild(
     indexed (the session is marked as version 3), and ``migrate`` marks the others with no
     rebuild, except a session whose records lack a line (an append that skipped it): that one
     is built again from its lines."""
-    url = redis_store_url(request, kind)
-    assert copy_sessions(str(root), url).copied
-    expected = {query: _comparable(JsonlStore(root).search(query, **options))
-                for query, options in QUERIES[:4]}
+    url, expected = _redis_copy(request, kind, root)
     with RedisStore.from_url(url) as store:
         ids = store.session_ids()
         for session_id in ids:
