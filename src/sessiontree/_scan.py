@@ -546,22 +546,40 @@ class Scanner:
         return record
 
     def appended(self, lines: Sequence[bytes], envelopes: Sequence[FileRecord | None] | None,
-                 offset: int) -> list[FileRecord]:
+                 offset: int, header_line: bytes | None = None) -> list[FileRecord]:
         """The records of entry lines this library is appending, the first at byte ``offset``
         and each followed by one line ending: the envelope its writer made placed (what
         :meth:`entry_record` would decode; see ``SessionLog.write``), or the line decoded
-        where it has none."""
-        if envelopes is None:
-            envelopes = [None] * len(lines)
-        records: list[FileRecord] = []
-        for line, envelope in zip(lines, envelopes):
-            if envelope is None:
-                records.append(self.entry_record(line, offset))
-            else:
+        where it has none. A log without a header yet gets ``header_line`` first, at
+        ``offset``. A line refused leaves the scanner as it was (so does the caller's log:
+        it writes nothing).
+
+        Raises:
+            ValueError: a line that is not an entry, or no header for a log that has none.
+        """
+        before = self.mark()
+        try:
+            if self.header is None:
+                if header_line is None:
+                    raise ValueError("the log has no header and none was given")
                 self.lineno += 1
-                envelope.line, envelope.offset, envelope.length = self.lineno, offset, len(line)
-                records.append(envelope)
-            offset += len(line) + 1
+                self.start_after_header(_json.loads(header_line), self.lineno)
+                offset += len(header_line) + 1
+            if envelopes is None:
+                envelopes = [None] * len(lines)
+            records: list[FileRecord] = []
+            for line, envelope in zip(lines, envelopes):
+                if envelope is None:
+                    records.append(self.entry_record(line, offset))
+                else:
+                    self.lineno += 1
+                    envelope.line, envelope.offset, envelope.length = \
+                        self.lineno, offset, len(line)
+                    records.append(envelope)
+                offset += len(line) + 1
+        except BaseException:
+            self.back_to(before)
+            raise
         return records
 
     def entry_records(self, lines: Sequence[bytes], first: int) -> list[FileRecord]:

@@ -354,24 +354,15 @@ class JsonlFile:
         before = scanner.mark()
         data = b"\n".join(lines) + b"\n" if lines else b""
         offset = self._size
-        try:  # a line the scanner refuses leaves it (and the file) as they were
-            if self._needs_newline or scanner.header is None:  # (rare: the usual append is above)
-                parts: list[bytes] = []
-                if self._needs_newline:
-                    parts.append(b"\n")
-                    offset += 1
-                if scanner.header is None:
-                    if header_line is None:
-                        raise ValueError("the log has no header and none was given")
-                    parts.append(header_line + b"\n")
-                    scanner.lineno += 1
-                    scanner.start_after_header(_json.loads(header_line), scanner.lineno)
-                    offset += len(header_line) + 1
-                data = b"".join([*parts, data])
-            records = scanner.appended(lines, envelopes, offset)
-        except BaseException:
-            scanner.back_to(before)
-            raise
+        if self._needs_newline or scanner.header is None:  # (rare: the usual append is above)
+            parts: list[bytes] = []
+            if self._needs_newline:
+                parts.append(b"\n")
+                offset += 1
+            if scanner.header is None and header_line is not None:
+                parts.append(header_line + b"\n")
+            data = b"".join([*parts, data])
+        records = scanner.appended(lines, envelopes, offset, header_line)
         written = 0
         try:
             written = os.write(self._write_fd, data)

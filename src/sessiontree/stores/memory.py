@@ -58,25 +58,11 @@ class MemoryLog:
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
               envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
         scanner = self._scanner
-        before = scanner.mark()
-        offset = self._size
-        head: list[bytes] = []
-        try:  # a line the scanner refuses leaves it (and the log) as they were
-            if scanner.header is None:
-                if header_line is None:
-                    raise ValueError("the log has no header and none was given")
-                head.append(header_line)
-                scanner.lineno += 1
-                scanner.start_after_header(_json.loads(header_line), scanner.lineno)
-                offset += len(header_line) + 1
-            records = scanner.appended(lines, envelopes, offset)
-        except BaseException:
-            scanner.back_to(before)
-            raise
-        self._size = offset
-        self.lines += head
-        self.lines += lines
-        self._size += sum(map(len, lines)) + len(lines)
+        head = [header_line] if scanner.header is None and header_line is not None else []
+        records = scanner.appended(lines, envelopes, self._size, header_line)
+        for line in (*head, *lines):
+            self.lines.append(line)
+            self._size += len(line) + 1
         return records
 
     def end_append(self) -> None:
