@@ -190,6 +190,25 @@ def test_an_index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPa
         index_backed_open_equals_a_full_scan(tmp_path_factory, data, kind, extra, cut, other)
 
 
+def test_a_duplicate_appended_later_moves_a_parent_forward_as_a_full_scan_does(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Found by the property above: ``b2``'s child ``a1`` hangs on the ``b2`` another program
+    appended after it; the index-backed open must say a parent lies ahead (what decides the
+    cycle check of later reopens), as the full scan does."""
+    def line(entry_id: str, parent: str | None) -> bytes:
+        return (f'{{"type":"message","id":"{entry_id}","parentId":'
+                f'{json.dumps(parent)},'
+                f'"timestamp":"2026-01-15T09:00:01.000Z","message":{{"role":"user",'
+                f'"content":[{{"type":"text","text":"a1"}}],"timestamp":1}}}}').encode()
+
+    data = (b'{"type":"session","version":3,"id":"s1","timestamp":"2026-01-15T09:00:00.000Z",'
+            b'"cwd":"/w"}\r\n' + line("b2", None) + b"\r\n" + line("a1", "b2") + b"\r\n" +
+            b'{"type":"session_info","id":"a1","parentId":null,'
+            b'"timestamp":"2026-01-15T09:00:01.000Z","name":" named "}\r\n')
+    index_backed_open_equals_a_full_scan(tmp_path_factory, data, "append",
+                                         [line("a1", None), line("b2", None)], 0, data)
+
+
 def index_backed_open_equals_a_full_scan(tmp_path_factory: pytest.TempPathFactory, data: bytes,
                                          kind: str, extra: list[bytes], cut: int,
                                          other: bytes) -> None:

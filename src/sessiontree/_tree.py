@@ -305,7 +305,10 @@ class TreeIndex:
                     entry_id))
         for row, parent in enumerate(parents):
             if parent in dead:
-                parents[row] = seen[ids[parent]]  # (its id's last row)
+                parent = parents[row] = seen[ids[parent]]  # (its id's last row)
+                # (as when the columns resolve it: a scan in one batch sees the last row at
+                # once, and an index written from these columns must say so for its reopens)
+                columns.forward = columns.forward or parent >= row
 
     def _replay(self, kind: str, target: str | None, label: str | None, name: str | None,
                 timestamp: str | None) -> None:
