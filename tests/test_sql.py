@@ -300,3 +300,58 @@ def test_the_async_postgres_store_draws_an_id_again_too(
     with PostgresStore.from_url(fresh_postgres_url) as sync, \
             Session(sync.open_log(session_id)) as stored:
         assert len(stored) == 4 and stored.entry(added).parent_id == leaf
+
+
+def _stored(store_url: str) -> list[Any]:
+    """Every row of the store's migrations, sessions and entries tables, read by the driver
+    itself (what an open must leave as it was)."""
+    from sessiontree.stores.url import parse_location
+
+    queries = ["SELECT v FROM sessiontree_migrations ORDER BY v",
+               "SELECT session_id, header, entry_count FROM sessiontree_sessions",
+               "SELECT session_id, seq, line FROM sessiontree_entries ORDER BY session_id, seq"]
+    if store_url.startswith("sqlite:"):
+        import sqlite3
+        from contextlib import closing
+
+        with closing(sqlite3.connect(parse_location(store_url).store)) as conn:
+            return [conn.execute(q).fetchall() for q in queries]
+    import psycopg
+
+    base, _, schema = store_url.rpartition("?schema=")
+    with psycopg.connect(base, autocommit=True) as pg:
+        pg.execute(f'SET search_path TO "{schema}"')
+        return [pg.execute(q).fetchall() for q in queries]
+
+
+def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_was(store: Any,
+                                                                 store_url: str) -> None:
+    """A schema version past this code's last migration (a later sessiontree wrote it): every
+    open (writable, read-only, PostgreSQL's async one) raises UnsupportedVersion naming the
+    store and both versions, and writes nothing; an open went ahead before."""
+    import asyncio
+
+    from sessiontree import UnsupportedVersion
+    from sessiontree.stores.url import open_store
+
+    Session.create(cwd="/w", store=store).append_message(UserMessage.of("kept as it is"))
+    known = len(store.dialect.migrations)
+    with store._transaction() as conn:  # as a later sessiontree would leave it
+        conn.execute(f"INSERT INTO sessiontree_migrations (v) VALUES ({known + 1})")
+    store.close()
+    before = _stored(store_url)
+    said = f"{store.url}: schema version {known + 1}, newer than this sessiontree knows ({known})"
+    for read_only in (False, True):
+        with pytest.raises(UnsupportedVersion, match=re.escape(said)):
+            open_store(store_url, read_only=read_only)
+    if store_url.startswith("postgres"):
+        from sessiontree import AsyncPostgresStore
+
+        async def opened(read_only: bool) -> None:
+            async with AsyncPostgresStore.from_url(store_url, read_only=read_only):
+                pass
+
+        for read_only in (False, True):
+            with pytest.raises(UnsupportedVersion, match=re.escape(said)):
+                asyncio.run(opened(read_only))
+    assert _stored(store_url) == before

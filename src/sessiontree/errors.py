@@ -3,7 +3,8 @@
     SessionTreeError
     ├── CorruptHeader          the first parsed line is not a session header (file left untouched)
     ├── CorruptLine            a bad line, raised when opening with strict=True
-    ├── UnsupportedVersion     a header version newer than this library knows
+    ├── UnsupportedVersion     a header version, or a database store's schema version, newer
+    │                          than this library knows
     ├── EntryNotFound          an id that is not in the session
     │   └── AmbiguousEntry     an id prefix or label that names several entries
     ├── SessionNotFound        a session file or stored session that does not exist
@@ -121,7 +122,9 @@ class CorruptLine(SessionTreeError):
 
 
 class UnsupportedVersion(SessionTreeError):
-    """The header's version is newer than ``CURRENT_VERSION``; upgrade sessiontree to read it."""
+    """The header's version is newer than ``CURRENT_VERSION``, or an SQLite or PostgreSQL
+    store's schema version is newer than this library's migrations (the store does not open,
+    nothing is written); upgrade sessiontree to read it."""
 
 
 class EntryNotFound(SessionTreeError, KeyError):

@@ -55,6 +55,7 @@ from ._sql_common import (
     Flow,
     SessionState,
     Step,
+    check_schema,
     check_session_id,
     counted_listing,
     envelopes,
@@ -184,15 +185,20 @@ class SqlStore(StoredEntries, ABC):
 
     def _migrate(self, conn: Any) -> int:
         """Apply the migrations this database lacks in the open transaction; the version."""
-        return self._drive(migrate_flow(self.dialect), conn)
+        return self._drive(migrate_flow(self.dialect, self.url), conn)
 
     def _read_version(self) -> int:
         """The schema version of a database this store does not migrate; the current one when
-        it holds no tables yet (its reads say so)."""
+        it holds no tables yet (its reads say so).
+
+        Raises:
+            UnsupportedVersion: a schema newer than this code (:func:`._sql_common.check_schema`).
+        """
         try:
-            return self.schema_version()
+            version = self.schema_version()
         except SessionNotFound:
             return len(self.dialect.migrations)
+        return check_schema(version, self.dialect, self.url)
 
     def schema_version(self) -> int:
         """The schema version of the database (0 before :meth:`setup`)."""

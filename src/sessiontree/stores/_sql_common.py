@@ -50,7 +50,7 @@ from .._listing import ListingStats, listed_usage, listing_line, listing_row
 from .._search import document, entry_terms, fts_body, fts_counts
 from .._scan import Record, _Role, envelope
 from .._time import iso_to_ms
-from ..errors import ConcurrentModification, InvalidEntry
+from ..errors import ConcurrentModification, InvalidEntry, UnsupportedVersion
 from ..usage import UsageTotals
 from .base import SessionListing, check_session_id
 
@@ -63,6 +63,7 @@ __all__ = [
     "Step",
     "ROOT",
     "SessionState",
+    "check_schema",
     "check_session_id",
     "dialect",
     "counted_listing",
@@ -736,11 +737,30 @@ class Step(NamedTuple):
 Flow = Generator[Step, Any, _T]
 
 
-def migrate_flow(d: Dialect) -> Flow[int]:
-    """Apply the migrations the database lacks, in the open transaction; the version reached."""
+def check_schema(version: int, d: Dialect, url: str) -> int:
+    """``version``, a database's schema version, if this code knows it: a newer schema may
+    hold what these statements would misread or break, so the store does not open.
+
+    Raises:
+        UnsupportedVersion: a version past the last migration this code has.
+    """
+    if version > len(d.migrations):
+        raise UnsupportedVersion(f"schema version {version}, newer than this sessiontree knows "
+                                 f"({len(d.migrations)}); upgrade sessiontree. Nothing was "
+                                 "read or written", path=url)
+    return version
+
+
+def migrate_flow(d: Dialect, url: str) -> Flow[int]:
+    """Apply the migrations the database lacks, in the open transaction; the version reached.
+
+    Raises:
+        UnsupportedVersion: the database's schema is newer than this code (see
+            :func:`check_schema`); the transaction is rolled back, nothing written.
+    """
     yield Step("create_migrations", None, "none")
     row = yield Step("version", None, "one")
-    version = int(row[0])
+    version = check_schema(int(row[0]), d, url)
     for number, script in enumerate(d.migrations[version:], start=version + 1):
         for index in range(len(script)):
             yield Step(f"migration {number}.{index}", None, "none")

@@ -55,6 +55,7 @@ from ._sql import SqlStore
 from ._sql_common import (
     Flow,
     SessionState,
+    check_schema,
     check_session_id,
     counted_listing,
     dialect,
@@ -466,9 +467,10 @@ class AsyncPostgresStore:
         """The schema version of a database this store does not migrate (see
         :meth:`PostgresStore._read_version <sessiontree.stores._sql.SqlStore._read_version>`)."""
         try:
-            return int((await self._query("version", {}))[0][0])
+            version = int((await self._query("version", {}))[0][0])
         except SessionNotFound:
             return len(self.dialect.migrations)
+        return check_schema(version, self.dialect, self.url)
 
     async def setup(self) -> int:
         """Create the schema if named, then apply the migrations it lacks (idempotent)."""
@@ -476,7 +478,7 @@ class AsyncPostgresStore:
         async with self._transaction() as conn:
             for statement, params in _setup_statements(self.schema):
                 await conn.execute(statement, params)
-            return await self._drive(migrate_flow(self.dialect), conn)
+            return await self._drive(migrate_flow(self.dialect, self.url), conn)
 
     async def create(self, header: SessionHeader) -> str:
         """Register a new session; returns its id (see :meth:`PostgresStore.create`)."""

@@ -123,6 +123,8 @@ def open_store(text: str | os.PathLike[str], *, read_only: bool = False, durable
         SessionNotFound: the SQLite file does not exist, and ``read_only`` or the URL's mode
             (``ro``, ``rw``) says not to create it.
         StoreUnavailable: the database cannot be reached.
+        UnsupportedVersion: an SQLite or PostgreSQL store whose schema is newer than this
+            sessiontree (nothing is written to it).
         MissingExtra: PostgreSQL without the ``postgres`` extra, Redis without ``redis``.
     """
     where = parse_location(text)
