@@ -439,6 +439,29 @@ def test_the_index_is_a_cache_checked_against_every_file(tmp_path: Path) -> None
         assert msgspec.msgpack.decode(index.read_bytes())["version"] == _jsonl_listing._INDEX_VERSION
 
 
+def test_a_session_file_whose_name_is_not_utf8_is_listed(tmp_path: Path,
+                                                         monkeypatch: Any) -> None:
+    """A ``*.jsonl`` name that is not UTF-8 (``os.listdir`` gives its bytes as surrogates) is
+    listed as under any other name, with the index, without, by helper processes too, and
+    resumed, named as ``os.listdir`` names it; the index (MessagePack's text is UTF-8) keeps
+    the other rows. Listing raised UnicodeEncodeError."""
+    made = generate_folder(tmp_path, 3, seed=7, min_entries=5, max_entries=20)
+    odd = os.path.join(tmp_path, os.fsdecode(b"caf\xe9 \xff.jsonl"))
+    expected = [msgspec.structs.replace(row, path=odd) if row.path == made[0].path else row
+                for row in list_sessions(tmp_path, index=False)]
+    newest = max(Path(item.path).stat().st_mtime_ns for item in made[1:]) + 10**9
+    os.rename(made[0].path, odd)
+    assert list_sessions(tmp_path) == expected
+    assert list_sessions(tmp_path) == expected  # (the other rows from the index)
+    kept = msgspec.msgpack.decode((tmp_path / INDEX_NAME).read_bytes())["files"]
+    assert sorted(kept) == sorted(os.path.basename(item.path) for item in made[1:])
+    monkeypatch.setattr(_jsonl_listing, "PARALLEL_FILES", 1)
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: 2)
+    assert list_sessions(tmp_path, index=False) == expected
+    os.utime(odd, ns=(newest, newest))
+    assert _jsonl_listing.most_recent_session(tmp_path) == odd
+
+
 def test_a_folder_that_cannot_be_written_is_listed_without_an_index(tmp_path: Path) -> None:
     if os.geteuid() == 0:  # root writes anywhere: make the index path a folder instead
         generate_folder(tmp_path, 3, seed=5, min_entries=5, max_entries=20)

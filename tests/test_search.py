@@ -975,6 +975,60 @@ def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
         assert _comparable(store.search(query, **options)) == expected[query, str(options)]
 
 
+def test_a_session_file_whose_name_is_not_utf8_is_searched_like_any_other(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``*.jsonl`` name that is not UTF-8 (``os.listdir`` gives its bytes as surrogates; the
+    index keeps its bytes) gives the hits of the same file under another name, from a scan, a
+    scan shared with a helper process, a search's index, a whole build's and
+    ``sessiontree search DIR``, each naming the file as ``os.listdir`` does; they all raised
+    UnicodeEncodeError."""
+    import shutil
+
+    from sessiontree import _helpers
+    from sessiontree.stores import _jsonl_search
+
+    project = root / default_session_dir(PROJECT, "").name
+    odd_root = tmp_path / "odd"
+    shutil.copytree(root, odd_root)
+    [plain] = project.glob("*.jsonl")
+    odd = os.path.join(odd_root / project.name, os.fsdecode(b"caf\xe9 \xff.jsonl"))
+    os.rename(odd_root / project.name / plain.name, odd)
+    expected = {(query, str(options)): _comparable(JsonlStore(root).search(query, **options))
+                for query, options in QUERIES}
+    assert any(expected.values())
+
+    def same_hits(store: JsonlStore) -> None:
+        named = set()
+        for query, options in QUERIES:
+            hits = store.search(query, **options)
+            assert _comparable(hits) == expected[query, str(options)], (query, options)
+            named |= {hit.session for hit in hits if hit.session_id.endswith("feed")}
+        assert named == {odd}
+
+    newest = max(path.stat().st_mtime_ns for path in odd_root.rglob("*.jsonl"))
+    os.utime(odd, ns=(newest + 1, newest + 1))  # the helper's (the newest file is scanned here)
+    os.utime(next(odd_root.glob("--srv-app--/*.jsonl")), ns=(newest + 2, newest + 2))
+    monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)  # scanned, with a helper too
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", 0)
+    monkeypatch.setattr(_jsonl_search, "PARALLEL_SCAN_BYTES", 1)
+    monkeypatch.setattr(_jsonl_search, "HELPER_START", 0)
+    for processes in (1, 2):
+        monkeypatch.setattr(_helpers, "processes", lambda requested=None: processes)
+        same_hits(JsonlStore(odd_root))
+    monkeypatch.undo()
+    same_hits(JsonlStore(odd_root))  # indexed by the search, then from the index
+    same_hits(JsonlStore(odd_root))
+    names = {os.fsdecode(row[0]) for row in sqlite3.connect(index_path(odd_root)).execute(
+        "SELECT path FROM files")}
+    assert os.path.relpath(odd, odd_root) in names
+    shutil.rmtree(odd_root / ".sessiontree-cache")
+    JsonlStore(odd_root).build_search_index()
+    same_hits(JsonlStore(odd_root))
+    done = CliRunner().invoke(cli, ["search", "handshake", str(odd_root), "--json"])
+    assert done.exit_code == 0, done.output
+    assert {hit["session"] for hit in json.loads(done.output)} == {odd}
+
+
 def test_a_helpers_share_is_not_bounded_by_the_command_lines_size(
         root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A helper's share of files larger than a command line may be (as ten thousand files per

@@ -290,20 +290,21 @@ def _save_index(folder: str, files: dict[str, _Cached]) -> None:
         return  # something else (a FIFO) has the index's name: it is not ours to replace
     try:
         data = _index_encoder.encode(_Index(_INDEX_VERSION, files))
-    except OverflowError:  # a total beyond 64 bits (MessagePack's integers): such rows are
-        data = _index_encoder.encode(_Index(_INDEX_VERSION, {  # read again at each listing
-            name: cached for name, cached in files.items() if _encodes(cached)}))
+    except (OverflowError, UnicodeEncodeError):  # a total beyond 64 bits (MessagePack's
+        # integers), a name that is not UTF-8 (its text): such rows are read at each listing
+        data = _index_encoder.encode(_Index(_INDEX_VERSION, {
+            name: cached for name, cached in files.items() if _encodes(name, cached)}))
     try:
         _fs.atomic_write(os.path.join(folder, INDEX_NAME), data, mode=0o600, durable=False)
     except OSError:
         pass  # a folder we may not write to is listed without an index
 
 
-def _encodes(cached: _Cached) -> bool:
-    """Whether the index can hold this row."""
+def _encodes(name: str, cached: _Cached) -> bool:
+    """Whether the index can hold this file's row."""
     try:
-        _index_encoder.encode(cached)
-    except OverflowError:
+        _index_encoder.encode({name: cached})
+    except (OverflowError, UnicodeEncodeError):
         return False
     return True
 

@@ -77,7 +77,7 @@ INDEX_BYTES = 4 << 20
 
 _SCHEMA = (
     # a file's path is relative to the folder: the index stays good for the folder reached
-    # by another path (a link, a mount)
+    # by another path (a link, a mount); its text, or its bytes where it is not UTF-8 (_stored)
     "CREATE TABLE files (id INTEGER PRIMARY KEY, path TEXT NOT NULL UNIQUE, dev INTEGER, "
     "ino INTEGER, size INTEGER, mtime_ns INTEGER, indexed_to INTEGER, tail BLOB, "
     "session_id TEXT, cwd TEXT, branch BLOB)",
@@ -127,6 +127,19 @@ class _Known(NamedTuple):
     tail: bytes
     session_id: str | None
     cwd: str | None
+
+
+def _stored(name: str) -> str | bytes:
+    """A file's path as the index keeps it: its text, or, for a name that is not UTF-8 (its
+    bytes undecoded, as ``os.listdir`` gives them), its bytes, which SQLite's text cannot hold;
+    ``os.fsdecode`` gives the name back."""
+    if name.isascii():
+        return name
+    try:
+        name.encode()
+    except UnicodeEncodeError:
+        return os.fsencode(name)
+    return name
 
 
 def index_path(root: str | os.PathLike[str]) -> str:
@@ -304,7 +317,7 @@ def _changes(conn: sqlite3.Connection, stats: dict[str, os.stat_result]
              ) -> tuple[list[tuple[str, os.stat_result, _Known | None]], list[_Known]]:
     """The files whose stat differs from the index's row (with the row, ``None`` for a new
     file), and the rows of files gone."""
-    known = {row[1]: _Known(row[0], *row[2:]) for row in conn.execute(
+    known = {os.fsdecode(row[1]): _Known(row[0], *row[2:]) for row in conn.execute(
         "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd "
         "FROM files")}
     changed: list[tuple[str, os.stat_result, _Known | None]] = []
@@ -330,8 +343,12 @@ def _digest(stamps: list[tuple[str, int, int, int, int]]) -> bytes:
     costs a refresh, which finds nothing to read): when it equals the one kept, the index
     holds what the folder holds. (Putting 1,000 stamps in path order doubled the digest's
     cost: 0.6 against 0.3 ms of CPU.)"""
-    return hashlib.sha256(_stamps_encoder.encode(stamps)).digest()  # (OpenSSL's: a fifth
-    # of the CPU of blake2b's portable code; a digest of the other kind differs: refreshed)
+    try:
+        packed = _stamps_encoder.encode(stamps)
+    except UnicodeEncodeError:  # a name that is not UTF-8 (MessagePack's text is): its bytes
+        packed = _stamps_encoder.encode([(os.fsencode(path), *rest) for path, *rest in stamps])
+    return hashlib.sha256(packed).digest()  # (OpenSSL's: a fifth of the CPU of blake2b's
+    # portable code; a digest of the other kind differs: refreshed)
 
 
 def _stored_digest(conn: sqlite3.Connection) -> bytes | None:
@@ -377,7 +394,7 @@ def _index_file(conn: sqlite3.Connection, root: str, name: str, st: os.stat_resu
                 session_id, cwd = _session_of(data)
             if row is None:
                 row = _Known(int(conn.execute("INSERT INTO files (path) VALUES (?) RETURNING id",
-                                              (name,)).fetchone()[0]),
+                                              (_stored(name),)).fetchone()[0]),
                              0, 0, 0, 0, 0, b"", session_id, cwd)
             if not data or session_id is None:  # the end, or not a session: nothing to index
                 done = True
@@ -485,7 +502,9 @@ def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
     task = _task_encoder.encode([words, role, since, cwd]).decode()
     found = [item for part in _helpers.shared(
         "sessiontree.stores._jsonl_search:_scan_share", shares,
-        lambda share: [task, *(_task_encoder.encode(item).decode() for item in share)],
+        lambda share: [task, *(part for item in share  # (a path as its own argument: a name
+                               for part in (item.path,  # that is not UTF-8 is not JSON's)
+                                            _task_encoder.encode(item[1:]).decode()))],
         lambda share: _scan_files(share, words, role=role, since=since, cwd=cwd),
         lambda answer, _: _found_decoder.decode(answer)) for item in part]
     found.sort(key=lambda item: item.key)
@@ -538,9 +557,12 @@ def _scan_files(pending: list[Pending], words: list[str], *, role: str | None, s
 
 def _scan_share(task: str, *items: str) -> None:
     """A helper process: the most recent candidates of its share of the files, as
-    MessagePack (``task``: the words, role, since and cwd; ``items``: its files)."""
+    MessagePack (``task``: the words, role, since and cwd; ``items``: each file's path, then
+    the rest of its :class:`Pending`). A hit in a file whose name is not UTF-8 cannot be
+    answered (MessagePack's text is UTF-8): the helper fails and its caller scans the share."""
     words, role, since, cwd = msgspec.json.decode(task)
-    share = [Pending(*msgspec.json.decode(item)) for item in items]
+    share = [Pending(path, *msgspec.json.decode(rest))
+             for path, rest in zip(items[::2], items[1::2])]
     _helpers.reply(_found_encoder.encode(_scan_files(share, words, role=role, since=since,
                                                      cwd=cwd)))
 
@@ -566,7 +588,8 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
         found: dict[tuple[str, int], tuple[Bounded, int | bytes]] = {}
         paths: dict[str, str] = {}
         for session_id, name, session_cwd, offset, length, ms, _, size, counts in rows:
-            path = paths.get(name) or paths.setdefault(name, os.path.join(location, name))
+            path = paths.get(name) or paths.setdefault(name, os.path.join(location,
+                                                                          os.fsdecode(name)))
             found[(path, offset)] = (Bounded(session_id, path, session_cwd or "", offset, ms,
                                              highest(row_counts(counts), size)), length)
         for item in _scan(pending, query, role=role, since=since, cwd=cwd):
@@ -598,7 +621,7 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
         def current(candidate: Candidate) -> set[str]:
             path = candidate.session
             stored = conn.execute("SELECT branch FROM files WHERE path = ?",
-                                  (os.path.relpath(path, location),)).fetchone()
+                                  (_stored(os.path.relpath(path, location)),)).fetchone()
             if stored is not None and stored[0] is not None:
                 return set(_ids.decode(stored[0]))
             ids = computed[path] = branch(path)
@@ -616,7 +639,7 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
                 with conn:
                     conn.executemany("UPDATE files SET branch = ? WHERE path = ?",
                                      [(_ids_encoder.encode(sorted(ids)),
-                                       os.path.relpath(path, location))
+                                       _stored(os.path.relpath(path, location)))
                                       for path, ids in computed.items()])
             except sqlite3.OperationalError:
                 pass  # busy or read-only: computed again next time
