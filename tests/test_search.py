@@ -894,22 +894,74 @@ def _tricky(folder: Path) -> None:
         "\n".join(lines) + "\n", "utf-8")
 
 
+_SCAN_TEXT = list("aAbBkK1 -_\u212a\u0130\u00e9\n\x1b\\")
+
+
+@st.composite
+def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
+    """Entry lines whose text's letters are written raw or as escapes (``\\u0041``, upper or
+    lower hex digits), their other characters as JSON may write them."""
+    lines = []
+    for n in range(draw(st.integers(min_value=1, max_value=4))):
+        content = []
+        for char in draw(st.text(st.sampled_from(_SCAN_TEXT), max_size=16)):
+            if char.isascii() and char.isalnum() and draw(st.booleans()):
+                content.append(("\\u%04x" if draw(st.booleans()) else "\\u%04X") % ord(char))
+            else:
+                content.append(json.dumps(char, ensure_ascii=draw(st.booleans()))[1:-1])
+        lines.append(('{"type":"message","id":"e%d","parentId":null,'
+                      '"timestamp":"2026-03-01T10:00:00.000Z","message":{"role":"user",'
+                      '"content":"%s"}}' % (n, "".join(content))).encode())
+    return lines
+
+
+@settings(max_examples=1000, deadline=None)
+@given(_escaped_lines(), st.lists(st.sampled_from(["ab", "k", "a1", "ka", "b", "bak"]),
+                                  min_size=1, max_size=2, unique=True))
+@example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
+          b'"message":{"role":"user","content":"\\u212aA"}}'], ["ka"])
+def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
+        lines: list[bytes], words: list[str]) -> None:
+    """The scan of bytes passes a line over only when its entry cannot hold every word, letters
+    escaped or in any case, a Kelvin sign; and the one-pass test of a whole chunk (Hyperscan)
+    rejects a chunk only when that scan keeps no line of it."""
+    from sessiontree._search import document, holds_words
+    from sessiontree._search_scan import chunk_gate, maybe_lines
+
+    data = b"\n".join(lines) + b"\n"
+    kept = maybe_lines(data, words)
+    start = 0
+    for line in lines:
+        doc = document(line)
+        if doc is not None and holds_words(doc.text, words):
+            assert (start, start + len(line)) in kept, line
+        start += len(line) + 1
+    gate = chunk_gate(words)
+    assert gate is not None  # (the test extras install the extra sessiontree[fast])
+    assert gate(data) or not kept
+
+
 SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("kelvin measured", {}), ("kelvin temperature", {}),
                 ("istanbul", {}), ("stanbul", {}), ("i", {}),
                 ("error after", {}), ('"error after"', {"limit": 50}), ("iserror", {}),
                 ("errors", {}), ("wörds error", {}), ("error", {"role": "user", "limit": 100})]
 
 
+@pytest.mark.parametrize("gate", [True, False], ids=["hyperscan-gate", "pure-scan"])
 def test_a_search_without_time_to_index_finds_what_the_index_finds(
-        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate: bool) -> None:
     """The bytes a search has no time to index are scanned: the hits are those of the whole
     index, with few candidates (so the most recent ones must be the same) or many, and from
-    an index built in part (a chunk of a file at a time)."""
+    an index built in part (a chunk of a file at a time); with each chunk first tested in one
+    pass (the extra ``sessiontree[fast]``, installed with the test extras) and as a scan
+    without it does."""
     import shutil
 
     from sessiontree import _search_scan
     from sessiontree.stores import _jsonl_search
 
+    if not gate:  # as without the extra
+        monkeypatch.setattr(_search_scan, "chunk_gate", lambda words: None)
     _tricky(root / "--tricky--")
     indexed = JsonlStore(root)
     indexed.build_search_index()

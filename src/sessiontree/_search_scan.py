@@ -27,14 +27,14 @@ Invariants:
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
 import msgspec
 
 from ._search import CANDIDATES, SearchDoc, _ms, document, holds_words
 
-__all__ = ["Found", "Recent", "maybe_lines"]
+__all__ = ["Found", "Recent", "chunk_gate", "maybe_lines"]
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 _KELVIN = "\u212a".encode()
@@ -65,11 +65,17 @@ def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
     return found
 
 
+def _anchor(words: Sequence[bytes]) -> bytes:
+    """The word looked for across all the bytes (the others only in the lines that hold it):
+    the longest, one without a ``k`` (which the Kelvin sign may spell) if there is one."""
+    return max(words, key=lambda word: (len(word), b"k" not in word))
+
+
 def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     low = data.lower()
     stop = low.rfind(b"\n")
     lines: dict[int, int] = {}
-    anchor = max(words, key=lambda word: (len(word), b"k" not in word))
+    anchor = _anchor(words)
     others = [word for word in words if word != anchor]
     # the lines where escapes may spell a letter or digit of the anchor: \u0030-\u007a, and
     # the Kelvin sign for a k (a needle of 4 bytes is found half again as fast as one of 2);
@@ -104,6 +110,44 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
                 lines[start] = end
         at = find(anchor, end, stop)
     return sorted(lines.items())
+
+
+def chunk_gate(words: Sequence[str]) -> Callable[[bytes], bool] | None:
+    """A test of a whole chunk in one pass: False only when :func:`maybe_lines` finds no line
+    in it, so that most chunks of a rare word are passed over without CPython's three passes
+    (lowercase, the escapes, the anchor: about 10 instructions a byte). It looks, in any case,
+    for the anchor and for everything that makes the scan look at a line although the bytes do
+    not show the anchor (an escape ``\\u0030``-``\\u007f``, and for an anchor with a ``k`` the
+    Kelvin sign, raw or ``\\u212a``), all at once with Hyperscan (the optional extra
+    ``sessiontree[fast]``, several GB/s). None without it or for words not all ASCII (the scan
+    then judges every line as it did)."""
+    if not all(word.isascii() for word in words):
+        return None
+    try:
+        import hyperscan
+    except ImportError:
+        return None
+    anchor = _anchor([word.encode() for word in words])
+    needles = [anchor, *(b"\\u00" + digit for digit in _ALNUM_ESCAPE)]
+    if b"k" in anchor:
+        needles += [b"\\u212a", _KELVIN]
+    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+    database.compile(expressions=needles, ids=list(range(len(needles))), elements=len(needles),
+                     flags=hyperscan.HS_FLAG_CASELESS, literal=True)
+    stopped = hyperscan.ScanTerminated
+
+    def may_hold(data: bytes) -> bool:
+        try:
+            database.scan(data, match_event_handler=_stop)
+        except stopped:  # (at the first needle found: the scan judges the chunk)
+            return True
+        return False
+
+    return may_hold
+
+
+def _stop(*_: object) -> bool:
+    return True
 
 
 def _spells_letter(low: bytes, at: int) -> bool:
@@ -168,8 +212,12 @@ class Recent:
     any number of regions: a line older than all of them once there are enough is not even
     decoded."""
 
-    def __init__(self, words: Sequence[str], *, role: str | None, since: int) -> None:
+    def __init__(self, words: Sequence[str], *, role: str | None, since: int,
+                 gate: bool = True) -> None:
         self.words = list(words)
+        self._gate = gate
+        """Whether chunks are first tested by :func:`chunk_gate` (built at the first scan)."""
+        self._may_hold: Callable[[bytes], bool] | None = None
         self.role = role
         self.since = since
         self.found: list[Found] = []
@@ -182,6 +230,10 @@ class Recent:
     def scan(self, data: bytes, base: int, session_id: str, session: str, cwd: str) -> None:
         """Judge the whole lines of ``data`` (a last line without its newline is left out),
         the bytes of ``session`` from offset ``base`` (a line's place is its offset)."""
+        if self._gate:
+            self._may_hold, self._gate = chunk_gate(self.words), False
+        if self._may_hold is not None and not self._may_hold(data):
+            return
         maybe: list[tuple[tuple[int, str, int], bytes]] = []
         worst, decode, plain = self._worst_stamp, _stamp.decode, _PLAIN.fullmatch
         for start, end in maybe_lines(data, self.words):  # (once a line for a common word)
