@@ -552,6 +552,51 @@ def test_migrate_carries_on_past_a_session_that_keeps_changing(
         assert {hit.session_id for hit in store.search("albatross")} == {s.id for s in sessions}
 
 
+def test_migrate_carries_on_past_a_session_deleted_meanwhile(
+        store_url: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session deleted while ``migrate`` runs (before its search index or its tree index is
+    built) is passed over and named in a MigrationWarning (the command prints it); the
+    others are migrated and the store is marked. migrate raised SessionNotFound and stopped."""
+    from sessiontree.stores.redis import MigrationWarning
+
+    def unmigrated(sessions: list[Session]) -> None:  # as sessions stored before the indexes
+        for session in sessions:
+            store._client.hset(store.keys(session.id)[0], "indexed", 1)
+            store._client.hdel(store.keys(session.id)[0], "tree")
+        store._client.delete(f"{store.prefix}:search")
+
+    with RedisStore.from_url(store_url) as store, RedisStore.from_url(store_url) as other:
+        sessions = [Session.create(cwd="/w", store=store) for _ in range(4)]
+        for session in sessions:
+            session.append_message(UserMessage.of("the albatross"))
+            session.close()
+        unmigrated(sessions)
+        gone = sessions[1].id
+        calls = beside_script(store, "_reindex_script",
+                              lambda: len(calls) == 2 and other.delete(gone), before=True)
+        with pytest.warns(MigrationWarning, match=f"1 session.*deleted.*passed over: {gone}$"):
+            assert store.migrate() == 3
+        assert store._client.get(f"{store.prefix}:search") == b"3"
+        kept = [session.id for session in sessions if session.id != gone]
+        assert {hit.session_id for hit in store.search("albatross")} == set(kept)
+
+        unmigrated([sessions[0], sessions[2]])
+        index_tree = RedisStore.index_tree
+
+        def deleted_first(self: RedisStore, session_id: str) -> bool:
+            if session_id == kept[1]:
+                other.delete(session_id)
+            return index_tree(self, session_id)
+
+        monkeypatch.setattr(RedisStore, "index_tree", deleted_first)
+        code, out, err = run("migrate", store_url)
+        assert code == 0 and ": 1 session(s) given the tree index" in out
+        assert f"warning: {store.url}: 1 session(s) deleted while the store was migrated, " \
+            f"passed over: {kept[1]}\n" in err
+        assert store._client.get(f"{store.prefix}:search") == b"3"
+        assert {hit.session_id for hit in store.search("albatross")} == {kept[0], kept[2]}
+
+
 def test_an_append_puts_the_session_in_the_sets_of_its_new_words_alone(
         request: pytest.FixtureRequest) -> None:
     """On one server the append script adds the session to the sets of the words new to it,

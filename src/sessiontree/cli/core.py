@@ -346,11 +346,11 @@ def _migrate_schema(url: str) -> None:
 def _index_redis_trees(url: str) -> None:
     """``migrate`` of a Redis store: the tree and search indexes for the sessions stored
     without them."""
-    from ..stores.redis import RedisStore
+    from ..stores.redis import MigrationWarning, RedisStore
     from ..stores.url import open_store, parse_location
 
     session_id = parse_location(url).session_id
-    with open_store(url.partition("#")[0]) as store:
+    with open_store(url.partition("#")[0]) as store, warnings_said(MigrationWarning):
         assert isinstance(store, RedisStore)
         if session_id is None:
             click.echo(f"{store.url}: {store.migrate()} session(s) given the tree index or "

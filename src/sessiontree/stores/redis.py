@@ -74,6 +74,7 @@ import io
 import math
 import re
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import date, datetime
@@ -129,7 +130,7 @@ from . import _redis_search as _rs
 from ._path import ChunkedPath
 from .base import LoadResult, LogBehind, LogHead, SessionListing, check_session_id
 
-__all__ = ["RedisLog", "RedisStore", "RedisTreeLog", "cluster_seeds"]
+__all__ = ["MigrationWarning", "RedisLog", "RedisStore", "RedisTreeLog", "cluster_seeds"]
 
 SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 _PREFIX = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:-]{0,63}")
@@ -579,6 +580,11 @@ end
 return redis.call('ZREVRANGEBYSCORE', KEYS[1], '+inf',
                   string.format('%.17g', tonumber(top[#top]) - tonumber(ARGV[2])))
 """
+
+class MigrationWarning(UserWarning):
+    """Sessions :meth:`RedisStore.migrate` passed over because they were deleted while it ran
+    (nothing of them is left to migrate); every other session was migrated."""
+
 
 _TRIES = 8
 """How often a purge, or a rebuild of a session's search or tree index, reads the session and
@@ -1326,10 +1332,14 @@ class RedisStore(StoredEntries):
             ConcurrentModification: appends kept coming to some sessions while their indexes
                 were built (:data:`_TRIES`): they were skipped, the others migrated, and the
                 store is not marked until a later run skips none.
+
+        Warns:
+            MigrationWarning: sessions deleted while it ran, passed over (named).
         """
         self._writable()
         done = 0
         skipped: list[str] = []
+        gone: list[str] = []
         for session_id in self.session_ids():
             meta = self.keys(session_id)[0]
             with self._errors():
@@ -1343,7 +1353,14 @@ class RedisStore(StoredEntries):
             except ConcurrentModification:
                 skipped.append(session_id)
                 continue
+            except SessionNotFound:  # deleted meanwhile: nothing of it left to migrate
+                gone.append(session_id)
+                continue
             done += changed
+        if gone:
+            warnings.warn(MigrationWarning(
+                f"{self.url}: {len(gone)} session(s) deleted while the store was migrated, "
+                f"passed over: {', '.join(gone)}"), stacklevel=2)
         if skipped:
             raise ConcurrentModification(
                 f"{done} session(s) migrated; {len(skipped)} skipped, appends kept coming while "
