@@ -618,3 +618,53 @@ def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path:
         missing = tmp_path / "missing.db"
         code, _, err = run("migrate", sqlite_url(missing))
         assert code == 1 and "no such database file" in err and not missing.exists()
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_a_copy_by_several_processes_is_the_copy_of_one(tmp_path: Path, kind: str,
+                                                        request: pytest.FixtureRequest) -> None:
+    """A whole store copied by helper processes, each a share of the sessions: the result (what
+    was copied, found there, or named with the reason, in the source's order) is one
+    process's, and every session comes back out byte for byte."""
+    from sessiontree import _helpers
+    from sessiontree.transfer import PARALLEL_SESSIONS
+
+    from .backends import redis_store_url
+
+    root = tmp_path / "sessions"
+    sessions = pi_root(root)
+    for made in generate_folder(root / "--work--", PARALLEL_SESSIONS, seed=7, min_entries=5,
+                                max_entries=40, cwds=("/work",)):
+        sessions[made.session_id] = Path(made.path)
+    assert _helpers.processes(3, waits=True) == 3  # helpers are started, however busy the CPUs
+    share = sorted(str(path) for path in (root / "--work--").glob("*.jsonl"))[:2]
+    answer = _helpers.answer(_helpers.start("sessiontree.transfer:_copy_share", str(root),
+                                            sqlite_url(tmp_path / "share.db"), *share))
+    assert answer is not None and b"copied" in answer  # a helper copies (not this process)
+    with SqliteStore.open(tmp_path / "share.db") as store:
+        assert sorted(store.session_ids()) == sorted(
+            loads(Path(path).read_bytes().split(b"\n", 1)[0])["id"] for path in share)
+    target = {"sqlite": sqlite_url(tmp_path / "par.db"),
+              "redis": redis_store_url(request, "redis") if kind == "redis" else ""}.get(kind) \
+        or str(request.getfixturevalue("fresh_postgres_url"))
+    results = []
+    for destination, processes in ((sqlite_url(tmp_path / "one.db"), 1), (target, 3)):
+        with pytest.raises(CopyIncomplete) as raised:
+            copy_sessions(str(root), destination, processes=processes)
+        assert isinstance(raised.value.result, CopyResult)
+        results.append(raised.value.result)
+    one, several = results
+    assert several.copied == one.copied and sorted(one.copied) == sorted(sessions)
+    assert several.failed == one.failed and len(one.failed) == 2 and one.skipped == []
+    back = tmp_path / "back"
+    assert sorted(copy_sessions(target, str(back)).copied) == sorted(sessions)
+    for session_id, path in sessions.items():
+        [returned] = back.rglob(f"*_{session_id}.jsonl")
+        assert returned.read_bytes() == path.read_bytes(), session_id
+    # again, by the command: everything there, the two named, exit status 1
+    code, out, err = run("copy", "--processes", "3", str(root), target)
+    assert code == 1 and out == ""
+    assert err.splitlines()[-1] == f"copied 0 session(s) to {target}; {len(sessions)} already " \
+                                   "there; 2 not copied"
+    assert err.splitlines()[:-1] == [f"not copied: {failure.source}: {failure.reason}"
+                                     for failure in one.failed]

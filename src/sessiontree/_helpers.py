@@ -1,4 +1,5 @@
-"""Helper processes for work that splits: scanning a large file, listing a large folder.
+"""Helper processes for work that splits: scanning a large file, listing a large folder,
+copying many sessions.
 
 A helper is ``python -I -c`` running one function of this package with string arguments, which
 it reads from its standard input (a file: a share of ten thousand file names is beyond what a
@@ -14,7 +15,7 @@ Invariants:
   :data:`default_processes` (the command-line tool: 4), else 1. A library in a server never
   starts processes on its own.
 * Nor when only one CPU is free (the CPUs this process may run on, less the other tasks
-  running at that moment), or in a frozen or embedded program (no Python interpreter to
+  running at that moment) for work done on this machine's CPUs, or in a frozen or embedded program (no Python interpreter to
   start).
 * A caller ends every helper it started, whatever happens (:func:`finish`).
 * A helper is isolated (``-I``): neither the folder it starts in nor ``PYTHONPATH``, user
@@ -48,15 +49,19 @@ default_processes = 1
 program's setting (the command-line tool sets 4 while a command runs)."""
 
 
-def processes(requested: int | None = None) -> int:
+def processes(requested: int | None = None, *, waits: bool = False) -> int:
     """How many processes work that splits may use (this one included), of ``requested``
-    (``None``: ``SESSIONTREE_PROCESSES``, else :data:`default_processes`)."""
+    (``None``: ``SESSIONTREE_PROCESSES``, else :data:`default_processes`). ``waits``: the
+    work mostly waits on another program (a copy into a database server), so all of
+    ``requested`` are used however few CPUs are free."""
     if requested is None:
         wanted = os.environ.get("SESSIONTREE_PROCESSES", "")
         requested = int(wanted) if wanted.isdigit() else default_processes
     if requested <= 1 or getattr(sys, "frozen", False) or \
             not os.path.basename(sys.executable or "").lower().startswith(("python", "pypy")):
         return 1
+    if waits:
+        return requested
     try:
         available = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

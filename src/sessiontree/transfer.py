@@ -17,6 +17,11 @@ Invariants:
 * Into a folder, sessions land in pi's layout: a folder's sessions keep their project folder
   (relative to the source folder), a database's go to pi's ``--<cwd>--`` folder for their
   header's cwd, each file named ``<time>_<id>.jsonl``.
+* A whole store's sessions are copied by several processes when the caller asks for them
+  (:mod:`sessiontree._helpers`), each a share of the sessions, dealt out in turn, with its own
+  connections; the result (copied, skipped, failed, in the source's order) is the one a
+  single process gives. Each process reads the files it copies (a folder is only listed and
+  stat'ed first), so copying starts at once.
 * The source is never written to.
 """
 
@@ -27,6 +32,8 @@ from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import msgspec
+
+from . import _helpers
 
 from .errors import (
     CopyIncomplete,
@@ -78,10 +85,70 @@ class _Item(NamedTuple):
     folder: str | None
 
 
-def _file_item(path: str, folder: str) -> _Item:
+class _Outcome(msgspec.Struct, frozen=True, array_like=True):
+    """What became of one session: ``copied`` or ``skipped`` (``name`` its id), or ``failed``
+    (``name`` where it is, with the reason); what a helper process answers for each of its
+    share."""
+
+    kind: str
+    name: str
+    reason: str = ""
+
+
+class _Source:
+    """The sessions a copy reads, each named by a key (a file's path, a stored session's id),
+    so that a helper process given the location and its keys reads the same sessions."""
+
+    def __init__(self, location: str) -> None:
+        where = parse_location(location)
+        self.store: Any = None
+        self.root: str | None = None
+        """A folder's absolute path: its files are the sessions."""
+        self.one: str | None = where.session_id
+        """The one session asked for (a file's path, a stored id), whose error is raised."""
+        if where.kind == "jsonl":
+            if os.path.isfile(where.store):
+                self.one = where.store
+            elif not os.path.isdir(where.store):
+                raise SessionNotFound("no such session file or folder", path=where.store)
+            else:
+                self.root = os.path.abspath(where.store)
+        else:
+            self.store = open_store(location, read_only=True)
+
+    def keys(self) -> list[str]:
+        """Every session to copy: a folder's every ``*.jsonl`` file and its project folders'
+        (a folder may be pi's sessions root), sorted, only stat'ed: each file is read by the
+        process that copies it."""
+        from .stores._jsonl_listing import session_files
+
+        if self.one is not None:
+            return [self.one]
+        if self.root is not None:
+            return session_files(self.root)
+        return list(self.store.session_ids())
+
+    def item(self, key: str) -> _Item:
+        if self.store is not None:
+            return _stored_item(self.store, key, "." if self.one is not None else None)
+        if self.root is None:
+            return _file_item(key, ".", listed=False)
+        return _file_item(key, os.path.relpath(os.path.dirname(key), self.root), listed=True)
+
+    def close(self) -> None:
+        if self.store is not None:
+            self.store.close()
+
+
+def _file_item(path: str, folder: str, *, listed: bool) -> _Item:
+    """A session file; ``listed``: one of a folder, copied only if ``ls --all`` lists it."""
     def read() -> tuple[bytes, list[bytes]]:
+        from .stores._jsonl_listing import read_listing
         from .stores.jsonl import read_exact_lines
 
+        if listed and read_listing(path) is None:
+            raise CorruptHeader("not a session file: its first line is not a session header "
+                                "(pi does not list it either)", path=path)
         header, lines = read_exact_lines(path)
         return header, list(lines)
 
@@ -96,45 +163,14 @@ def _stored_item(store: Any, session_id: str, folder: str | None) -> _Item:
     return _Item(store.session_url(session_id), read, folder)
 
 
-def _folder_items(root: str) -> tuple[list[_Item], list[CopyFailure]]:
-    """Every ``*.jsonl`` file of a folder and its project folders: the sessions ``ls --all``
-    lists, and the files it does not (no session header), named as failures."""
-    from .stores._jsonl_listing import list_root, session_files
-
-    listed = {row.path for row in list_root(root)}
-    items: list[_Item] = []
-    failed: list[CopyFailure] = []
-    base = os.path.abspath(root)
-    for path in session_files(root):
-        if path in listed:
-            items.append(_file_item(path, os.path.relpath(os.path.dirname(path), base)))
-        else:
-            failed.append(CopyFailure(path, "not a session file: its first line is not a "
-                                            "session header (pi does not list it either)"))
-    return items, failed
-
-
-def _sources(source: str) -> tuple[Any, list[_Item], list[CopyFailure], bool]:
-    """The source store to close (or ``None``), the sessions to copy, the files that are no
-    sessions, and whether the source is one session (whose error is raised as it is)."""
-    where = parse_location(source)
-    if where.kind == "jsonl":
-        if os.path.isfile(where.store):
-            return None, [_file_item(where.store, ".")], [], True
-        if not os.path.isdir(where.store):
-            raise SessionNotFound("no such session file or folder", path=where.store)
-        items, failed = _folder_items(where.store)
-        return None, items, failed, False
-    store = open_store(source, read_only=True)
-    if where.session_id is not None:
-        return store, [_stored_item(store, where.session_id, ".")], [], True
-    return store, [_stored_item(store, sid, None) for sid in store.session_ids()], [], False
-
-
 ANALYZE_AFTER = 100
 """Sessions a copy writes into a database before it brings the planner's statistics up to
 date: a bulk load (``ANALYZE`` samples each table: about 1.1 s at 141,000 search rows, more
 than copying a few sessions costs)."""
+
+PARALLEL_SESSIONS = 16
+"""Sessions a copy splits over helper processes from (when the caller asks for them): a
+helper takes a moment to start."""
 
 
 class _Destination:
@@ -162,25 +198,38 @@ class _Destination:
             self._ids[folder] = set(opened.session_ids())
         return self._stores[folder], self._ids[folder]
 
-    def close(self, copied: int) -> None:
-        """Close the stores; a database that received :data:`ANALYZE_AFTER` sessions or more
-        has its planner statistics brought up to date (:meth:`SqlStore.analyze
-        <sessiontree.stores._sql.SqlStore.analyze>`)."""
-        from .stores._sql import SqlStore
-
-        try:
-            for store in self._stores.values():
-                if copied >= ANALYZE_AFTER and isinstance(store, SqlStore):
-                    store.analyze()
-        finally:
-            for store in self._stores.values():
-                store.close()
+    def close(self) -> None:
+        for store in self._stores.values():
+            store.close()
 
 
-def copy_sessions(source: str, destination: str) -> CopyResult:
+def _analyze(destination: str) -> None:
+    """Bring a database's planner statistics up to date after a bulk load
+    (:meth:`SqlStore.analyze <sessiontree.stores._sql.SqlStore.analyze>`)."""
+    from .stores._sql import SqlStore
+
+    if parse_location(destination).kind == "jsonl":
+        return
+    store = open_store(destination)
+    try:
+        if isinstance(store, SqlStore):
+            store.analyze()
+    finally:
+        store.close()
+
+
+def copy_sessions(source: str, destination: str, *, processes: int | None = None
+                  ) -> CopyResult:
     """Copy one session (a ``.jsonl`` file, or ``URL#SESSION_ID``) or every session of a store
     (a folder, pi's sessions root included, ``sqlite:///x.db``, ``postgresql://...``) into the
     store ``destination`` (a folder receives pi's layout, see the module docstring).
+
+    Args:
+        processes: copy a whole store's sessions with this many processes (helper processes
+            started for the copy, each writing its share of the sessions with its own
+            connection; the result is the same). ``None``: ``SESSIONTREE_PROCESSES``, else
+            :data:`sessiontree._helpers.default_processes` (1 in a library, so no process is
+            started unless asked for; the command-line tool's default).
 
     Raises:
         InvalidLocation: ``destination`` names a session instead of a store.
@@ -192,27 +241,22 @@ def copy_sessions(source: str, destination: str) -> CopyResult:
     """
     if parse_location(destination).session_id is not None:
         raise InvalidLocation(f"{destination}: the destination is a store (no #SESSION_ID)")
-    src_store, items, failed, single = _sources(source)
-    copied: list[str] = []
-    skipped: list[str] = []
-    target = _Destination(destination)
+    sessions = _Source(source)
     try:
-        for item in items:
-            try:
-                header, lines = item.read()
-                session_id = _session_id(header)
-                store, existing = target.store(item.folder, header)
-                done = _copy_one(store, existing, session_id, header, lines)
-            except _PER_SESSION as exc:
-                if single:
-                    raise
-                failed.append(CopyFailure(item.where, _reason(exc)))
-                continue
-            (copied if done else skipped).append(session_id)
+        keys = sessions.keys()
+        count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS else min(\
+            len(keys), _helpers.processes(processes, waits=True))
+        if count == 1:
+            outcomes = _copy_keys(sessions, destination, keys)
+        else:
+            outcomes = _shared(source, destination, sessions, keys, count)
     finally:
-        target.close(len(copied))
-        if src_store is not None:
-            src_store.close()
+        sessions.close()
+    copied = [o.name for o in outcomes if o.kind == "copied"]
+    skipped = [o.name for o in outcomes if o.kind == "skipped"]
+    failed = [CopyFailure(o.name, o.reason) for o in outcomes if o.kind == "failed"]
+    if len(copied) >= ANALYZE_AFTER:
+        _analyze(destination)
     result = CopyResult(copied, skipped, destination, failed)
     if failed:
         raise CopyIncomplete(f"{len(failed)} session(s) not copied (copied {len(copied)}, "
@@ -220,6 +264,58 @@ def copy_sessions(source: str, destination: str) -> CopyResult:
                                  f"{f.source}: {f.reason}" for f in failed),
                              result=result, path=destination)
     return result
+
+
+def _shared(source: str, destination: str, sessions: _Source, keys: list[str], count: int
+            ) -> list[_Outcome]:
+    """Each session's outcome, in the order of ``keys``, the sessions dealt out to ``count``
+    processes (this one and helpers, :func:`sessiontree._helpers.shared`). A helper that
+    fails costs time: its share is copied here, what it stored found already there."""
+    def read(answer: bytes, share: list[str]) -> list[_Outcome] | None:
+        outcomes = _outcomes_decoder.decode(answer)
+        return outcomes if len(outcomes) == len(share) else None
+
+    done = _helpers.shared("sessiontree.transfer:_copy_share",
+                           [keys[i::count] for i in range(count)],
+                           lambda share: [source, destination, *share],
+                           lambda share: _copy_keys(sessions, destination, share), read)
+    return [done[place % count][place // count] for place in range(len(keys))]
+
+
+def _copy_share(source: str, destination: str, *keys: str) -> None:
+    """A helper process: copy these sessions of ``source``; their outcomes as MessagePack."""
+    sessions = _Source(source)
+    try:
+        _helpers.reply(_outcomes_encoder.encode(_copy_keys(sessions, destination, list(keys))))
+    finally:
+        sessions.close()
+
+
+_outcomes_encoder = msgspec.msgpack.Encoder()
+_outcomes_decoder = msgspec.msgpack.Decoder(list[_Outcome])
+
+
+def _copy_keys(sessions: _Source, destination: str, keys: list[str]) -> list[_Outcome]:
+    """Copy these sessions in this process, one after the other; each one's outcome."""
+    outcomes: list[_Outcome] = []
+    target = _Destination(destination)
+    try:
+        for key in keys:
+            item = sessions.item(key)
+            try:
+                header, lines = item.read()
+                session_id = _session_id(header)
+                store, existing = target.store(item.folder, header)
+                done = _copy_one(store, existing, session_id, header, lines)
+            except _PER_SESSION as exc:
+                if sessions.one is not None:
+                    raise
+                outcomes.append(_Outcome("failed", item.where, _reason(exc)))
+                continue
+            outcomes.append(_Outcome("copied" if done else "skipped", session_id))
+    finally:
+        target.close()
+    return outcomes
 
 
 def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,

@@ -59,14 +59,15 @@ from ._sql_common import (
     check_session_id,
     counted_listing,
     envelopes,
+    insert_search_flow,
     listing_from_row,
     lock_flow,
     migrate_flow,
     plan_rows,
     record_from_row,
     reindex_flow,
-    search_flow,
     search_row_id,
+    search_rows,
     write_flow,
 )
 from ._path import ChunkedPath
@@ -364,14 +365,18 @@ class SqlStore(StoredEntries, ABC):
         d = self.dialect
         state = SessionState.new(header_line, d)
         records = envelopes(lines)
+        # the rows are worked out before the transaction: nothing in them depends on the
+        # database (a new session), and an SQLite writer holds the one write lock meanwhile
+        first = state.params(d)
+        rows = plan_rows(state, lines, records, {}, d, orphans=True)
+        found = search_rows(state.session_id, [(row.params["seq"], row.params["line"])
+                                               for row in rows], d)
         with self._transaction() as conn:
-            conn.execute(d["insert_session"], state.params(d))
-            rows = plan_rows(state, lines, records, {}, d, orphans=True)
+            conn.execute(d["insert_session"], first)
             for start in range(0, len(rows), 1000):
                 conn.cursor().executemany(self.dialect["insert_entry"],
                                           [row.params for row in rows[start:start + 1000]])
-            self._drive(search_flow(state.session_id, [(row.params["seq"], row.params["line"])
-                                                       for row in rows], d), conn)
+            self._drive(insert_search_flow(found, d), conn)
             conn.execute(d["update_session"], state.params(d))
         return state.session_id
 

@@ -70,10 +70,12 @@ __all__ = [
     "listing_from_row",
     "lock_flow",
     "migrate_flow",
+    "insert_search_flow",
     "plan_rows",
     "record_from_row",
     "reindex_flow",
     "search_flow",
+    "search_rows",
     "search_row_id",
     "write_flow",
 ]
@@ -776,6 +778,14 @@ def migrate_flow(d: Dialect, url: str) -> Flow[int]:
 
 def search_flow(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect) -> Flow[None]:
     """Insert the search rows of entry lines (``(seq, line)``) just stored."""
+    yield from insert_search_flow(search_rows(session_id, lines, d), d)
+
+
+def search_rows(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect
+                ) -> list[dict[str, Any]]:
+    """The search rows of entry lines (``(seq, line)``): their words counted, which a caller
+    that knows the lines before its transaction does outside it (an SQLite writer holds the
+    database's one write lock meanwhile)."""
     params = []
     for seq, line in lines:
         doc = document(line)
@@ -796,6 +806,11 @@ def search_flow(session_id: str, lines: Sequence[tuple[int, bytes]], d: Dialect)
             row["first"] = search_row_id(doc.ms)
             row["last"] = row["first"] + (1 << _COUNTER_BITS) - 1
         params.append(row)
+    return params
+
+
+def insert_search_flow(params: list[dict[str, Any]], d: Dialect) -> Flow[None]:
+    """Insert search rows (:func:`search_rows`)."""
     if params:
         yield Step("insert_search", params, "many")
         if d.driver == "sqlite":
