@@ -923,10 +923,10 @@ def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
 def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
         lines: list[bytes], words: list[str]) -> None:
     """The scan of bytes passes a line over only when its entry cannot hold every word, letters
-    escaped or in any case, a Kelvin sign; and the one-pass test of a whole chunk (Hyperscan)
-    rejects a chunk only when that scan keeps no line of it."""
+    escaped or in any case, a Kelvin sign; and the scan that first searches each chunk in one
+    pass (Hyperscan) keeps the same lines."""
     from sessiontree._search import document, holds_words
-    from sessiontree._search_scan import chunk_gate, maybe_lines
+    from sessiontree._search_scan import fast_lines, maybe_lines
 
     data = b"\n".join(lines) + b"\n"
     kept = maybe_lines(data, words)
@@ -936,17 +936,17 @@ def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
         if doc is not None and holds_words(doc.text, words):
             assert (start, start + len(line)) in kept, line
         start += len(line) + 1
-    gate = chunk_gate(words)
-    assert gate is None or gate(data) or not kept
+    fast = fast_lines(words)
+    assert fast is None or fast(data) == kept
 
 
 def test_the_test_extras_install_the_fast_scan() -> None:
-    """The one-pass test of a chunk is there where the test extras are (so the tests above run
-    it): without it a scan is still exact, only slower."""
-    from sessiontree._search_scan import chunk_gate
+    """The scan that searches each chunk in one pass first is there where the test extras are
+    (so the tests above run it): without it a scan is still exact, only slower."""
+    from sessiontree._search_scan import fast_lines
 
-    assert chunk_gate(["error"]) is not None, "pip install -e '.[test]' (hyperscan)"
-    assert chunk_gate(["caf\u00e9"]) is None  # (words not all ASCII: every line judged)
+    assert fast_lines(["error"]) is not None, "pip install -e '.[test]' (hyperscan)"
+    assert fast_lines(["caf\u00e9"]) is None  # (words not all ASCII: every line judged)
 
 
 SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("kelvin measured", {}), ("kelvin temperature", {}),
@@ -960,8 +960,8 @@ def test_a_search_without_time_to_index_finds_what_the_index_finds(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, gate: bool) -> None:
     """The bytes a search has no time to index are scanned: the hits are those of the whole
     index, with few candidates (so the most recent ones must be the same) or many, and from
-    an index built in part (a chunk of a file at a time); with each chunk first tested in one
-    pass (the extra ``sessiontree[fast]``, installed with the test extras) and as a scan
+    an index built in part (a chunk of a file at a time); with each chunk first searched in
+    one pass (the extra ``sessiontree[fast]``, installed with the test extras) and as a scan
     without it does."""
     import shutil
 
@@ -969,7 +969,7 @@ def test_a_search_without_time_to_index_finds_what_the_index_finds(
     from sessiontree.stores import _jsonl_search
 
     if not gate:  # as without the extra
-        monkeypatch.setattr(_search_scan, "chunk_gate", lambda words: None)
+        monkeypatch.setattr(_search_scan, "fast_lines", lambda words: None)
     _tricky(root / "--tricky--")
     indexed = JsonlStore(root)
     indexed.build_search_index()

@@ -34,7 +34,7 @@ import msgspec
 
 from ._search import CANDIDATES, SearchDoc, _ms, document, holds_words
 
-__all__ = ["Found", "Recent", "chunk_gate", "maybe_lines"]
+__all__ = ["Found", "Recent", "fast_lines", "maybe_lines"]
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 _KELVIN = "\u212a".encode()
@@ -71,7 +71,10 @@ def _anchor(words: Sequence[bytes]) -> bytes:
     return max(words, key=lambda word: (len(word), b"k" not in word))
 
 
-def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
+def _ascii_lines(data: bytes, words: list[bytes], *,
+                 escapes: bool = True) -> list[tuple[int, int]]:
+    """:func:`maybe_lines` of ASCII words (``escapes``: unless ``data`` is known to hold
+    nothing that may spell a letter of the anchor, so that it need not be searched for)."""
     low = data.lower()
     stop = low.rfind(b"\n")
     lines: dict[int, int] = {}
@@ -81,8 +84,8 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     # the Kelvin sign for a k (a needle of 4 bytes is found half again as fast as one of 2);
     # the other words are looked for in the lines that hold the anchor
     kelvin = b"k" in anchor
-    specials = [b"\\u" if kelvin else b"\\u00"]
-    if kelvin and low.find(b"\xaa", 0, stop) >= 0:  # (one byte is looked for at memchr's speed)
+    specials = [b"\\u" if kelvin else b"\\u00"] if escapes else []
+    if escapes and kelvin and low.find(b"\xaa", 0, stop) >= 0:  # (one byte is looked for at memchr's speed)
         specials.append(_KELVIN)
     for special in specials:
         at = low.find(special, 0, stop)
@@ -112,38 +115,52 @@ def _ascii_lines(data: bytes, words: list[bytes]) -> list[tuple[int, int]]:
     return sorted(lines.items())
 
 
-def chunk_gate(words: Sequence[str]) -> Callable[[bytes], bool] | None:
-    """A test of a whole chunk in one pass: False only when :func:`maybe_lines` finds no line
-    in it, so that most chunks of a rare word are passed over without CPython's three passes
-    (lowercase, the escapes, the anchor: about 10 instructions a byte). It looks, in any case,
-    for the anchor and for everything that makes the scan look at a line although the bytes do
-    not show the anchor (an escape ``\\u0030``-``\\u007f``, and for an anchor with a ``k`` the
-    Kelvin sign, raw or ``\\u212a``), all at once with Hyperscan (the optional extra
-    ``sessiontree[fast]``, several GB/s). None without it or for words not all ASCII (the scan
-    then judges every line as it did)."""
+def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]] | None:
+    """:func:`maybe_lines` for these words, the same lines, with each chunk first searched in
+    one pass for the anchor in any case and in another for anything that may spell one of its
+    letters although the bytes do not show it (an escape ``\\u0030``-``\\u007f``, and for an
+    anchor with a ``k`` the Kelvin sign, raw or ``\\u212a``): a chunk with neither holds no
+    line, and one without the second needs no search for escapes. Each pass is Hyperscan's
+    (the optional extra ``sessiontree[fast]``, several GB/s), where CPython takes three passes
+    of about 10 instructions a byte in all (lowercase, the escapes, the anchor), so most
+    chunks of a rare word are passed over at about ``grep``'s speed. None without the extra,
+    or for words not all ASCII (every line judged as :func:`maybe_lines` does)."""
     if not all(word.isascii() for word in words):
         return None
     try:
         import hyperscan
     except ImportError:
         return None
-    anchor = _anchor([word.encode() for word in words])
-    needles = [anchor, *(b"\\u00" + digit for digit in _ALNUM_ESCAPE)]
+    encoded = [word.encode() for word in words]
+    anchor = _anchor(encoded)
+    spelling = [b"\\u00" + digit for digit in _ALNUM_ESCAPE]
     if b"k" in anchor:
-        needles += [b"\\u212a", _KELVIN]
-    database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
-    database.compile(expressions=needles, ids=list(range(len(needles))), elements=len(needles),
-                     flags=hyperscan.HS_FLAG_CASELESS, literal=True)
+        spelling += [b"\\u212a", _KELVIN]
     stopped = hyperscan.ScanTerminated
 
-    def may_hold(data: bytes) -> bool:
-        try:
-            database.scan(data, match_event_handler=_stop)
-        except stopped:  # (at the first needle found: the scan judges the chunk)
-            return True
-        return False
+    def finder(needles: list[bytes]) -> Callable[[bytes], bool]:
+        database = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
+        database.compile(expressions=needles, ids=list(range(len(needles))),
+                         elements=len(needles), flags=hyperscan.HS_FLAG_CASELESS, literal=True)
 
-    return may_hold
+        def holds(data: bytes) -> bool:
+            try:
+                database.scan(data, match_event_handler=_stop)
+            except stopped:  # (at the first one found)
+                return True
+            return False
+
+        return holds
+
+    holds_anchor, may_spell = finder([anchor]), finder(spelling)
+
+    def lines(data: bytes) -> list[tuple[int, int]]:
+        spelled = may_spell(data)
+        if not spelled and not holds_anchor(data):
+            return []
+        return _ascii_lines(data, encoded, escapes=spelled)
+
+    return lines
 
 
 def _stop(*_: object) -> bool:
@@ -212,12 +229,10 @@ class Recent:
     any number of regions: a line older than all of them once there are enough is not even
     decoded."""
 
-    def __init__(self, words: Sequence[str], *, role: str | None, since: int,
-                 gate: bool = True) -> None:
+    def __init__(self, words: Sequence[str], *, role: str | None, since: int) -> None:
         self.words = list(words)
-        self._gate = gate
-        """Whether chunks are first tested by :func:`chunk_gate` (built at the first scan)."""
-        self._may_hold: Callable[[bytes], bool] | None = None
+        self._lines: Callable[[bytes], list[tuple[int, int]]] | None = None
+        """How a chunk's lines that may hold every word are found (at the first scan)."""
         self.role = role
         self.since = since
         self.found: list[Found] = []
@@ -230,13 +245,12 @@ class Recent:
     def scan(self, data: bytes, base: int, session_id: str, session: str, cwd: str) -> None:
         """Judge the whole lines of ``data`` (a last line without its newline is left out),
         the bytes of ``session`` from offset ``base`` (a line's place is its offset)."""
-        if self._gate:
-            self._may_hold, self._gate = chunk_gate(self.words), False
-        if self._may_hold is not None and not self._may_hold(data):
-            return
+        if self._lines is None:
+            words = self.words
+            self._lines = fast_lines(words) or (lambda data: maybe_lines(data, words))
         maybe: list[tuple[tuple[int, str, int], bytes]] = []
         worst, decode, plain = self._worst_stamp, _stamp.decode, _PLAIN.fullmatch
-        for start, end in maybe_lines(data, self.words):  # (once a line for a common word)
+        for start, end in self._lines(data):  # (once a line for a common word)
             if data[start] != 0x7B:  # {
                 continue
             line = data[start:end]
