@@ -93,6 +93,91 @@ def test_every_key_of_a_session_is_in_its_slot(store: RedisStore) -> None:
     session.close()
 
 
+_DECLARED_ONLY = """
+local real = redis
+local declared = {}
+for _, key in ipairs(KEYS) do declared[key] = true end
+local function checked(call)
+  return function(command, ...)
+    local args = {...}
+    for i, key in ipairs(args) do
+      if (i == 1 or command == 'DEL') and not declared[key] then
+        error('undeclared key ' .. tostring(key) .. ' in ' .. command)
+      end
+    end
+    return call(command, ...)
+  end
+end
+local redis = setmetatable({call = checked(real.call), pcall = checked(real.pcall)},
+                           {__index = real})
+"""
+"""Put before a script: any key it reads or writes that is not in its KEYS is an error."""
+
+
+def test_every_key_a_script_touches_is_declared(store: RedisStore) -> None:
+    """Each script names in KEYS every key it reads or writes (a cluster refuses any other,
+    and a proxy in front of one server routes by them), on one server too: appends, a
+    purge's replaced line, a rebuilt search index and tree index, a migration, searches and a
+    delete, every script run with a guard that fails on an undeclared key. On one server the
+    delete and rebuild scripts took the session out of its words' and cwd's sets by names
+    made in the script."""
+    for name in dir(store):
+        if name.endswith("_script"):
+            setattr(store, name, store._client.register_script(
+                _DECLARED_ONLY + getattr(store, name).script))
+    with Session.create(cwd="/w", store=store) as session:
+        first = session.append_message(UserMessage.of("the albatross flies south"))
+        for n in range(40):  # (some words' postings move from recent to post)
+            session.append_message(UserMessage.of(f"the albatross flies {n}"))
+        session.set_label(first, "start")
+        session.set_name("birds")
+    other = Session.create(cwd="/elsewhere", store=store)
+    other.append_message(UserMessage.of("a petrel"))
+    other.close()
+    store.replace_line(session.id, first, session.raw_line(first).replace(b"south", b"north"))
+    store._client.hset(store.keys(session.id)[0], "indexed", 1)  # as an earlier version left it
+    store._client.hdel(store.keys(session.id)[0], "tree")
+    store._client.delete(f"{store.prefix}:search")
+    assert store.migrate() == 1
+    store.reindex_search(other.id)
+    assert {hit.session_id for hit in store.search("albatross north")} == {session.id}
+    with Session(store.open_log(session.id)) as reopened:
+        assert reopened.path_ids()[-1] in reopened.path_ids(reopened.leaf_id)
+    store.delete(session.id)
+    assert [row.id for row in store.list_sessions()] == [other.id]
+    assert not store.search("albatross")
+    assert not [key for key in _all_keys(store) if session.id.encode() in key]
+
+
+def test_a_delete_or_rebuild_whose_words_changed_meanwhile_reads_them_again(
+        request: pytest.FixtureRequest) -> None:
+    """On one server a delete and a rebuilt search index read the session's words before their
+    script (which names their sets): a word another writer brings in between sends the script
+    round again, so no set keeps the deleted session or misses the rebuilt one."""
+    from .test_search import _redis_word_sets
+
+    url = redis_store_url(request, "redis")
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
+        session = Session.create(cwd="/w", store=store)
+        entry = session.append_message(UserMessage.of("the albatross"))
+        writer = Session(other.open_log(session.id))
+        calls = beside_script(store, "_reindex_script", lambda: len(calls) == 1 and
+                              other.replace_line(session.id, entry, writer.raw_line(entry)
+                                                 .replace(b"albatross", b"petrel")), before=True)
+        store.reindex_search(session.id)
+        assert len(calls) == 2
+        assert _redis_word_sets(store, session.id) == {"the", "petrel"}
+        assert [hit.entry_id for hit in store.search("petrel")] == [entry]
+        calls = beside_script(store, "_delete_script", lambda: len(calls) == 1 and
+                              writer.append_message(UserMessage.of("a fulmar")), before=True)
+        store.delete(session.id)
+        assert len(calls) == 2
+        assert _redis_word_sets(store, session.id) == set()
+        assert not [key for key in _all_keys(store) if session.id.encode() in key]
+        writer.close()
+        session.close()
+
+
 def _all_keys(store: RedisStore) -> list[bytes]:
     if store.cluster:
         found: list[bytes] = []

@@ -60,6 +60,10 @@ Invariants:
   refused append, a writer on a cluster that died after a delete's script) costs a look at
   that session,
   never a hit: a search judges the session's own postings, then its lines.
+* Every script names in ``KEYS`` each key it reads or writes, on one server too (a cluster
+  refuses any other, and a proxy in front of one server routes by them): a delete and a
+  rebuilt search index read the session's words (and cwd) first, and their scripts check that
+  they are still the session's, else are run again with what is read then.
 * ``durable=True`` sends ``WAIT`` on the script's connection: an append returns once a replica
   holds it (waiting at most half the store's ``timeout``), else raises :class:`~sessiontree.errors.StoreUnavailable` (retrying is safe).
 * Passwords never appear in :attr:`RedisStore.url`, errors or logs.
@@ -433,12 +437,13 @@ return out
 """
 
 # KEYS: every key of the session (meta first, its search postings fourth and their recent
-# part sixth), then on one
-# server the sorted sets of all sessions and of the searched ones. ARGV: on one server the
-# names of the words' sets and of the cwds' sorted sets without the word or the cwd's SHA-1
-# (the session leaves them in the script too; on a cluster they are in other slots). Returns
-# the session's cwd and the words whose sets the caller must still take it out of (all on a
-# cluster, none on one server), or false when there is no session.
+# part sixth), then on one server the sorted sets of all sessions, of the session's cwd and of
+# the searched ones, and the set of each word of ARGV (on a cluster these are in other slots).
+# ARGV: on one server the session's cwd and its words, as the caller read them (a script
+# names every key it touches, so the caller reads them first; the script checks that they are
+# still the session's). Returns the session's cwd and the words whose sets the caller must
+# still take it out of (all on a cluster, none on one server), 'changed' (one server: the cwd
+# or the words are not those read: read them again) or false when there is no session.
 _DELETE = """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
@@ -452,12 +457,15 @@ if #ARGV == 0 then
   redis.call('DEL', unpack(KEYS))
   return {cwd, words}
 end
+if cwd ~= ARGV[1] or #words ~= #ARGV - 1 then return 'changed' end
+for i = 2, #ARGV do
+  if not held[ARGV[i]] then return 'changed' end
+end
 local sid = string.match(KEYS[1], '{([^}]*)}')
-redis.call('DEL', unpack(KEYS, 1, #KEYS - 2))
-for _, word in ipairs(words) do redis.call('SREM', ARGV[1] .. word, sid) end
-redis.call('ZREM', ARGV[2] .. redis.sha1hex(cwd), sid)
-redis.call('ZREM', KEYS[#KEYS - 1], sid)
-redis.call('ZREM', KEYS[#KEYS], sid)
+local n = #KEYS - #ARGV - 2  -- the session's own keys
+redis.call('DEL', unpack(KEYS, 1, n))
+for i = n + 1, n + 3 do redis.call('ZREM', KEYS[i], sid) end
+for i = n + 4, #KEYS do redis.call('SREM', KEYS[i], sid) end
 return {cwd, {}}
 """
 
@@ -527,29 +535,40 @@ return 1
 """
 
 # KEYS: meta, lines, post, docs, the search index of version 1 (a sorted set of 'word
-# position'), recent, then on one server the searched sessions' sorted set. ARGV: n, the search records
-# of the session's n lines, their latest time ('': none with text), on one server the name of
-# the words' sets without the word ('' on a cluster: they are in other slots, the caller writes
-# them after), then each word and its postings. Builds the session's search index again from
+# position'), recent, then on one server the searched sessions' sorted set and the set of each
+# word of ARGV, in order (on a cluster they are in other slots: the caller writes them after).
+# ARGV: n, the search records of the session's n lines, their latest time ('': none with
+# text), m, then m times a word and its postings, then on one server the words the session
+# held as the caller read them and no longer holds (a script names every key it touches: the
+# script checks that the session holds no other). Builds the session's search index again from
 # its lines if it still has n (on one server the session leaves the sets of the words it no
 # longer holds and joins the others'); returns {'ok', the words it held before (none on one
-# server)}, {'gone'} or {'changed'}.
+# server)}, {'gone'} or {'changed'} (lines came, or on one server words the caller did not
+# read).
 _REINDEX = _SEARCH_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return {'changed'} end
+local m = tonumber(ARGV[4])
 local old = redis.call('HKEYS', KEYS[3])
 for _, word in ipairs(redis.call('HKEYS', KEYS[6])) do old[#old + 1] = word end
+local sets = #KEYS > 6  -- one server
+if sets then
+  local named = {}
+  for i = 5, #ARGV do
+    if i > 4 + 2 * m or i % 2 == 1 then named[ARGV[i]] = true end
+  end
+  for _, word in ipairs(old) do
+    if not named[word] then return {'changed'} end
+  end
+end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('SET', KEYS[4], ARGV[2])
-for i = 5, #ARGV, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+for i = 5, 4 + 2 * m, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'indexed', SEARCH_VERSION)
-local sets = ARGV[4]
-if sets == '' then return {'ok', old} end
+if not sets then return {'ok', old} end
 local sid = string.match(KEYS[1], '{([^}]*)}')
-for _, word in ipairs(old) do
-  if redis.call('HEXISTS', KEYS[3], word) == 0 then redis.call('SREM', sets .. word, sid) end
-end
-for i = 5, #ARGV, 2 do redis.call('SADD', sets .. ARGV[i], sid) end
+for j = 8, 7 + m do redis.call('SADD', KEYS[j], sid) end
+for j = 8 + m, #KEYS do redis.call('SREM', KEYS[j], sid) end
 if ARGV[3] ~= '' then redis.call('ZADD', KEYS[7], 'GT', ARGV[3], sid) end
 return {'ok', {}}
 """
@@ -1239,12 +1258,14 @@ class RedisStore(StoredEntries):
         self._writable()
         check_session_id(session_id)
         keys: list[Any] = self.session_keys(session_id)
-        args: list[Any] = []
-        if not self.cluster:
-            keys += [self._index_keys(None)[0], self._searched_key]
-            args = [self.word_key(""), self._cwd_prefix]
-        with self._errors(writing=True):
-            found = self._delete_script(keys=keys, args=args, client=self._client)
+        for _ in range(_TRIES):  # (one server: again when its words changed meanwhile)
+            call = self._delete_call(keys)
+            with self._errors(writing=True):
+                found = self._delete_script(**call, client=self._client) if call else None
+            if found != b"changed":
+                break
+        else:
+            raise _kept_changing("it was deleted", self.session_url(session_id))
         if found is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
         self._listed.pop(session_id, None)
@@ -1255,6 +1276,24 @@ class RedisStore(StoredEntries):
                 *self._index_keys(cwd.decode("utf-8", "surrogatepass")), self._searched_key]]
                 + [(key, ("SREM", key, session_id)) for key in (
                     self.word_key(word.decode("utf-8", "surrogatepass")) for word in words)])
+
+    def _delete_call(self, keys: list[Any]) -> dict[str, list[Any]] | None:
+        """The delete script's keys and arguments for a session's ``keys``: on one server, its
+        cwd and words read first (``None``: no session), and the listing's sets, the searched
+        sessions' and the words' sets added, so that the script names every key it touches
+        (see ``_DELETE``); on a cluster, where those are in other slots, the session's keys
+        alone."""
+        if self.cluster:
+            return {"keys": keys, "args": []}
+        cwd, posted, recent = self._query(lambda pipe: (
+            pipe.hget(keys[0], "cwd"), pipe.hkeys(keys[3]), pipe.hkeys(keys[5])))
+        if cwd is None:
+            return None
+        words = sorted(set(posted) | set(recent))
+        return {"keys": [*keys, *self._index_keys(cwd.decode("utf-8", "surrogatepass")),
+                         self._searched_key, *(self.word_key(word.decode("utf-8", "surrogatepass"))
+                                               for word in words)],
+                "args": [cwd, *words]}
 
     def close(self) -> None:
         """Close the connections (idempotent)."""
@@ -1536,20 +1575,25 @@ class RedisStore(StoredEntries):
         check_session_id(session_id)
         self._searched.pop(session_id, None)
         meta, lines_key, _ = self.keys(session_id)
+        post, recent = self.search_keys(session_id)[0], self._recent_key(session_id)
         keys = [meta, lines_key, *self.search_keys(session_id),
-                self._legacy_words_key(session_id), self._recent_key(session_id)]
-        if not self.cluster:
-            keys.append(self._searched_key)
+                self._legacy_words_key(session_id), recent]
         for _ in range(_TRIES):
-            with self._errors():
-                lines = self._client.lrange(lines_key, 0, -1)
+            # on one server the words held are read too: the script names their sets
+            lines, *held = self._query(lambda pipe: (
+                pipe.lrange(lines_key, 0, -1),
+                *(() if self.cluster else (pipe.hkeys(post), pipe.hkeys(recent)))))
             found = _rs.batch(lines, 1)
+            dropped = sorted({word.decode("utf-8", "surrogatepass") for words in held
+                              for word in words} - found.postings.keys())
+            sets = [] if self.cluster else [self._searched_key, *map(
+                self.word_key, [*found.postings, *dropped])]
             with self._errors(writing=True):
-                reply = self._reindex_script(keys=keys, args=[
+                reply = self._reindex_script(keys=[*keys, *sets], args=[
                     len(lines), found.docs, "" if found.latest is None else found.latest,
-                    b"" if self.cluster else self.word_key(""),
-                    *(item for word, postings in found.postings.items()
-                      for item in (_text(word), postings))],
+                    len(found.postings), *(item for word, postings in found.postings.items()
+                                           for item in (_text(word), postings)),
+                    *map(_text, dropped)],
                     client=self._client)
             if reply[0] == b"gone":
                 raise SessionNotFound(f"no session {session_id} in this store",
