@@ -178,6 +178,30 @@ def test_a_delete_or_rebuild_whose_words_changed_meanwhile_reads_them_again(
         session.close()
 
 
+def test_a_rebuild_of_the_search_index_is_not_overtaken_by_a_replaced_line(
+        store: RedisStore, store_url: str) -> None:
+    """A line replaced (a purge) between a rebuild's read of the lines and its script sends
+    the script round again: the index is built from the new line, not the one read. The
+    script checked only the number of lines, and built the index of the line as it was (its
+    words' counts here; its purged words too)."""
+    from sessiontree.stores import _redis_search as _rs
+
+    session = Session.create(cwd="/w", store=store)
+    entry = session.append_message(UserMessage.of("albatross albatross south"))
+    with RedisStore.from_url(store_url) as other:
+        calls = beside_script(store, "_reindex_script", lambda: len(calls) == 1 and
+                              other.replace_line(session.id, entry, session.raw_line(entry)
+                                                 .replace(b"albatross albatross", b"albatross")),
+                              before=True)
+        store.reindex_search(session.id)
+    assert len(calls) == 2
+    post, recent = store.search_keys(session.id)[0], store._recent_key(session.id)
+    postings = (store._client.hget(post, "albatross") or b"") + \
+        (store._client.hget(recent, "albatross") or b"")
+    assert _rs.decode(postings) == {1: 1}
+    session.close()
+
+
 def _all_keys(store: RedisStore) -> list[bytes]:
     if store.cluster:
         found: list[bytes] = []

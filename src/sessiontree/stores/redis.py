@@ -6,7 +6,8 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
 * ``P:{ID}:meta``, a hash: the header line and the listing's fields (cwd, created, parent,
   name, first message, message and entry counts, latest activity, modified time, token and
   cost totals: ``_USAGE_FIELDS``, kept by the append script; a session stored before them has
-  them counted and kept at its first listing by a writable store);
+  them counted and kept at its first listing by a writable store; ``replaced``, how many lines
+  :meth:`RedisStore.replace_line` rewrote, which a rebuild of the search index checks);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
 * ``P:{ID}:post`` and ``P:{ID}:recent`` (hashes) and ``P:{ID}:docs`` (a string): the search
@@ -512,6 +513,7 @@ if indexed then
   redis.call('SETRANGE', KEYS[5], (at - 1) * string.len(ARGV[8]), ARGV[8])
 end
 redis.call('LSET', KEYS[2], at - 1, ARGV[3])
+redis.call('HINCRBY', KEYS[1], 'replaced', 1)
 if redis.call('HGET', KEYS[1], 'first') == ARGV[4] then redis.call('HSET', KEYS[1], 'first', ARGV[5]) end
 redis.call('HDEL', KEYS[1], unpack(USAGE))
 if redis.call('LLEN', KEYS[2]) == tonumber(ARGV[6]) then
@@ -538,24 +540,28 @@ return 1
 # position'), recent, then on one server the searched sessions' sorted set and the set of each
 # word of ARGV, in order (on a cluster they are in other slots: the caller writes them after).
 # ARGV: n, the search records of the session's n lines, their latest time ('': none with
-# text), m, then m times a word and its postings, then on one server the words the session
-# held as the caller read them and no longer holds (a script names every key it touches: the
-# script checks that the session holds no other). Builds the session's search index again from
-# its lines if it still has n (on one server the session leaves the sets of the words it no
-# longer holds and joins the others'); returns {'ok', the words it held before (none on one
-# server)}, {'gone'} or {'changed'} (lines came, or on one server words the caller did not
-# read).
+# text), m, the meta hash's 'replaced' count read before the lines ('': none), then m times a
+# word and its postings, then on one server the words the session held as the caller read
+# them and no longer holds (a script names every key it touches: the script checks that the
+# session holds no other). Builds the session's search index again from its lines if it still
+# has those n (none came and none was replaced: the count of lines replaced_line rewrote is the
+# same; on one server the session leaves the sets of the words it no longer holds and joins the
+# others'); returns {'ok', the words it held before (none on one server)}, {'gone'} or
+# {'changed'} (lines came or were replaced, or on one server words the caller did not read).
 _REINDEX = _SEARCH_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
-if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1]) then return {'changed'} end
+if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1])
+    or (redis.call('HGET', KEYS[1], 'replaced') or '') ~= ARGV[5] then
+  return {'changed'}
+end
 local m = tonumber(ARGV[4])
 local old = redis.call('HKEYS', KEYS[3])
 for _, word in ipairs(redis.call('HKEYS', KEYS[6])) do old[#old + 1] = word end
 local sets = #KEYS > 6  -- one server
 if sets then
   local named = {}
-  for i = 5, #ARGV do
-    if i > 4 + 2 * m or i % 2 == 1 then named[ARGV[i]] = true end
+  for i = 6, #ARGV do
+    if i > 5 + 2 * m or i % 2 == 0 then named[ARGV[i]] = true end
   end
   for _, word in ipairs(old) do
     if not named[word] then return {'changed'} end
@@ -563,7 +569,7 @@ if sets then
 end
 redis.call('DEL', KEYS[3], KEYS[4], KEYS[5], KEYS[6])
 redis.call('SET', KEYS[4], ARGV[2])
-for i = 5, 4 + 2 * m, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
+for i = 6, 5 + 2 * m, 2 do redis.call('HSET', KEYS[3], ARGV[i], ARGV[i + 1]) end
 redis.call('HSET', KEYS[1], 'indexed', SEARCH_VERSION)
 if not sets then return {'ok', old} end
 local sid = string.match(KEYS[1], '{([^}]*)}')
@@ -1579,9 +1585,10 @@ class RedisStore(StoredEntries):
         keys = [meta, lines_key, *self.search_keys(session_id),
                 self._legacy_words_key(session_id), recent]
         for _ in range(_TRIES):
-            # on one server the words held are read too: the script names their sets
-            lines, *held = self._query(lambda pipe: (
-                pipe.lrange(lines_key, 0, -1),
+            # the count of lines replaced before the lines (one replaced after them shows);
+            # on one server the words held too: the script names their sets
+            replaced, lines, *held = self._query(lambda pipe: (
+                pipe.hget(meta, "replaced"), pipe.lrange(lines_key, 0, -1),
                 *(() if self.cluster else (pipe.hkeys(post), pipe.hkeys(recent)))))
             found = _rs.batch(lines, 1)
             dropped = sorted({word.decode("utf-8", "surrogatepass") for words in held
@@ -1591,8 +1598,9 @@ class RedisStore(StoredEntries):
             with self._errors(writing=True):
                 reply = self._reindex_script(keys=[*keys, *sets], args=[
                     len(lines), found.docs, "" if found.latest is None else found.latest,
-                    len(found.postings), *(item for word, postings in found.postings.items()
-                                           for item in (_text(word), postings)),
+                    len(found.postings), replaced or b"",
+                    *(item for word, postings in found.postings.items()
+                      for item in (_text(word), postings)),
                     *map(_text, dropped)],
                     client=self._client)
             if reply[0] == b"gone":
