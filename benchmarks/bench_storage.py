@@ -54,6 +54,8 @@ DATA = Path(os.environ.get("SESSIONTREE_BENCH_DATA") or HERE / ".data")
 TARGET_CONTEXT_MS = {"SQLite": 50.0, "PostgreSQL": 50.0, "Redis": 20.0, "Redis Cluster": 20.0}
 TARGET_APPEND_P50_MS = 1.0
 TARGET_SPREAD = 0.10
+LOAD_PROCESSES = 2
+"""Processes a load copies with (``--load-processes``): several pay off only on free CPUs."""
 
 
 # -- data --------------------------------------------------------------------------------------
@@ -78,7 +80,7 @@ def dataset(sessions: int, entries: int, big: int) -> tuple[Path, Path]:
     return folder, big_file
 
 
-def load_store(url: str, folder: Path, big_file: Path, processes: int) -> float:
+def load_store(url: str, folder: Path, big_file: Path, processes: int = LOAD_PROCESSES) -> float:
     """Copy every session into the store with ``processes`` processes (then ANALYZE, as
     autovacuum would after a bulk load); seconds taken."""
     from sessiontree.stores.postgres import split_schema
@@ -369,7 +371,8 @@ def main() -> int:
     parser.add_argument("--as-loaded", action="store_true",
                         help="with --keep: measure a kept store holding part of the data as it "
                              "is (its load row says how much), rather than load the rest")
-    parser.add_argument("--load-processes", type=int, default=2, metavar="N",
+    parser.add_argument("--load-processes", type=int, metavar="N",
+                        default=LOAD_PROCESSES,
                         help="load a store with N processes, each copying its share of the "
                              "sessions (sessiontree copy --processes N)")
     parser.add_argument("--markdown", type=Path)

@@ -621,8 +621,9 @@ def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path:
 
 
 @pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
-def test_a_copy_by_several_processes_is_the_copy_of_one(tmp_path: Path, kind: str,
-                                                        request: pytest.FixtureRequest) -> None:
+def test_a_copy_by_several_processes_is_the_copy_of_one(
+        tmp_path: Path, kind: str, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     """A whole store copied by helper processes, each a share of the sessions: the result (what
     was copied, found there, or named with the reason, in the source's order) is one
     process's, and every session comes back out byte for byte."""
@@ -636,7 +637,8 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(tmp_path: Path, kind: st
     for made in generate_folder(root / "--work--", PARALLEL_SESSIONS, seed=7, min_entries=5,
                                 max_entries=40, cwds=("/work",)):
         sessions[made.session_id] = Path(made.path)
-    assert _helpers.processes(3, waits=True) == 3  # helpers are started, however busy the CPUs
+    monkeypatch.setattr(_helpers, "_busy", lambda: 0)  # as on an idle machine
+    assert _helpers.processes(3) == min(3, len(os.sched_getaffinity(0))) > 1
     share = sorted(str(path) for path in (root / "--work--").glob("*.jsonl"))[:2]
     answer = _helpers.answer(_helpers.start("sessiontree.transfer:_copy_share", str(root),
                                             sqlite_url(tmp_path / "share.db"), *share))

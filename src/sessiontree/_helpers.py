@@ -15,7 +15,7 @@ Invariants:
   :data:`default_processes` (the command-line tool: 4), else 1. A library in a server never
   starts processes on its own.
 * Nor when only one CPU is free (the CPUs this process may run on, less the other tasks
-  running at that moment) for work done on this machine's CPUs, or in a frozen or embedded program (no Python interpreter to
+  running at that moment), or in a frozen or embedded program (no Python interpreter to
   start).
 * A caller ends every helper it started, whatever happens (:func:`finish`).
 * A helper is isolated (``-I``): neither the folder it starts in nor ``PYTHONPATH``, user
@@ -49,19 +49,15 @@ default_processes = 1
 program's setting (the command-line tool sets 4 while a command runs)."""
 
 
-def processes(requested: int | None = None, *, waits: bool = False) -> int:
+def processes(requested: int | None = None) -> int:
     """How many processes work that splits may use (this one included), of ``requested``
-    (``None``: ``SESSIONTREE_PROCESSES``, else :data:`default_processes`). ``waits``: the
-    work mostly waits on another program (a copy into a database server), so all of
-    ``requested`` are used however few CPUs are free."""
+    (``None``: ``SESSIONTREE_PROCESSES``, else :data:`default_processes`)."""
     if requested is None:
         wanted = os.environ.get("SESSIONTREE_PROCESSES", "")
         requested = int(wanted) if wanted.isdigit() else default_processes
     if requested <= 1 or getattr(sys, "frozen", False) or \
             not os.path.basename(sys.executable or "").lower().startswith(("python", "pypy")):
         return 1
-    if waits:
-        return requested
     try:
         available = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):

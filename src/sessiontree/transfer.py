@@ -227,9 +227,12 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
     Args:
         processes: copy a whole store's sessions with this many processes (helper processes
             started for the copy, each writing its share of the sessions with its own
-            connection; the result is the same). ``None``: ``SESSIONTREE_PROCESSES``, else
+            connection; the result is the same), as :func:`sessiontree._helpers.processes`
+            allows: only CPUs free at the start are used (on a busy machine, whose scheduler
+            gives one program's processes one share, more processes copied no faster).
+            ``None``: ``SESSIONTREE_PROCESSES``, else
             :data:`sessiontree._helpers.default_processes` (1 in a library, so no process is
-            started unless asked for; the command-line tool's default).
+            started unless asked for; the command-line tool's 4).
 
     Raises:
         InvalidLocation: ``destination`` names a session instead of a store.
@@ -245,7 +248,7 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
     try:
         keys = sessions.keys()
         count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS else min(\
-            len(keys), _helpers.processes(processes, waits=True))
+            len(keys), _helpers.processes(processes))
         if count == 1:
             outcomes = _copy_keys(sessions, destination, keys)
         else:

@@ -21,9 +21,9 @@ __all__ = ["copy", "delete", "prune", "tail"]
 @click.argument("source", metavar="SRC")
 @click.argument("destination", metavar="DST")
 @click.option("--processes", type=click.IntRange(min=1), default=None, metavar="N",
-              help="Copy a whole store with N processes, each writing its share of the "
-                   "sessions with its own connection (default: SESSIONTREE_PROCESSES, else "
-                   "4, as the other commands).")
+              help="Copy a whole store with up to N processes (as many as CPUs are free), "
+                   "each writing its share of the sessions with its own connection (default: "
+                   "SESSIONTREE_PROCESSES, else 4, as the other commands).")
 @json_option
 @reports_errors
 def copy(source: str, destination: str, processes: int | None, as_json: bool) -> None:
