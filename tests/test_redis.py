@@ -6,6 +6,7 @@ and copies through one server and a cluster that give back the same bytes."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
 import uuid
@@ -610,9 +611,9 @@ def test_a_store_asks_for_the_search_version_until_it_knows_it(
             with pytest.raises(InvalidLocation, match="migrate"):
                 store.search("albatross")
         assert _calls(store, "get") == 3
-        store.migrate()
+        store.migrate()  # (which reads the mark once: a newer one is refused)
         assert len(store.search("albatross")) == len(store.search("albatross")) == 3
-        assert _calls(store, "get") == 3
+        assert _calls(store, "get") == 4
 
 
 def test_the_first_session_of_an_empty_store_marks_its_search_version(
@@ -704,6 +705,37 @@ def test_migrate_carries_on_past_a_session_deleted_meanwhile(
             f"passed over: {kept[1]}\n" in err
         assert store._client.get(f"{store.prefix}:search") == b"3"
         assert {hit.session_id for hit in store.search("albatross")} == {kept[0], kept[2]}
+
+
+def test_a_search_index_of_a_newer_version_is_neither_migrated_nor_searched(
+        store: RedisStore, store_url: str) -> None:
+    """A store a later sessiontree marked with a newer search index version, or a session it
+    indexed so, is refused by ``migrate`` (and the command) and by a search
+    (UnsupportedVersion naming the store or session and both versions) and left as it is;
+    migrate rebuilt such sessions as version 3 and marked the store 3, and a search said the
+    store was older and to migrate it."""
+    from sessiontree import UnsupportedVersion
+
+    with Session.create(cwd="/w", store=store) as session:
+        session.append_message(UserMessage.of("the albatross"))
+    meta = store.keys(session.id)[0]
+    mark = f"{store.prefix}:search"
+    store._client.set(mark, 4)
+    store._client.hset(meta, "indexed", 4)
+    before = store._client.hgetall(meta)
+    said = "search index version 4, newer than this sessiontree knows (3)"
+    with RedisStore.from_url(store_url) as fresh:
+        with pytest.raises(UnsupportedVersion, match=re.escape(f"{store.url}: {said}")):
+            fresh.migrate()
+        with pytest.raises(UnsupportedVersion, match=re.escape(f"{store.url}: {said}")):
+            fresh.search("albatross")
+    code, out, err = run("migrate", store_url)
+    assert code == 1 and not out and f"{store.url}: {said}" in err
+    store._client.delete(mark)  # (a later version migrating it: the session marked first)
+    with pytest.raises(UnsupportedVersion,
+                       match=re.escape(f"{store.session_url(session.id)}: {said}")):
+        store.migrate()
+    assert store._client.get(mark) is None and store._client.hgetall(meta) == before
 
 
 def test_an_append_puts_the_session_in_the_sets_of_its_new_words_alone(

@@ -128,6 +128,7 @@ from ..errors import (
     SessionNotFound,
     SessionTreeError,
     StoreUnavailable,
+    UnsupportedVersion,
 )
 from ..usage import UsageTotals
 from ._address import redacted, take_option
@@ -155,6 +156,21 @@ entry; version 2 kept each word's postings in one field, which each append rewro
 _SEARCHABLE = (b"2", _SEARCH_VERSION)
 """The store marks (``P:search``) of a store that searches: version 2's postings are this
 version's with no recent part (:data:`_INDEXED_LUA` marks its sessions as this version)."""
+
+
+
+def _newer(version: bytes | None) -> bool:
+    """Whether a search index version (the store's mark, a session's ``indexed``) is one a
+    later sessiontree wrote: this code would misread it, and overwrite it with its own."""
+    return version is not None and version.isdigit() and int(version) > int(_SEARCH_VERSION)
+
+
+def _newer_index(version: bytes, where: str, kept: str) -> UnsupportedVersion:
+    """The error for a search index of a newer version (``kept``: what was left as it is)."""
+    return UnsupportedVersion(f"search index version {version.decode()}, newer than this "
+                              f"sessiontree knows ({_SEARCH_VERSION.decode()}); upgrade "
+                              f"sessiontree. {kept}", path=where)
+
 
 _RECENT_BYTES = 1024
 """How long a word's recent postings grow (bytes) before an append moves them to the end of its
@@ -1377,11 +1393,17 @@ class RedisStore(StoredEntries):
             ConcurrentModification: appends kept coming to some sessions while their indexes
                 were built (:data:`_TRIES`): they were skipped, the others migrated, and the
                 store is not marked until a later run skips none.
+            UnsupportedVersion: the store, or a session, has a search index of a newer
+                version than this code's (a later sessiontree's): nothing is written to it.
 
         Warns:
             MigrationWarning: sessions deleted while it ran, passed over (named).
         """
         self._writable()
+        with self._errors():
+            marked = self._client.get(self._search_version_key)
+        if _newer(marked):
+            raise _newer_index(marked, self.url, "Nothing was migrated")
         done = 0
         skipped: list[str] = []
         gone: list[str] = []
@@ -1389,6 +1411,9 @@ class RedisStore(StoredEntries):
             meta = self.keys(session_id)[0]
             with self._errors():
                 tree, indexed = self._client.hmget(meta, ("tree", "indexed"))
+            if _newer(indexed):
+                raise _newer_index(indexed, self.session_url(session_id),
+                                   f"It was left as it is ({done} session(s) before it migrated)")
             try:
                 changed = tree != b"1" and self.index_tree(session_id)
                 if indexed != _SEARCH_VERSION:
@@ -1638,6 +1663,7 @@ class RedisStore(StoredEntries):
             InvalidLocation: the store holds sessions stored before the search index of
                 version 2 (:meth:`migrate` builds this version's; version 2's is this one
                 without the recent postings).
+            UnsupportedVersion: a later sessiontree marked the store with a newer version.
         """
         parsed = parse_query(query)
         after = since_ms(since)
@@ -1650,6 +1676,8 @@ class RedisStore(StoredEntries):
         if asking:
             version, listed = members[-2:]
             del members[-2:]
+            if _newer(version):
+                raise _newer_index(version, self.url, "Nothing was searched")
             if version in _SEARCHABLE:
                 self._search_ready = True
             elif listed:
