@@ -304,7 +304,7 @@ def test_the_async_postgres_store_draws_an_id_again_too(
 
 def _stored(store_url: str) -> list[Any]:
     """Every row of the store's migrations, sessions and entries tables, read by the driver
-    itself (what an open must leave as it was)."""
+    itself, and an SQLite store's files' bytes (what an open must leave as it was)."""
     from sessiontree.stores.url import parse_location
 
     queries = ["SELECT v FROM sessiontree_migrations ORDER BY v",
@@ -314,8 +314,10 @@ def _stored(store_url: str) -> list[Any]:
         import sqlite3
         from contextlib import closing
 
-        with closing(sqlite3.connect(parse_location(store_url).store)) as conn:
-            return [conn.execute(q).fetchall() for q in queries]
+        path = Path(parse_location(store_url).store)
+        files = {found.name: found.read_bytes() for found in path.parent.glob(f"{path.name}*")}
+        with closing(sqlite3.connect(f"file:{path}?mode=ro", uri=True)) as conn:
+            return [files, *(conn.execute(q).fetchall() for q in queries)]
     import psycopg
 
     base, _, schema = store_url.rpartition("?schema=")
@@ -339,6 +341,12 @@ def test_a_store_of_a_newer_schema_is_refused_and_left_as_it_was(store: Any,
     with store._transaction() as conn:  # as a later sessiontree would leave it
         conn.execute(f"INSERT INTO sessiontree_migrations (v) VALUES ({known + 1})")
     store.close()
+    if store_url.startswith("sqlite:"):  # (not WAL: a writable open would make it so)
+        import sqlite3
+        from contextlib import closing
+
+        with closing(sqlite3.connect(store.path)) as conn:
+            conn.execute("PRAGMA journal_mode = DELETE")
     before = _stored(store_url)
     said = f"{store.url}: schema version {known + 1}, newer than this sessiontree knows ({known})"
     for read_only in (False, True):
