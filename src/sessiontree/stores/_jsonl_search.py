@@ -502,9 +502,9 @@ def _scan(pending: list[Pending], query: Query, *, role: str | None, since: int,
     task = _task_encoder.encode([words, role, since, cwd]).decode()
     found = [item for part in _helpers.shared(
         "sessiontree.stores._jsonl_search:_scan_share", shares,
-        lambda share: [task, *(part for item in share  # (a path as its own argument: a name
-                               for part in (item.path,  # that is not UTF-8 is not JSON's)
-                                            _task_encoder.encode(item[1:]).decode()))],
+        # (each path an argument of its own: a name that is not UTF-8 is not JSON's text)
+        lambda share: [task, *(argument for item in share for argument in (
+            item.path, _task_encoder.encode(item[1:]).decode()))],
         lambda share: _scan_files(share, words, role=role, since=since, cwd=cwd),
         lambda answer, _: _found_decoder.decode(answer)) for item in part]
     found.sort(key=lambda item: item.key)
