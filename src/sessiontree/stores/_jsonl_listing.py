@@ -36,7 +36,7 @@ from ..errors import InvalidLocation
 from .base import SessionListing
 
 __all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "project_folders",
-           "read_listing", "session_files", "session_stats"]
+           "read_listing", "session_files", "session_stamps"]
 
 INDEX_NAME = ".sessiontree-index"
 _INDEX_VERSION = 4
@@ -196,7 +196,7 @@ def _note_skipped(path: str, mode: int) -> None:
 def project_folders(root: str | os.PathLike[str]) -> list[str]:
     """``root`` and its sub-folders (pi's sessions root holds one ``--<cwd>--`` folder per
     project), sorted, hidden folders left out: where ``list_root`` and
-    ``session_stats`` look."""
+    ``session_stamps`` look."""
     location = os.path.abspath(root)
     with os.scandir(location) as entries:
         subfolders = sorted(e.path for e in entries
@@ -214,24 +214,29 @@ def list_root(root: str | os.PathLike[str], *, cwd: str | None = None, index: bo
 
 
 def session_files(root: str | os.PathLike[str]) -> list[str]:
-    """Every session file of ``root`` and of its project folders (:func:`session_stats`),
+    """Every session file of ``root`` and of its project folders (:func:`session_stamps`),
     folder by folder, each folder's sorted (what a copy of the whole root must account for:
     each is copied or named with the reason)."""
     location = os.path.abspath(root)
-    return [os.path.join(location, path) for path in sorted(session_stats(location),
-                                                            key=os.path.split)]
+    return [os.path.join(location, folder, name) for folder, files in session_stamps(location)
+            for name in sorted(file[0] for file in files)]
 
 
-def session_stats(root: str | os.PathLike[str]) -> dict[str, os.stat_result]:
-    """Each session file of ``root`` and of its project folders (a ``*.jsonl`` name of a
-    regular file, or of a link to one) with its stat, by its path in ``root``: each folder's
-    names listed and stat'ed in the open folder, unsorted (the stat pass is most of a warm
-    search of a rare phrase)."""
+Stamp = tuple[str, int, int, int, int]
+"""A session file as a search checks it: its name, device, inode, size and mtime (ns)."""
+
+
+def session_stamps(root: str | os.PathLike[str]) -> list[tuple[str, list[Stamp]]]:
+    """Each folder of ``root`` (:func:`project_folders`; its path in ``root``, ``""`` for
+    ``root``) with its session files (a ``*.jsonl`` name of a regular file, or of a link to
+    one) in the order the folder lists them, each stat'ed in the open folder and kept as its
+    :data:`Stamp`, nothing more (the stat pass is most of a warm search of a rare phrase)."""
     location = os.path.abspath(root)
-    stats: dict[str, os.stat_result] = {}
+    found: list[tuple[str, list[Stamp]]] = []
     start = len(os.path.join(location, ""))
     for folder in project_folders(location):
-        prefix = os.path.join(folder, "")[start:]
+        stamps: list[Stamp] = []
+        found.append((folder[start:], stamps))
         fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
         try:
             for name in os.listdir(fd):
@@ -241,10 +246,10 @@ def session_stats(root: str | os.PathLike[str]) -> dict[str, os.stat_result]:
                     except OSError:
                         continue
                     if stat.S_ISREG(st.st_mode):
-                        stats[prefix + name] = st
+                        stamps.append((name, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns))
         finally:
             os.close(fd)
-    return stats
+    return found
 
 
 def _read_rows(folder: str, names: list[str], requested: int | None) -> dict[str, _Cached]:

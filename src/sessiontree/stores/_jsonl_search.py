@@ -26,7 +26,6 @@ Invariants:
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import sqlite3
@@ -55,7 +54,7 @@ from .._search import (
     row_counts,
 )
 from .._search_scan import Found, Recent
-from ._jsonl_listing import session_stats
+from ._jsonl_listing import Stamp, session_stamps
 
 __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "index_path",
            "search"]
@@ -90,7 +89,7 @@ _SCHEMA = (
     "tokenize='unicode61 remove_diacritics 0')",
     "CREATE TABLE counter (next INTEGER NOT NULL)",
     "INSERT INTO counter VALUES (0)",
-    "CREATE TABLE state (digest BLOB NOT NULL)",  # (see _digest)
+    "CREATE TABLE state (digest BLOB NOT NULL)",  # (the files' stamps: see refresh)
 )
 
 _SHIFT = 36
@@ -274,15 +273,16 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
             new: bool = False) -> list[Pending]:
     """Bring the index up to date with the files (only what changed is read), for at most
     ``budget`` seconds of indexing (``None``: all of it; ``new``: new files too, however
-    many); what is left is returned. The digest of the files is kept only when nothing is
-    left (it could not match otherwise), and the write lock is taken only when there is
+    many); what is left is returned. The files' stamps are kept only when nothing is left
+    (they could not match otherwise), and the write lock is taken only when there is
     something to write."""
     deadline = None if budget is None else time.monotonic() + budget
-    stats = session_stats(root)
-    digest = _digest([(path, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
-                      for path, st in stats.items()])
-    if _stored_digest(conn) == digest:
+    listed = session_stamps(root)
+    stamps = _packed(listed)  # (compared whole: exact, and no hash to make)
+    if _stored_stamps(conn) == stamps:
         return []  # (the check a warm search makes: a stat per file, one row, no lock taken)
+    stats = {os.path.join(folder, name): _Stat(*stamp) for folder, files in listed
+             for name, *stamp in files}
     changed, gone = _changes(conn, stats)
     new = new or budget is None or _unindexed(changed) <= INDEX_BYTES
     if not new and not gone and all(row is None for _, _, row in changed):
@@ -304,8 +304,8 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
             if left is not None:
                 pending.append(left)
         conn.execute("DELETE FROM state")
-        if not pending:  # every file indexed as it was stat'ed: the digest of the files
-            conn.execute("INSERT INTO state VALUES (?)", (digest,))
+        if not pending:  # every file indexed as it was stat'ed: the files' stamps
+            conn.execute("INSERT INTO state VALUES (?)", (stamps,))
     except BaseException:
         conn.execute("ROLLBACK")
         raise
@@ -313,14 +313,14 @@ def refresh(conn: sqlite3.Connection, root: str, *, budget: float | None = None,
     return pending
 
 
-def _changes(conn: sqlite3.Connection, stats: dict[str, os.stat_result]
-             ) -> tuple[list[tuple[str, os.stat_result, _Known | None]], list[_Known]]:
+def _changes(conn: sqlite3.Connection, stats: dict[str, _Stat]
+             ) -> tuple[list[tuple[str, _Stat, _Known | None]], list[_Known]]:
     """The files whose stat differs from the index's row (with the row, ``None`` for a new
     file), and the rows of files gone."""
     known = {os.fsdecode(row[1]): _Known(row[0], *row[2:]) for row in conn.execute(
         "SELECT id, path, dev, ino, size, mtime_ns, indexed_to, tail, session_id, cwd "
         "FROM files")}
-    changed: list[tuple[str, os.stat_result, _Known | None]] = []
+    changed: list[tuple[str, _Stat, _Known | None]] = []
     for path, st in stats.items():
         row = known.pop(path, None)
         if row is None or (row.dev, row.ino, row.size, row.mtime_ns) != \
@@ -329,7 +329,7 @@ def _changes(conn: sqlite3.Connection, stats: dict[str, os.stat_result]
     return changed, list(known.values())
 
 
-def _unindexed(changed: list[tuple[str, os.stat_result, _Known | None]]) -> int:
+def _unindexed(changed: list[tuple[str, _Stat, _Known | None]]) -> int:
     """The bytes of the changed files that the index does not hold: new files are indexed
     only when this is at most :data:`INDEX_BYTES` (indexing a byte costs about what scanning
     a hundred does, so an index a search cannot complete would save the next ones little: a
@@ -337,24 +337,35 @@ def _unindexed(changed: list[tuple[str, os.stat_result, _Known | None]]) -> int:
     return sum(st.st_size - (row.indexed_to if row else 0) for _, st, row in changed)
 
 
-def _digest(stamps: list[tuple[str, int, int, int, int]]) -> bytes:
-    """One value for every file's (path, device, inode, size, mtime), in the order the folders
-    list them (the same while a folder is unchanged; a folder listed in another order only
-    costs a refresh, which finds nothing to read): when it equals the one kept, the index
-    holds what the folder holds. (Putting 1,000 stamps in path order doubled the digest's
-    cost: 0.6 against 0.3 ms of CPU.)"""
+def _packed(listed: list[tuple[str, list[Stamp]]]) -> bytes:
+    """The files' stamps (:func:`~._jsonl_listing.session_stamps`) as the index keeps them;
+    a name that is not UTF-8 (MessagePack's text is) as its bytes."""
     try:
-        packed = _stamps_encoder.encode(stamps)
-    except UnicodeEncodeError:  # a name that is not UTF-8 (MessagePack's text is): its bytes
-        packed = _stamps_encoder.encode([(os.fsencode(path), *rest) for path, *rest in stamps])
-    return hashlib.sha256(packed).digest()  # (OpenSSL's: a fifth of the CPU of blake2b's
-    # portable code; a digest of the other kind differs: refreshed)
+        return _stamps_encoder.encode(listed)
+    except UnicodeEncodeError:
+        return _stamps_encoder.encode([(os.fsencode(folder), [(os.fsencode(name), *rest)
+                                                             for name, *rest in files])
+                                       for folder, files in listed])
 
 
-def _stored_digest(conn: sqlite3.Connection) -> bytes | None:
-    """The digest of the files as indexed (``None`` while files are left unindexed)."""
+def _stored_stamps(conn: sqlite3.Connection) -> bytes | None:
+    """The files' stamps as indexed (:func:`_packed`, in the order the folders list them:
+    the same while a folder is unchanged; a folder listed in another order only costs a
+    refresh, which finds nothing to read), ``None`` while files are left unindexed: when
+    they equal the folder's, the index holds what the folder holds. (An index that kept a
+    digest of them, or stamps of another form, differs: refreshed.)"""
     row = conn.execute("SELECT digest FROM state").fetchone()
     return bytes(row[0]) if row is not None else None
+
+
+class _Stat(NamedTuple):
+    """What a refresh knows of a session file: its stamp (named as ``os.stat_result``
+    names them)."""
+
+    st_dev: int
+    st_ino: int
+    st_size: int
+    st_mtime_ns: int
 
 
 _stamps_encoder = msgspec.msgpack.Encoder()
@@ -366,7 +377,7 @@ def _drop(conn: sqlite3.Connection, file_id: int) -> None:
     conn.execute("DELETE FROM entries WHERE file = ?", (file_id,))
 
 
-def _index_file(conn: sqlite3.Connection, root: str, name: str, st: os.stat_result,
+def _index_file(conn: sqlite3.Connection, root: str, name: str, st: _Stat,
                 row: _Known | None, deadline: float | None) -> Pending | None:
     """Index what the file ``name`` (in ``root``) holds beyond what is indexed, a chunk at a
     time until ``deadline``; what is left, if anything (all of a file that cannot be read:
