@@ -670,3 +670,42 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(
                                    "there; 2 not copied"
     assert err.splitlines()[:-1] == [f"not copied: {failure.source}: {failure.reason}"
                                      for failure in one.failed]
+
+
+def _copy_target(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> str:
+    from .backends import redis_store_url
+
+    if kind == "sqlite":
+        return sqlite_url(tmp_path / "to.db")
+    if kind == "redis":
+        return redis_store_url(request, "redis")
+    return str(request.getfixturevalue("fresh_postgres_url"))
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_a_copy_run_again_completes_a_session_cut_short_and_nothing_else(
+        tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
+    """A session at the destination with the source's header and its first lines only (an
+    import whose process was killed between two Redis scripts) is replaced by the whole when
+    the copy runs again; one with other lines is left as it is and named."""
+    from sessiontree.stores.jsonl import read_exact_lines
+
+    made = generate_folder(tmp_path / "from", 3, seed=11, min_entries=30, max_entries=60)
+    target = _copy_target(request, tmp_path, kind)
+    read = [(header, list(lines)) for header, lines in map(read_exact_lines,
+                                                           (one.path for one in made))]
+    (cut_header, cut), (other_header, other), _ = read
+    with open_store(target) as store:
+        store.import_lines(cut_header, cut[:20])
+        store.import_lines(other_header, other[1:20])  # not a prefix: other content
+    with pytest.raises(CopyIncomplete) as raised:
+        copy_sessions(str(tmp_path / "from"), target)
+    result = raised.value.result
+    assert sorted(result.copied) == sorted([made[0].session_id, made[2].session_id])
+    assert [failure.source for failure in result.failed] == [made[1].path]
+    assert "other content" in result.failed[0].reason
+    with open_store(target, read_only=True) as store:
+        for one, (header, lines) in zip(made, read):
+            there, body = store.export_lines(one.session_id)
+            expected = other[1:20] if one is made[1] else lines
+            assert (there, list(body)) == (header, expected), one.session_id

@@ -5,10 +5,16 @@ Invariants:
   file (sources a copy would not reproduce are refused, see
   :class:`~sessiontree.errors.CopyRefused`).
 * Each session is written whole or not at all (one transaction; a temporary file and a rename
-  for JSONL), so a copy killed half-way leaves every session either complete or absent.
+  for JSONL), so a copy killed half-way leaves every session either complete or absent; but
+  in Redis (a script per 500 lines, what was stored deleted again if the import fails) a
+  process killed outright between two scripts leaves the first lines, which a copy run again
+  replaces (below).
 * A session already at the destination with the same bytes is skipped, so an interrupted
   whole-store copy is finished by running it again, and copies running at once into one store
-  each skip what another stored first.
+  each skip what another stored first. One there with the same header and a strict prefix of
+  the lines (an import cut short: a Redis import is one script per 500 lines, and a writer
+  killed between two leaves the first) is replaced by the whole; one with other content is
+  never touched.
 * Nothing is skipped silently: a folder's every ``*.jsonl`` file (its project folders' too: a
   folder may be pi's sessions root) is copied, found already there, or named in
   ``CopyResult.failed`` with the reason (a file that is no session, one a copy would not
@@ -324,6 +330,9 @@ def _copy_keys(sessions: _Source, destination: str, keys: list[str]) -> list[_Ou
 def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
               lines: list[bytes]) -> bool:
     """Store one session; ``True`` if written, ``False`` if there already with the same bytes.
+    A session there with the same header and the first of its lines only (an import cut short:
+    a Redis import of more than one script whose writer was killed) is replaced by the whole:
+    it holds nothing the source does not.
 
     Raises:
         DuplicateId: there already with other bytes.
@@ -337,8 +346,13 @@ def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
             if session_id not in store.session_ids():
                 raise
     there, body = store.export_lines(session_id)
-    if there == header and list(body) == lines:
+    held = list(body)
+    if there == header and held == lines:
         return False
+    if there == header and len(held) < len(lines) and lines[:len(held)] == held:
+        store.delete(session_id)
+        store.import_lines(header, lines)
+        return True
     raise DuplicateId(f"session {session_id} is already at the destination with other content; "
                       "not copied", path=store.session_url(session_id))
 
