@@ -709,3 +709,32 @@ def test_a_copy_run_again_completes_a_session_cut_short_and_nothing_else(
             there, body = store.export_lines(one.session_id)
             expected = other[1:20] if one is made[1] else lines
             assert (there, list(body)) == (header, expected), one.session_id
+
+
+def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A helper ended by its caller (the caller interrupted: Ctrl-C, an error) cleans up first:
+    its Redis import of several scripts, cut short, deletes what it stored, so no session is left
+    with part of its lines (which a kill leaves)."""
+    import time
+
+    from sessiontree import _helpers
+    from sessiontree.stores.jsonl import read_exact_lines
+
+    from .backends import redis_store_url
+
+    target = redis_store_url(request, "redis")
+    [made] = generate_folder(tmp_path / "from", 1, seed=5, min_entries=6000, max_entries=6000)
+    header, lines = read_exact_lines(made.path)
+    whole = (header, list(lines))
+    helper = _helpers.start("sessiontree.transfer:_copy_share", str(tmp_path / "from"), target,
+                            made.path)
+    with open_store(target, read_only=True) as store:
+        while made.session_id not in store.session_ids():  # the first script has run
+            assert helper is not None and helper.poll() is None, "the helper ended first"
+            time.sleep(0.005)
+        _helpers.finish(helper)
+        assert helper is not None and helper.returncode != 0  # stopped before it was done
+        if made.session_id in store.session_ids():
+            there, body = store.export_lines(made.session_id)
+            assert (there, list(body)) == whole, "part of the session left"

@@ -17,7 +17,10 @@ Invariants:
 * Nor when only one CPU is free (the CPUs this process may run on, less the other tasks
   running at that moment), or in a frozen or embedded program (no Python interpreter to
   start).
-* A caller ends every helper it started, whatever happens (:func:`finish`).
+* A caller ends every helper it started, whatever happens (:func:`finish`), gently first: a
+  helper takes ``SIGTERM`` as ``KeyboardInterrupt``, so its clean-up runs (a Redis import
+  deletes the part it stored), and is killed only if it has not ended :data:`STOP_WAIT`
+  seconds later.
 * A helper is isolated (``-I``): neither the folder it starts in nor ``PYTHONPATH``, user
   site-packages or other ``PYTHON*`` variables reach its import path, so a ``typing.py`` in
   the folder where ``sessiontree ls`` runs is never imported.
@@ -38,7 +41,8 @@ __all__ = ["answer", "default_processes", "finish", "processes", "reply", "share
 _Share = TypeVar("_Share")
 _Result = TypeVar("_Result")
 
-_RUN = ("import sys; sys.path.insert(0, sys.argv[1]); import importlib, os; "
+_RUN = ("import signal; signal.signal(signal.SIGTERM, signal.default_int_handler); "
+        "import sys; sys.path.insert(0, sys.argv[1]); import importlib, os; "
         "module, function = sys.argv[2].split(':'); "
         "getattr(importlib.import_module(module), function)("
         "*map(os.fsdecode, sys.stdin.buffer.read().split(b'\\0')[:-1]))")
@@ -111,15 +115,30 @@ def answer(helper: subprocess.Popen[bytes] | None) -> bytes | None:
     return data if status == 0 else None
 
 
-def finish(helper: subprocess.Popen[bytes] | None) -> None:
-    """End a helper (if it still runs) and close its pipe."""
-    if helper is None:
-        return
-    if helper.returncode is None and helper.poll() is None:
-        helper.kill()
-        helper.wait()
-    if helper.stdout is not None:
-        helper.stdout.close()
+STOP_WAIT = 5.0
+"""Seconds a helper asked to stop has to clean up (all of them together) before it is killed."""
+
+
+def finish(*helpers: subprocess.Popen[bytes] | None) -> None:
+    """End helpers that still run (asked to stop, all at once; killed after :data:`STOP_WAIT`
+    seconds) and close their pipes."""
+    import subprocess
+    import time
+
+    running = [helper for helper in helpers
+               if helper is not None and helper.returncode is None and helper.poll() is None]
+    for helper in running:
+        helper.terminate()
+    deadline = time.monotonic() + STOP_WAIT
+    for helper in running:
+        try:
+            helper.wait(max(0.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            helper.kill()
+            helper.wait()
+    for ended in helpers:
+        if ended is not None and ended.stdout is not None:
+            ended.stdout.close()
 
 
 def shared(function: str, shares: Sequence[_Share], arguments: Callable[[_Share], list[str]],
@@ -142,8 +161,7 @@ def shared(function: str, shares: Sequence[_Share], arguments: Callable[[_Share]
             results.append(theirs if theirs is not None else here(share))
         return results
     finally:
-        for helper in helpers:
-            finish(helper)
+        finish(*helpers)
 
 
 def reply(*parts: bytes | memoryview) -> None:

@@ -127,5 +127,4 @@ def scan_file(stream: Readable, scanner: Scanner, columns: Columns,
             else:
                 _merge(scanner, columns, *answer)
     finally:
-        for helper in helpers:
-            _helpers.finish(helper)
+        _helpers.finish(*helpers)
