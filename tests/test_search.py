@@ -949,6 +949,46 @@ def test_the_test_extras_install_the_fast_scan() -> None:
     assert fast_lines(["caf\u00e9"]) is None  # (words not all ASCII: every line judged)
 
 
+@pytest.mark.parametrize("failing", ["compile", "scan"])
+def test_a_search_whose_hyperscan_fails_scans_without_it(
+        root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, failing: str) -> None:
+    """Hyperscan failing to compile its databases or to scan (an unsupported CPU says
+    HS_ARCH_ERROR) costs only time: a warning, and the hits of the index."""
+    import shutil
+
+    import hyperscan
+
+    from sessiontree.stores import _jsonl_search
+
+    _tricky(root / "--tricky--")
+    indexed = JsonlStore(root)
+    indexed.build_search_index()
+    scanned_root = tmp_path / "scanned"
+    shutil.copytree(root, scanned_root, ignore=shutil.ignore_patterns(".sessiontree-cache"))
+    monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)
+    calls: list[str] = []
+
+    class Failing(hyperscan.Database):
+        def compile(self, *args: Any, **kwargs: Any) -> None:
+            calls.append("compile")
+            if failing == "compile":
+                raise hyperscan.error("HS_ARCH_ERROR")
+            super().compile(*args, **kwargs)
+
+        def scan(self, *args: Any, **kwargs: Any) -> None:
+            calls.append("scan")
+            raise hyperscan.error("HS_ARCH_ERROR")
+
+    monkeypatch.setattr(hyperscan, "Database", Failing)
+    for query, options in [("error", {}), ("kelvin measured", {}), ("websocket", {})]:
+        calls.clear()
+        with pytest.warns(RuntimeWarning, match="Hyperscan failed"):
+            hits = JsonlStore(scanned_root).search(query, **options)
+        assert failing in calls
+        assert hits and _comparable(hits) == _comparable(indexed.search(query, **options))
+    assert not Path(index_path(scanned_root)).exists() or not _index_rows(scanned_root)
+
+
 SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("kelvin measured", {}), ("kelvin temperature", {}),
                 ("istanbul", {}), ("stanbul", {}), ("i", {}),
                 ("error after", {}), ('"error after"', {"limit": 50}), ("iserror", {}),

@@ -27,6 +27,7 @@ Invariants:
 from __future__ import annotations
 
 import re
+import warnings
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
 
@@ -124,7 +125,9 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
     (the optional extra ``sessiontree[fast]``, several GB/s), where CPython takes three passes
     of about 10 instructions a byte in all (lowercase, the escapes, the anchor), so most
     chunks of a rare word are passed over at about ``grep``'s speed. None without the extra,
-    or for words not all ASCII (every line judged as :func:`maybe_lines` does)."""
+    or for words not all ASCII (every line judged as :func:`maybe_lines` does). Hyperscan
+    failing (``hyperscan.error``: a CPU it does not support, ...) costs only time: a warning,
+    and the chunks left are scanned as without it."""
     if not all(word.isascii() for word in words):
         return None
     try:
@@ -152,19 +155,36 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
 
         return holds
 
-    holds_anchor, may_spell = finder([anchor]), finder(spelling)
+    try:
+        holds_anchor, may_spell = finder([anchor]), finder(spelling)
+    except hyperscan.error as error:
+        _failed(error)
+        return None
+    failed = False
 
     def lines(data: bytes) -> list[tuple[int, int]]:
-        spelled = may_spell(data)
-        if not spelled and not holds_anchor(data):
-            return []
-        return _ascii_lines(data, encoded, escapes=spelled)
+        nonlocal failed
+        if not failed:
+            try:
+                spelled = may_spell(data)
+                if not spelled and not holds_anchor(data):
+                    return []
+                return _ascii_lines(data, encoded, escapes=spelled)
+            except hyperscan.error as error:  # (ScanTerminated is caught in holds)
+                _failed(error)
+                failed = True
+        return _ascii_lines(data, encoded)
 
     return lines
 
 
 def _stop(*_: object) -> bool:
     return True
+
+
+def _failed(error: Exception) -> None:
+    warnings.warn(f"Hyperscan failed ({error}): scanning without it (exact, slower)",
+                  RuntimeWarning, stacklevel=3)
 
 
 def _spells_letter(low: bytes, at: int) -> bool:
