@@ -874,7 +874,7 @@ def _tricky(folder: Path) -> None:
              "\u001berror after a colour code", "\u212aelvin scale error, measured",
              "\u0130stanbul office",
              "errors, not the word", "Ünïcödé error wörds", "error spelled with an escape",
-             "\u212aelvin, raw temperature"]
+             "\u212aelvin, raw temperature", "sum:\n\u03a3 = 10", "sum:\n\u03a3 = 10, raw"]
     header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-0000000071c4",
               "timestamp": "2026-03-02T09:00:00.000Z", "cwd": "/tricky"}
     lines = [json.dumps(header)]
@@ -894,7 +894,7 @@ def _tricky(folder: Path) -> None:
         "\n".join(lines) + "\n", "utf-8")
 
 
-_SCAN_TEXT = list("aAbBkK1 -_\u212a\u0130\u00e9\n\x1b\\")
+_SCAN_TEXT = list("aAbBkK1 -_\u212a\u0130\u00e9\n\x1b\\\u03a3\u03c3")
 
 
 @st.composite
@@ -916,10 +916,13 @@ def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
 
 
 @settings(max_examples=1000, deadline=None)
-@given(_escaped_lines(), st.lists(st.sampled_from(["ab", "k", "a1", "ka", "b", "bak"]),
+@given(_escaped_lines(), st.lists(st.sampled_from(["ab", "k", "a1", "ka", "b", "bak", "\u03c3",
+                                                  "b\u03c3"]),
                                   min_size=1, max_size=2, unique=True))
 @example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
           b'"message":{"role":"user","content":"\\u212aA"}}'], ["ka"])
+@example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
+          b'"message":{"role":"user","content":"sum:\\n\xce\xa3 = 10"}}'], ["\u03c3"])
 def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
         lines: list[bytes], words: list[str]) -> None:
     """The scan of bytes passes a line over only when its entry cannot hold every word, letters
@@ -992,7 +995,8 @@ def test_a_search_whose_hyperscan_fails_scans_without_it(
 SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("kelvin measured", {}), ("kelvin temperature", {}),
                 ("istanbul", {}), ("stanbul", {}), ("i", {}),
                 ("error after", {}), ('"error after"', {"limit": 50}), ("iserror", {}),
-                ("errors", {}), ("wörds error", {}), ("error", {"role": "user", "limit": 100})]
+                ("errors", {}), ("wörds error", {}), ("error", {"role": "user", "limit": 100}),
+                ("\u03a3", {})]
 
 
 @pytest.mark.parametrize("gate", [True, False], ids=["hyperscan-gate", "pure-scan"])

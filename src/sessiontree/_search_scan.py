@@ -19,7 +19,9 @@ Invariants:
   that hold it for the others. (U+0130, the other character whose lowercase holds an ASCII
   letter, lowercases to ``i`` and a combining dot, which the matcher never takes for a word's
   end: no hit comes through it.) A word with other characters is looked for in the decoded,
-  lowercased line.
+  lowercased line; a line holding an escape or a capital sigma (whose lowercase, final or
+  not, depends on its neighbours: in the line's bytes an escape's letter, ``\\n``, may stand
+  beside it where the text has none) is a maybe.
 * Lines are read whole (a region ends at its last newline); a line that does not decode is
   no candidate, as for an index.
 """
@@ -40,6 +42,9 @@ __all__ = ["Found", "Recent", "fast_lines", "maybe_lines"]
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
 _KELVIN = "\u212a".encode()
 """The one character outside ASCII whose lowercase is an ASCII letter (K, lowercased: k)."""
+_SIGMA = "\u03a3".encode()
+"""The one character whose lowercase depends on its neighbours (``str.lower``: a final sigma
+after a cased letter that no cased letter follows)."""
 _ALNUM_ESCAPE = (b"3", b"4", b"5", b"6", b"7")
 """The hex digit after ``\\u00`` when the escape spells an ASCII letter or digit (0x30-0x7a)."""
 
@@ -55,7 +60,7 @@ def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
     end = data.find(b"\n")
     while end >= 0:
         line = data[start:end]
-        if b"\\u" in line:
+        if b"\\u" in line or _SIGMA in line:
             found.append((start, end))
         else:
             text = line.decode("utf-8", "replace").lower()
