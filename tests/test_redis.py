@@ -902,3 +902,39 @@ def test_an_import_failing_in_a_later_chunk_leaves_nothing(store: RedisStore) ->
         store.import_lines(header, lines)
     session_id = header.split(b'"id":"')[1].split(b'"')[0]
     assert not [k for k in _all_keys(store) if session_id in k]  # the first chunks deleted
+
+
+def test_a_rebuild_refuses_a_session_a_later_version_indexed(store: RedisStore) -> None:
+    """``reindex_search`` of a session whose search index a later sessiontree wrote (its
+    ``indexed`` newer than this code's), and a ``migrate`` whose session is indexed so between
+    its read of ``indexed`` and its script (a rebuild, or the mark of a version-2 index), raise
+    UnsupportedVersion naming the session and both versions, and write nothing: the scripts
+    check ``indexed`` themselves. reindex_search rebuilt it as version 3 (migrate alone
+    checked, before its script)."""
+    from sessiontree import UnsupportedVersion
+
+    with Session.create(cwd="/w", store=store) as session:
+        session.append_message(UserMessage.of("the albatross"))
+    meta = store.keys(session.id)[0]
+    said = re.escape(f"{store.session_url(session.id)}: search index version 4, newer than "
+                     "this sessiontree knows (3)")
+
+    def written() -> list[object]:
+        return [store._client.hgetall(meta), store._client.hgetall(store.search_keys(
+            session.id)[0]), store._client.get(store.search_keys(session.id)[1]),
+            store._client.hgetall(store._recent_key(session.id))]
+
+    store._client.hset(meta, "indexed", 4)
+    before = written()
+    with pytest.raises(UnsupportedVersion, match=said):
+        store.reindex_search(session.id)
+    assert written() == before
+    for earlier, script in ((b"1", "_reindex_script"), (b"2", "_upgrade_script")):
+        store._client.hset(meta, "indexed", earlier)
+        store._client.delete(f"{store.prefix}:search")
+        calls = beside_script(store, script, lambda: store._client.hset(meta, "indexed", 4),
+                              before=True)
+        with pytest.raises(UnsupportedVersion, match=said):
+            store.migrate()
+        assert len(calls) == 1 and written() == before, script
+        assert store._client.get(f"{store.prefix}:search") is None

@@ -172,14 +172,27 @@ def _newer_index(version: bytes, where: str, kept: str) -> UnsupportedVersion:
                               f"sessiontree. {kept}", path=where)
 
 
+def _refuse_newer(reply: Any, where: str) -> None:
+    """Raise :func:`_newer_index` for a script's reply ``{'newer', version}``: it found the
+    session's search index a later sessiontree's, and wrote nothing."""
+    if isinstance(reply, list) and reply and reply[0] == b"newer":
+        raise _newer_index(reply[1], where, "Nothing was written")
+
+
 _RECENT_BYTES = 1024
 """How long a word's recent postings grow (bytes) before an append moves them to the end of its
 postings: an append copies at most this much of a word it brings, and a word's postings once
 every so many appends bringing it, not each time."""
 
 _SEARCH_LUA = (f"local SEARCH_VERSION = '{_SEARCH_VERSION.decode()}'\n"
-                f"local RECENT_BYTES = {_RECENT_BYTES}\n")
-"""The search index's version and :data:`_RECENT_BYTES` for the scripts that write the index."""
+               f"local RECENT_BYTES = {_RECENT_BYTES}\n" + """
+local function newer(version)  -- a later sessiontree's index (as _newer): never overwritten
+  return version and string.match(version, '^%d+$') ~= nil
+    and tonumber(version) > tonumber(SEARCH_VERSION)
+end
+""")
+"""The search index's version, :data:`_RECENT_BYTES` and :func:`_newer` for the scripts that
+write the index."""
 
 # Whether the session has this version's search index (to write it as such). A session of
 # version 2 (each word's postings in post alone) holds this version's with no recent part: it
@@ -563,9 +576,12 @@ return 1
 # has those n (none came and none was replaced: the count of lines replaced_line rewrote is the
 # same; on one server the session leaves the sets of the words it no longer holds and joins the
 # others'); returns {'ok', the words it held before (none on one server)}, {'gone'} or
-# {'changed'} (lines came or were replaced, or on one server words the caller did not read).
+# {'changed'} (lines came or were replaced, or on one server words the caller did not read) or
+# {'newer', version} (a later sessiontree's index: nothing written).
 _REINDEX = _SEARCH_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
+local indexed = redis.call('HGET', KEYS[1], 'indexed')
+if newer(indexed) then return {'newer', indexed} end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1])
     or (redis.call('HGET', KEYS[1], 'replaced') or '') ~= ARGV[5] then
   return {'changed'}
@@ -596,8 +612,11 @@ return {'ok', {}}
 """
 
 # KEYS: meta, docs, lines. Marks a session of search index version 2 as this version (see
-# _INDEXED_LUA); 1 if it has this version's index now, else 0 (its index must be built again).
+# _INDEXED_LUA); 1 if it has this version's index now, else 0 (its index must be built again),
+# {'newer', version} for a later sessiontree's index (nothing written).
 _UPGRADE = _INDEXED_LUA + """
+local indexed = redis.call('HGET', KEYS[1], 'indexed')
+if newer(indexed) then return {'newer', indexed} end
 return current_index(KEYS[1], KEYS[2], redis.call('LLEN', KEYS[3])) and 1 or 0
 """
 
@@ -1447,8 +1466,10 @@ class RedisStore(StoredEntries):
         recent part), in one script; ``False`` when its index lacks some lines (rebuild it)."""
         meta, lines_key, _ = self.keys(session_id)
         with self._errors(writing=True):
-            return bool(self._upgrade_script(keys=[meta, self.search_keys(session_id)[1],
-                                                   lines_key], client=self._client))
+            reply = self._upgrade_script(keys=[meta, self.search_keys(session_id)[1], lines_key],
+                                         client=self._client)
+        _refuse_newer(reply, self.session_url(session_id))
+        return bool(reply)
 
     def index_tree(self, session_id: str) -> bool:
         """Build the tree index of one session stored before it had one, in one script on its
@@ -1601,6 +1622,8 @@ class RedisStore(StoredEntries):
         Raises:
             SessionNotFound: no such session.
             ConcurrentModification: appends kept coming while it was built (:data:`_TRIES`).
+            UnsupportedVersion: a later sessiontree wrote the session's search index (a newer
+                version, checked by the script): nothing was written.
         """
         self._writable()
         check_session_id(session_id)
@@ -1631,6 +1654,7 @@ class RedisStore(StoredEntries):
             if reply[0] == b"gone":
                 raise SessionNotFound(f"no session {session_id} in this store",
                                       path=self.session_url(session_id))
+            _refuse_newer(reply, self.session_url(session_id))
             if reply[0] == b"ok":
                 break
         else:
