@@ -1629,9 +1629,9 @@ class RedisStore(StoredEntries):
         check_session_id(session_id)
         self._searched.pop(session_id, None)
         meta, lines_key, _ = self.keys(session_id)
-        post, recent = self.search_keys(session_id)[0], self._recent_key(session_id)
-        keys = [meta, lines_key, *self.search_keys(session_id),
-                self._legacy_words_key(session_id), recent]
+        post, docs = self.search_keys(session_id)
+        recent = self._recent_key(session_id)
+        keys = [meta, lines_key, post, docs, self._legacy_words_key(session_id), recent]
         for _ in range(_TRIES):
             # the count of lines replaced before the lines (one replaced after them shows);
             # on one server the words held too: the script names their sets
