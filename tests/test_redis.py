@@ -938,3 +938,46 @@ def test_a_rebuild_refuses_a_session_a_later_version_indexed(store: RedisStore) 
             store.migrate()
         assert len(calls) == 1 and written() == before, script
         assert store._client.get(f"{store.prefix}:search") is None
+
+
+def test_a_rebuild_sees_its_session_deleted_and_imported_again(store: RedisStore) -> None:
+    """A session deleted and imported again between a rebuild's read of its lines and its
+    script, with as many lines (the same header, other words and parents), sends the rebuild
+    round again: the search index and the tree index are built from the lines stored now.
+    Both scripts compared the number of lines (and the count of replaced lines, which a
+    new session starts again) and built the indexes of the lines as read."""
+    from sessiontree.stores import _redis_search as _rs
+
+    header = dumps({"type": "session", "version": 3, "id": uuid7(), "timestamp": iso_now(),
+                    "cwd": "/w"})
+
+    def lines(word: str, branched: bool) -> list[bytes]:
+        return [dumps({"type": "message", "id": f"e{n:07d}", "timestamp": iso_now(),
+                       "parentId": None if n == 0 else "e0000000" if branched else f"e{n - 1:07d}",
+                       "message": {"role": "user", "content": f"{word} {n}"}}) for n in range(3)]
+
+    session_id = store.import_lines(header, lines("albatross", False))
+
+    def imported_again() -> None:
+        store.delete(session_id)
+        store.import_lines(header, lines("petrel", True))
+
+    calls = beside_script(store, "_reindex_script", lambda: len(calls) == 1 and imported_again(),
+                          before=True)
+    store.reindex_search(session_id)
+    assert len(calls) == 2
+    post, recent = store.search_keys(session_id)[0], store._recent_key(session_id)
+    held = {word: _rs.decode((store._client.hget(post, word) or b"") +
+                             (store._client.hget(recent, word) or b""))
+            for word in {*store._client.hkeys(post), *store._client.hkeys(recent)}}
+    assert held == {b"petrel": {1: 1, 2: 1, 3: 1}, b"0": {1: 1}, b"1": {2: 1}, b"2": {3: 1}}
+
+    store.delete(session_id)
+    store.import_lines(header, lines("albatross", False))
+    _as_stored_before_the_tree_index(store, session_id)
+    calls = beside_script(store, "_index_tree_script",
+                          lambda: len(calls) == 1 and imported_again(), before=True)
+    assert store.index_tree(session_id)
+    assert len(calls) == 2
+    with Session(store.open_log(session_id)) as session:
+        assert session.path_ids("e0000002") == ["e0000000", "e0000002"]

@@ -6,8 +6,9 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
 * ``P:{ID}:meta``, a hash: the header line and the listing's fields (cwd, created, parent,
   name, first message, message and entry counts, latest activity, modified time, token and
   cost totals: ``_USAGE_FIELDS``, kept by the append script; a session stored before them has
-  them counted and kept at its first listing by a writable store; ``replaced``, how many lines
-  :meth:`RedisStore.replace_line` rewrote, which a rebuild of the search index checks);
+  them counted and kept at its first listing by a writable store; ``incarnation``, a random
+  token the script that stores the session sets, and ``replaced``, how many lines
+  :meth:`RedisStore.replace_line` rewrote: what a rebuild of an index checks, :data:`_STAMP`);
 * ``P:{ID}:lines``, a list: the entry lines, exact bytes, in append order;
 * ``P:{ID}:ids``, a hash: entry id to its position in the list (from 1);
 * ``P:{ID}:post`` and ``P:{ID}:recent`` (hashes) and ``P:{ID}:docs`` (a string): the search
@@ -78,6 +79,7 @@ import hashlib
 import io
 import math
 import re
+import secrets
 import time
 import warnings
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -278,7 +280,8 @@ end
 # parents do not all come before their children), n, then n times: id, parent id ('' for
 # none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
 # (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
-# m then m times a word and its postings (stores/_redis_search.py).
+# m then m times a word and its postings (stores/_redis_search.py), then the incarnation token
+# of a session this stores ('' for an append: see _STAMP).
 _APPEND = _INDEXED_LUA + _USAGE_LUA + _INDEX_ENTRY + """
 local meta, lines, ids, post, docs, tree, labels, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -330,7 +333,7 @@ if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
              'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
              'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0,
-             'indexed', SEARCH_VERSION)
+             'indexed', SEARCH_VERSION, 'incarnation', ARGV[#ARGV])
   if ARGV[13] == '1' then redis.call('HSET', meta, 'tree', 1) end
 end
 local indexing = redis.call('HGET', meta, 'tree') == '1'
@@ -389,13 +392,26 @@ listed(modified)
 return {'ok', first, modified, changed, 0, fresh}
 """
 
+# What a rebuild of a session's index (search or tree) read the session as, before its lines:
+# its incarnation (a token the script storing it set: a session deleted and stored again has
+# another, even with the same header and as many lines) and how many lines replace_line
+# rewrote, space-separated (as RedisStore._stamp reads them): a rebuild whose script finds
+# another, or another number of lines, is overtaken and reads the lines again.
+_STAMP = """
+local function stamp(meta)
+  local f = redis.call('HMGET', meta, 'incarnation', 'replaced')
+  return (f[1] or '') .. ' ' .. (f[2] or '')
+end
+"""
+
 # KEYS: meta, lines, ids, tree, labels. ARGV: n, then for each stored line in order: parent id,
-# kind, label target, label value. Builds the tree index of a session stored before it had
-# one, if it still has n lines; returns 'ok', 'gone' or 'changed'.
-_INDEX_TREE = _INDEX_ENTRY + """
+# kind, label target, label value, then the session's _STAMP read before the lines. Builds
+# the tree index of a session stored before it had one, if it is still the session read with
+# n lines; returns 'ok', 'gone' or 'changed'.
+_INDEX_TREE = _INDEX_ENTRY + _STAMP + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local n = tonumber(ARGV[1])
-if redis.call('LLEN', KEYS[2]) ~= n then return 'changed' end
+if redis.call('LLEN', KEYS[2]) ~= n or stamp(KEYS[1]) ~= ARGV[#ARGV] then return 'changed' end
 redis.call('DEL', KEYS[4], KEYS[5])
 for p = 1, n do
   local at = 2 + 4 * (p - 1)
@@ -569,21 +585,21 @@ return 1
 # position'), recent, then on one server the searched sessions' sorted set and the set of each
 # word of ARGV, in order (on a cluster they are in other slots: the caller writes them after).
 # ARGV: n, the search records of the session's n lines, their latest time ('': none with
-# text), m, the meta hash's 'replaced' count read before the lines ('': none), then m times a
+# text), m, the session's _STAMP read before the lines, then m times a
 # word and its postings, then on one server the words the session held as the caller read
 # them and no longer holds (a script names every key it touches: the script checks that the
 # session holds no other). Builds the session's search index again from its lines if it still
-# has those n (none came and none was replaced: the count of lines replaced_line rewrote is the
-# same; on one server the session leaves the sets of the words it no longer holds and joins the
+# is the session read with those n (none came, none was replaced and it was not deleted and
+# stored again: same stamp; on one server the session leaves the sets of the words it no longer holds and joins the
 # others'); returns {'ok', the words it held before (none on one server)}, {'gone'} or
 # {'changed'} (lines came or were replaced, or on one server words the caller did not read) or
 # {'newer', version} (a later sessiontree's index: nothing written).
-_REINDEX = _SEARCH_LUA + """
+_REINDEX = _SEARCH_LUA + _STAMP + """
 if not redis.call('HGET', KEYS[1], 'header') then return {'gone'} end
 local indexed = redis.call('HGET', KEYS[1], 'indexed')
 if newer(indexed) then return {'newer', indexed} end
 if redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[1])
-    or (redis.call('HGET', KEYS[1], 'replaced') or '') ~= ARGV[5] then
+    or stamp(KEYS[1]) ~= ARGV[5] then
   return {'changed'}
 end
 local m = tonumber(ARGV[4])
@@ -690,6 +706,15 @@ def _split_prefix(url: str, prefix: str | None) -> tuple[str, str]:
                               "':' and '-', at most 64; no braces, which would be a hash tag)",
                               path=redacted(url))
     return rest, chosen
+
+
+_STAMP_FIELDS = ("incarnation", "replaced")
+"""The meta hash's fields that say which session a rebuild read (see ``_STAMP``)."""
+
+
+def _stamp(fields: Sequence[bytes | None]) -> bytes:
+    """A session's stamp as ``_STAMP`` makes it, from its :data:`_STAMP_FIELDS` as read."""
+    return b" ".join(field or b"" for field in fields)
 
 
 def _kept_changing(what: str, where: str) -> ConcurrentModification:
@@ -907,7 +932,7 @@ class RedisStore(StoredEntries):
                                 path=self.url)
 
     def _run_append(self, session_id: str, args: list[Any], cwd: str, found: _rs.Batch,
-                    listed: int | None = None) -> tuple[list[Any], bool]:
+                    incarnation: str, listed: int | None = None) -> tuple[list[Any], bool]:
         """The append script on the session's slot (``WAIT`` after it when durable), and
         whether the listing's sorted sets need no update now: on one server the script does
         it, and adds the session to its words' sets; on a cluster these are in other slots: the
@@ -927,8 +952,8 @@ class RedisStore(StoredEntries):
                 listing = self._index_keys(cwd)
                 search: list[Any] = [self._searched_key, *map(self.word_key, found.postings)]
                 return self._pipelined(self._client, [*keys, *listing, *search], [
-                    *args, len(listing), len(found.postings), *words]), True
-            args = [*args, 0, len(found.postings), *words]
+                    *args, len(listing), len(found.postings), *words, incarnation]), True
+            args = [*args, 0, len(found.postings), *words, incarnation]
             words_due, latest = self._search_due(session_id, found)
             beside = self._search_writes(session_id, words_due, latest)
             if not self.durable:
@@ -1144,10 +1169,11 @@ class RedisStore(StoredEntries):
         found = _rs.batch(lines, (seen or 0) + 1)  # (the script refuses other positions)
         args += [_usage_spec(stats, parsed), found.docs,
                  "" if found.latest is None else found.latest]
+        incarnation = secrets.token_hex(8) if mode in ("create", "first", "import") else ""
         listed = None  # an append's new place in the listing's order, sent beside the script
         if mode == "append" and stats.activity is not None and stats.activity > 0:
             listed = math.floor(stats.activity)
-        reply, indexed = self._run_append(session_id, args, cwd, found, listed)
+        reply, indexed = self._run_append(session_id, args, cwd, found, incarnation, listed)
         status = reply[0].decode()
         where = self.session_url(session_id)
         if status == "behind":
@@ -1473,7 +1499,8 @@ class RedisStore(StoredEntries):
 
     def index_tree(self, session_id: str) -> bool:
         """Build the tree index of one session stored before it had one, in one script on its
-        slot (retried if an append came in between); ``False`` when the session cannot have
+        slot (retried if an append came in between, or the session was deleted and stored
+        again); ``False`` when the session cannot have
         one (see :meth:`migrate`).
 
         Raises:
@@ -1483,8 +1510,9 @@ class RedisStore(StoredEntries):
         self._writable()
         meta, lines_key, ids = self.keys(check_session_id(session_id))
         for _ in range(_TRIES):
-            header, lines = self._query(lambda pipe: (pipe.hget(meta, "header"),
-                                                      pipe.lrange(lines_key, 0, -1)))
+            header, stamp, lines = self._query(lambda pipe: (
+                pipe.hget(meta, "header"), pipe.hmget(meta, _STAMP_FIELDS),
+                pipe.lrange(lines_key, 0, -1)))
             if header is None:
                 raise SessionNotFound(f"no session {session_id} in this store",
                                       path=self.url)
@@ -1494,6 +1522,7 @@ class RedisStore(StoredEntries):
             args: list[Any] = [len(lines)]
             for record in records:
                 args += [_text(record.parent_id or ""), *_tree_fields(record)]
+            args.append(_stamp(stamp))
             with self._errors(writing=True):
                 status = self._index_tree_script(
                     keys=[meta, lines_key, ids, *self.tree_keys(session_id)], args=args,
@@ -1633,10 +1662,11 @@ class RedisStore(StoredEntries):
         recent = self._recent_key(session_id)
         keys = [meta, lines_key, post, docs, self._legacy_words_key(session_id), recent]
         for _ in range(_TRIES):
-            # the count of lines replaced before the lines (one replaced after them shows);
-            # on one server the words held too: the script names their sets
-            replaced, lines, *held = self._query(lambda pipe: (
-                pipe.hget(meta, "replaced"), pipe.lrange(lines_key, 0, -1),
+            # the stamp before the lines (a line replaced after them, or the session deleted
+            # and stored again, shows); on one server the words held too: the script names
+            # their sets
+            stamp, lines, *held = self._query(lambda pipe: (
+                pipe.hmget(meta, _STAMP_FIELDS), pipe.lrange(lines_key, 0, -1),
                 *(() if self.cluster else (pipe.hkeys(post), pipe.hkeys(recent)))))
             found = _rs.batch(lines, 1)
             dropped = sorted({word.decode("utf-8", "surrogatepass") for words in held
@@ -1646,7 +1676,7 @@ class RedisStore(StoredEntries):
             with self._errors(writing=True):
                 reply = self._reindex_script(keys=[*keys, *sets], args=[
                     len(lines), found.docs, "" if found.latest is None else found.latest,
-                    len(found.postings), replaced or b"",
+                    len(found.postings), _stamp(stamp),
                     *(item for word, postings in found.postings.items()
                       for item in (_text(word), postings)),
                     *map(_text, dropped)],
