@@ -886,8 +886,11 @@ def test_an_import_with_orphans_is_read_whole(store: RedisStore) -> None:
         assert session.ids() == ["kid00001"] and [p.kind for p in session.problems] == ["orphan"]
 
 
-def test_an_import_failing_in_a_later_chunk_leaves_nothing(store: RedisStore) -> None:
-    header = dumps({"type": "session", "version": 3, "id": uuid7(), "timestamp": iso_now(),
+def _failing_late() -> tuple[bytes, list[bytes], str]:
+    """A session whose import fails in its third script (an id the first one stored): its
+    header, lines and id."""
+    session_id = uuid7()
+    header = dumps({"type": "session", "version": 3, "id": session_id, "timestamp": iso_now(),
                     "cwd": "/w"})
     lines, parent = [], None
     for n in range(1200):  # three scripts; the last one meets an id the first stored
@@ -898,10 +901,42 @@ def test_an_import_failing_in_a_later_chunk_leaves_nothing(store: RedisStore) ->
         parent = entry_id
     lines[3] = lines[3].replace(b'"e0000003"', b'"dup00000"')
     lines[4] = lines[4].replace(b'"e0000003"', b'"dup00000"')
+    return header, lines, session_id
+
+
+def test_an_import_failing_in_a_later_chunk_leaves_nothing(store: RedisStore) -> None:
+    header, lines, session_id = _failing_late()
     with pytest.raises(DuplicateId):
         store.import_lines(header, lines)
-    session_id = header.split(b'"id":"')[1].split(b'"')[0]
-    assert not [k for k in _all_keys(store) if session_id in k]  # the first chunks deleted
+    assert not [k for k in _all_keys(store) if session_id.encode() in k]  # the first chunks deleted
+
+
+def test_an_import_that_cannot_delete_its_part_says_so(request: pytest.FixtureRequest) -> None:
+    """When the delete of a failed import's stored part fails too (here on one server: another
+    writer brings a new word before each of the delete's scripts, :data:`_TRIES` times), the
+    import raises the delete's error naming the session left partly stored, the import's own
+    error its cause. The delete's error was swallowed: the import's DuplicateId alone, the
+    part left silently."""
+    url = redis_store_url(request, "redis")
+    header, lines, session_id = _failing_late()
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
+        writers: list[Session] = []
+
+        def a_new_word() -> None:
+            if not writers:
+                writers.append(Session(other.open_log(session_id)))
+            writers[0].append_message(UserMessage.of(f"fulmar{len(calls)}"))
+
+        calls = beside_script(store, "_delete_script", a_new_word, before=True)
+        with pytest.raises(ConcurrentModification, match=re.escape(
+                f"{store.session_url(session_id)}: the import failed (") + ".*dup00000.*"
+                + re.escape("could not be deleted") + ".*kept changing.*" +
+                re.escape(f"session {session_id} is left partly stored")) as raised:
+            store.import_lines(header, lines)
+        assert isinstance(raised.value.__cause__, DuplicateId) and len(calls) == _TRIES
+        assert session_id in store.session_ids()
+        writers[0].close()
+        other.delete(session_id)
 
 
 def test_a_rebuild_refuses_a_session_a_later_version_indexed(store: RedisStore) -> None:

@@ -1321,6 +1321,9 @@ class RedisStore(StoredEntries):
 
         Raises:
             SessionNotFound: no such session.
+            ConcurrentModification: on one server, the session's words or cwd changed between
+                the read of them and the script each time (other writers bringing new words,
+                :data:`_TRIES` tries); nothing was deleted, try again.
         """
         self._writable()
         check_session_id(session_id)
@@ -1538,8 +1541,9 @@ class RedisStore(StoredEntries):
         """Store a whole session (header and entry lines, exact bytes): one script per
         ``_IMPORT_CHUNK`` lines (a script blocks its server while it runs: a 100,000-entry
         session in one would hold it for a minute), each checking that the session holds what
-        the ones before stored; if one fails, the part stored is deleted again (a writer that
-        dies in between leaves it: delete it and import again).
+        the ones before stored; if one fails, the part stored is deleted again, and if that
+        fails too, the delete's error says so (a writer that dies in between leaves it: delete
+        it and import again).
 
         Entries may name a parent that is not there (an orphan, as files may hold); ids must
         be unique.
@@ -1547,6 +1551,9 @@ class RedisStore(StoredEntries):
         Raises:
             DuplicateId: the session or an entry id exists already.
             InvalidEntry: a line that is not an entry, or a bad header.
+            ConcurrentModification, StoreUnavailable: a later script failed and the part
+                stored could not be deleted: the error names the session left partly stored
+                (the import's own error its ``__cause__``).
         """
         self._writable()
         header = _json.loads(header_line)
@@ -1560,13 +1567,29 @@ class RedisStore(StoredEntries):
                 end = start + _IMPORT_CHUNK
                 self._appended(session_id, "more", header_line, lines[start:end],
                                records[start:end], start, regular=regular)
-        except BaseException:
-            try:
-                self.delete(session_id)
-            except SessionTreeError:
-                pass
+        except BaseException as exc:
+            self._undo_import(session_id, exc)
             raise
         return session_id
+
+    def _undo_import(self, session_id: str, failure: BaseException) -> None:
+        """Delete what a failed import stored. A delete that fails leaves the session partly
+        stored: its error is raised naming the session, ``failure`` its cause (an interrupt is
+        raised as it is, with that note), never a partial session left silently."""
+        try:
+            self.delete(session_id)
+        except SessionNotFound:
+            pass  # (another writer deleted it)
+        except SessionTreeError as exc:
+            why = failure.reason if isinstance(failure, SessionTreeError) else repr(failure)
+            error = type(exc)(f"the import failed ({why}) and the part of it stored could "
+                              f"not be deleted ({exc.reason}): session {session_id} is left "
+                              "partly stored; delete it and import it again",
+                              path=self.session_url(session_id))
+            if not isinstance(failure, Exception):
+                failure.add_note(str(error))
+                return
+            raise error from failure
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
         """Replace the stored line of one entry (same id and parent: the tree is unchanged),
