@@ -1016,3 +1016,45 @@ def test_a_rebuild_sees_its_session_deleted_and_imported_again(store: RedisStore
     assert len(calls) == 2
     with Session(store.open_log(session_id)) as session:
         assert session.path_ids("e0000002") == ["e0000000", "e0000002"]
+
+
+def test_a_newer_search_index_takes_no_append_purge_or_new_session(
+        store: RedisStore, store_url: str) -> None:
+    """A session a later sessiontree indexed (``indexed`` newer than this code's) refuses an
+    append and a replaced line (the append and replace scripts check it), and a store it
+    marked newer refuses a new session, created or imported: UnsupportedVersion naming the
+    session or store and both versions, nothing written. They went ahead and left the newer
+    index without the new lines (or with a purged line's words)."""
+    from sessiontree import UnsupportedVersion
+
+    session = Session.create(cwd="/w", store=store)
+    entry = session.append_message(UserMessage.of("the albatross"))
+    meta = store.keys(session.id)[0]
+    store._client.hset(meta, "indexed", 4)
+    keys = store.session_keys(session.id)
+
+    def contents() -> list[object]:
+        read = {b"hash": store._client.hgetall, b"list": lambda key: store._client.lrange(
+            key, 0, -1), b"string": store._client.get, b"none": lambda key: None}
+        return [read[store._client.type(key)](key) for key in keys]
+
+    before = contents()
+    said = "search index version 4, newer than this sessiontree knows (3)"
+    with pytest.raises(UnsupportedVersion,
+                       match=re.escape(f"{store.session_url(session.id)}: {said}")):
+        session.append_message(UserMessage.of("a petrel"))
+    with pytest.raises(UnsupportedVersion,
+                       match=re.escape(f"{store.session_url(session.id)}: {said}")):
+        store.replace_line(session.id, entry, session.raw_line(entry).replace(b"the", b"an"))
+    assert contents() == before
+    session.close()
+
+    mark = f"{store.prefix}:search"
+    store._client.set(mark, 4)
+    header = SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w")
+    with RedisStore.from_url(store_url) as fresh:
+        for write in (lambda: fresh.create(header), lambda: fresh.import_lines(dumps(header), [])):
+            with pytest.raises(UnsupportedVersion, match=re.escape(f"{fresh.url}: {said}")):
+                write()
+    assert store._client.get(mark) == b"4"
+    assert [row.id for row in store.list_sessions()] == [session.id]

@@ -299,6 +299,10 @@ elseif stored and mode == 'first' and stored ~= header then
 elseif stored and mode ~= 'first' then
   return {'exists'}
 end
+if stored then  -- a later sessiontree's index would miss the lines: refused
+  local indexed = redis.call('HGET', meta, 'indexed')
+  if newer(indexed) then return {'newer', indexed} end
+end
 local function listed(modified)
   for i = 9, 8 + listings do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
 end
@@ -526,9 +530,12 @@ return {cwd, {}}
 # ones read (on one server the session leaves the sets of the words it no longer holds and
 # joins the others'), and keeps the totals counted again (if no line came since: else they are
 # left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such
-# entry), 'changed' (the line changed) or 'moved' (postings changed: read them again).
+# entry), 'changed' (the line changed), 'moved' (postings changed: read them again) or
+# {'newer', version} (a later sessiontree's index, which would keep the old line's words).
 _REPLACE = _INDEXED_LUA + _USAGE_LUA + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
+local version = redis.call('HGET', KEYS[1], 'indexed')
+if newer(version) then return {'newer', version} end
 local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
 at = tonumber(at)
@@ -1174,8 +1181,9 @@ class RedisStore(StoredEntries):
         if mode == "append" and stats.activity is not None and stats.activity > 0:
             listed = math.floor(stats.activity)
         reply, indexed = self._run_append(session_id, args, cwd, found, incarnation, listed)
-        status = reply[0].decode()
         where = self.session_url(session_id)
+        _refuse_newer(reply, where)
+        status = reply[0].decode()
         if status == "behind":
             raise _Behind(reply[1] or None, reply[2])
         if status == "gone":
@@ -1207,12 +1215,15 @@ class RedisStore(StoredEntries):
     def _mark_search_version(self) -> None:
         """Mark the store as one whose sessions all have this version's search index when it
         has no session yet, whatever an earlier version marked it (a store holding sessions
-        without is marked by :meth:`migrate`)."""
+        without is marked by :meth:`migrate`); refuse a store a later version marked (this
+        code would store sessions without its index)."""
         if self._search_ready is not None:
             return
         key = self._search_version_key
         version, listed = self._query(lambda pipe: (pipe.get(key),
                                                     pipe.exists(self._index_keys(None)[0])))
+        if _newer(version):
+            raise _newer_index(version, self.url, "Nothing was written")
         if version != _SEARCH_VERSION and not listed:
             with self._errors(writing=True):
                 self._client.set(key, _SEARCH_VERSION)
@@ -1574,8 +1585,8 @@ class RedisStore(StoredEntries):
 
     def _undo_import(self, session_id: str, failure: BaseException) -> None:
         """Delete what a failed import stored. A delete that fails leaves the session partly
-        stored: its error is raised naming the session, ``failure`` its cause (an interrupt is
-        raised as it is, with that note), never a partial session left silently."""
+        stored: its error is raised naming the session, ``failure`` its cause (an interrupt
+        too: a partial session is never left silently)."""
         try:
             self.delete(session_id)
         except SessionNotFound:
@@ -1586,9 +1597,6 @@ class RedisStore(StoredEntries):
                               f"not be deleted ({exc.reason}): session {session_id} is left "
                               "partly stored; delete it and import it again",
                               path=self.session_url(session_id))
-            if not isinstance(failure, Exception):
-                failure.add_note(str(error))
-                return
             raise error from failure
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
@@ -1640,12 +1648,14 @@ class RedisStore(StoredEntries):
             if not self.cluster:
                 keys += [self._searched_key, *map(self.word_key, words)]
             with self._errors(writing=True):
-                status = self._replace_script(
+                reply = self._replace_script(
                     keys=keys,
                     args=[_text(entry_id), old, line, first, _text(stats.first), len(lines),
                           _usage_spec(stats, parsed), record, "" if latest is None else latest,
                           *edits],
-                    client=self._client).decode()
+                    client=self._client)
+            _refuse_newer(reply, where)
+            status = reply.decode()
             if status in ("gone", "missing"):
                 raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
             if status == "changed":
