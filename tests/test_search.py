@@ -894,18 +894,18 @@ def _tricky(folder: Path) -> None:
         "\n".join(lines) + "\n", "utf-8")
 
 
-_SCAN_TEXT = list("aAbBkK1 -_\u212a\u0130\u00e9\n\x1b\\\u03a3\u03c3")
+_SCAN_TEXT = list("aAbBkK1 -_<{\u212a\u0130\u00e9\n\x1b\\\u03a3\u03c3")
 
 
 @st.composite
 def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
-    """Entry lines whose text's letters are written raw or as escapes (``\\u0041``, upper or
-    lower hex digits), their other characters as JSON may write them."""
+    """Entry lines whose text's characters are written raw or as escapes (``\\u0041``,
+    ``\\u005f``, upper or lower hex digits), or as JSON may write them otherwise."""
     lines = []
     for n in range(draw(st.integers(min_value=1, max_value=4))):
         content = []
         for char in draw(st.text(st.sampled_from(_SCAN_TEXT), max_size=16)):
-            if char.isascii() and char.isalnum() and draw(st.booleans()):
+            if draw(st.booleans()):
                 content.append(("\\u%04x" if draw(st.booleans()) else "\\u%04X") % ord(char))
             else:
                 content.append(json.dumps(char, ensure_ascii=draw(st.booleans()))[1:-1])
@@ -941,6 +941,29 @@ def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
         start += len(line) + 1
     fast = fast_lines(words)
     assert fast is None or fast(data) == kept
+
+
+def test_only_an_escape_that_spells_a_letter_or_digit_makes_a_read_scanned(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast scan passes over a read holding neither the word nor an escape of a letter or
+    digit, however many escapes of other characters it holds (``\\u003c`` ``<``, ``\\u005f``
+    ``_``, ``\\u007b`` ``{``, ``\\u007f``: common in tool output); one of a letter (either hex
+    case) or a digit is scanned."""
+    from sessiontree import _search_scan
+
+    scanned: list[bytes] = []
+    real = _search_scan._ascii_lines
+    monkeypatch.setattr(_search_scan, "_ascii_lines", lambda data, *args, **kwargs: (
+        scanned.append(data), real(data, *args, **kwargs))[1])
+    fast = _search_scan.fast_lines(["error"])
+    assert fast is not None
+    line = b'{"content":"a \\u003cb\\u003e \\u003d \\u005f \\u007b\\u007d \\u007f \\u0040 ' \
+        b'\\u005b"}\n'
+    assert fast(line) == [] and not scanned
+    for spelled in (b"\\u0065", b"\\u0045", b"\\u004F", b"\\u0031", b"\\u005a", b"\\u007A"):
+        scanned.clear()
+        fast(line + spelled + b"\n")
+        assert scanned, spelled
 
 
 def test_the_test_extras_install_the_fast_scan() -> None:

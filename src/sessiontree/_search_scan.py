@@ -13,8 +13,8 @@ Invariants:
   words of ASCII letters and digits, no occurrence of one of them (the anchor) in the
   lowercased line between bytes that cannot continue a word (the letter or digit that ends
   an escape, ``\\n`` or ``\\u001b``, does not), or not each of the others in a line that
-  holds it. Anything that could spell a letter or digit of a word the bytes do not show (a
-  ``\\u00XX`` escape of one, 0x30-0x7a; for a word with a ``k``, the Kelvin sign, raw or
+  holds it. Anything that could spell a letter or digit of a word the bytes do not show (an
+  escape of one, :data:`_ALNUM_ESCAPES`; for a word with a ``k``, the Kelvin sign, raw or
   ``\\u212a``) makes the line a maybe: across all the bytes for the anchor, in the lines
   that hold it for the others. (U+0130, the other character whose lowercase holds an ASCII
   letter, lowercases to ``i`` and a combining dot, which the matcher never takes for a word's
@@ -45,8 +45,10 @@ _KELVIN = "\u212a".encode()
 _SIGMA = "\u03a3".encode()
 """The one character whose lowercase depends on its neighbours (``str.lower``: a final sigma
 after a cased letter that no cased letter follows)."""
-_ALNUM_ESCAPE = (b"3", b"4", b"5", b"6", b"7")
-"""The hex digit after ``\\u00`` when the escape spells an ASCII letter or digit (0x30-0x7a)."""
+_ALNUM_ESCAPES = frozenset(b"\\u%04x" % byte for byte in range(0x80) if chr(byte).isalnum())
+"""The escapes that spell an ASCII letter or digit, as lowercased bytes show them
+(``\\u0030``-``\\u0039``, ``\\u0041``-``\\u005a``, ``\\u0061``-``\\u007a``): the only ones
+an escape needle is (``\\u003c``, ``\\u005f``, ``\\u007b`` ... of tool output are not)."""
 
 
 def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
@@ -86,7 +88,7 @@ def _ascii_lines(data: bytes, words: list[bytes], *,
     lines: dict[int, int] = {}
     anchor = _anchor(words)
     others = [word for word in words if word != anchor]
-    # the lines where escapes may spell a letter or digit of the anchor: \u0030-\u007a, and
+    # the lines where escapes may spell a letter or digit of the anchor (_ALNUM_ESCAPES), and
     # the Kelvin sign for a k (a needle of 4 bytes is found half again as fast as one of 2);
     # the other words are looked for in the lines that hold the anchor
     kelvin = b"k" in anchor
@@ -124,7 +126,7 @@ def _ascii_lines(data: bytes, words: list[bytes], *,
 def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]] | None:
     """:func:`maybe_lines` for these words, the same lines, with each chunk first searched in
     one pass for the anchor in any case and in another for anything that may spell one of its
-    letters although the bytes do not show it (an escape ``\\u0030``-``\\u007f``, and for an
+    letters although the bytes do not show it (an escape of :data:`_ALNUM_ESCAPES`, and for an
     anchor with a ``k`` the Kelvin sign, raw or ``\\u212a``): a chunk with neither holds no
     line, and one without the second needs no search for escapes. Each pass is Hyperscan's
     (the optional extra ``sessiontree[fast]``, several GB/s), where CPython takes three passes
@@ -141,7 +143,7 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
         return None
     encoded = [word.encode() for word in words]
     anchor = _anchor(encoded)
-    spelling = [b"\\u00" + digit for digit in _ALNUM_ESCAPE]
+    spelling = sorted(_ALNUM_ESCAPES)
     if b"k" in anchor:
         spelling += [b"\\u212a", _KELVIN]
     stopped = hyperscan.ScanTerminated
@@ -195,8 +197,7 @@ def _failed(error: Exception) -> None:
 def _spells_letter(low: bytes, at: int) -> bool:
     """Whether the escape ``\\u`` at ``at`` of lowercased bytes may stand for a letter or digit
     whose lowercase is ASCII."""
-    return (low[at + 2:at + 4] == b"00" and low[at + 4:at + 5] in _ALNUM_ESCAPE) or \
-        low[at + 2:at + 6] == b"212a"
+    return low[at:at + 6] in _ALNUM_ESCAPES or low[at + 2:at + 6] == b"212a"
 
 
 def _whole(low: bytes, at: int, size: int) -> bool:
