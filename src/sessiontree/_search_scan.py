@@ -28,6 +28,7 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -35,13 +36,14 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ._search import CANDIDATES, SearchDoc, _ms, document, holds_words
+from ._search import _KELVIN, CANDIDATES, SearchDoc, _ms, document, holds_words
 
 __all__ = ["Found", "Recent", "fast_lines", "maybe_lines"]
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
-_KELVIN = "\u212a".encode()
-"""The one character outside ASCII whose lowercase is an ASCII letter (K, lowercased: k)."""
+_OUTSIDE = {ord("k"): _KELVIN}
+"""The characters outside ASCII whose lowercase holds an ASCII letter, by that letter (the
+Kelvin sign: k)."""
 _SIGMA = "\u03a3".encode()
 """The one character whose lowercase depends on its neighbours (``str.lower``: a final sigma
 after a cased letter that no cased letter follows)."""
@@ -49,6 +51,28 @@ _ALNUM_ESCAPES = frozenset(b"\\u%04x" % byte for byte in range(0x80) if chr(byte
 """The escapes that spell an ASCII letter or digit, as lowercased bytes show them
 (``\\u0030``-``\\u0039``, ``\\u0041``-``\\u005a``, ``\\u0061``-``\\u007a``): the only ones
 an escape needle is (``\\u003c``, ``\\u005f``, ``\\u007b`` ... of tool output are not)."""
+
+
+class _Spelling(NamedTuple):
+    """What may spell a letter or digit of a word where its lowercased bytes do not show it:
+    the one definition of what both scans (:func:`fast_lines`, :func:`maybe_lines`) look for
+    beside the word."""
+
+    escapes: frozenset[bytes]
+    """:data:`_ALNUM_ESCAPES`, and the escape of each character of :data:`_OUTSIDE` that
+    lowercases to one of its letters."""
+    raw: tuple[bytes, ...]
+    """Those characters' UTF-8."""
+    outside: tuple[bytes, ...]
+    """Those characters, raw and escaped."""
+
+
+@functools.lru_cache(maxsize=64)
+def _spelling(word: bytes) -> _Spelling:
+    chars = [char for letter, char in _OUTSIDE.items() if letter in word]
+    escaped = [b"\\u%04x" % ord(char) for char in chars]
+    raw = tuple(char.encode() for char in chars)
+    return _Spelling(_ALNUM_ESCAPES.union(escaped), raw, (*raw, *escaped))
 
 
 def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
@@ -75,8 +99,9 @@ def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
 
 def _anchor(words: Sequence[bytes]) -> bytes:
     """The word looked for across all the bytes (the others only in the lines that hold it):
-    the longest, one without a ``k`` (which the Kelvin sign may spell) if there is one."""
-    return max(words, key=lambda word: (len(word), b"k" not in word))
+    the longest, one without a letter that a character outside ASCII may spell (:data:`_OUTSIDE`)
+    if there is one."""
+    return max(words, key=lambda word: (len(word), not _spelling(word).raw))
 
 
 def _ascii_lines(data: bytes, words: list[bytes], *,
@@ -88,24 +113,27 @@ def _ascii_lines(data: bytes, words: list[bytes], *,
     lines: dict[int, int] = {}
     anchor = _anchor(words)
     others = [word for word in words if word != anchor]
-    # the lines where escapes may spell a letter or digit of the anchor (_ALNUM_ESCAPES), and
-    # the Kelvin sign for a k (a needle of 4 bytes is found half again as fast as one of 2);
-    # the other words are looked for in the lines that hold the anchor
-    kelvin = b"k" in anchor
-    specials = [b"\\u" if kelvin else b"\\u00"] if escapes else []
-    if escapes and kelvin and low.find(b"\xaa", 0, stop) >= 0:  # (one byte is looked for at memchr's speed)
-        specials.append(_KELVIN)
+    # the lines where something may spell a letter or digit of the anchor (_spelling): an
+    # escape, looked for as \u00 unless one of a character outside ASCII may (a needle of 4
+    # bytes is found half again as fast as one of 2), and such a character; the other words
+    # are looked for in the lines that hold the anchor
+    spelling = _spelling(anchor)
+    specials: list[bytes] = []
+    if escapes:
+        specials.append(b"\\u" if spelling.raw else b"\\u00")
+        specials += [char for char in spelling.raw  # (its last byte found at memchr's speed)
+                     if low.find(char[-1:], 0, stop) >= 0]
     for special in specials:
         at = low.find(special, 0, stop)
         while at >= 0:
-            if special != _KELVIN and not _spells_letter(low, at):
+            if special[0] == 0x5C and low[at:at + 6] not in spelling.escapes:
                 at = low.find(special, at + 2, stop)  # a control character, an accent ...
                 continue
             start = low.rfind(b"\n", 0, at) + 1
             end = low.find(b"\n", at)
             lines[start] = end
             at = low.find(special, end, stop)
-    others_kelvin = any(b"k" in word for word in others)
+    others_outside = _spelling(b" ".join(others)).outside
     size = len(anchor)
     find = low.find
     at = find(anchor, 0, stop)
@@ -117,7 +145,7 @@ def _ascii_lines(data: bytes, words: list[bytes], *,
         if at >= 0:
             start = low.rfind(b"\n", 0, at) + 1
             if start not in lines and (not others or _others(low[start:end], others,
-                                                             others_kelvin)):
+                                                             others_outside)):
                 lines[start] = end
         at = find(anchor, end, stop)
     return sorted(lines.items())
@@ -143,9 +171,7 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
         return None
     encoded = [word.encode() for word in words]
     anchor = _anchor(encoded)
-    spelling = sorted(_ALNUM_ESCAPES)
-    if b"k" in anchor:
-        spelling += [b"\\u212a", _KELVIN]
+    spelling = [*sorted(_spelling(anchor).escapes), *_spelling(anchor).raw]
     stopped = hyperscan.ScanTerminated
 
     def finder(needles: list[bytes]) -> Callable[[bytes], bool]:
@@ -194,12 +220,6 @@ def _failed(error: Exception) -> None:
                   RuntimeWarning, stacklevel=3)
 
 
-def _spells_letter(low: bytes, at: int) -> bool:
-    """Whether the escape ``\\u`` at ``at`` of lowercased bytes may stand for a letter or digit
-    whose lowercase is ASCII."""
-    return low[at:at + 6] in _ALNUM_ESCAPES or low[at + 2:at + 6] == b"212a"
-
-
 def _whole(low: bytes, at: int, size: int) -> bool:
     """Whether the bytes around ``low[at:at + size]`` may end a word there."""
     after = at + size
@@ -214,11 +234,11 @@ def _escaped(low: bytes, at: int) -> bool:
     return (at >= 2 and low[at - 2] == 0x5C) or low[max(at - 6, 0):at - 4] == b"\\u"
 
 
-def _others(line: bytes, words: list[bytes], kelvin: bool) -> bool:
+def _others(line: bytes, words: list[bytes], outside: tuple[bytes, ...]) -> bool:
     """Whether a lowercased line that holds the anchor may hold each of ``words`` too (a line
-    with an escape that spells a letter is known already; a Kelvin sign may spell a k)."""
-    return (kelvin and (_KELVIN in line or b"\\u212a" in line)) or \
-        all(_holds(line, word) for word in words)
+    with an escape that spells a letter is known already; ``outside``: the characters outside
+    ASCII, raw or escaped, that may spell a letter of theirs)."""
+    return any(char in line for char in outside) or all(_holds(line, word) for word in words)
 
 
 def _holds(line: bytes, word: bytes) -> bool:
