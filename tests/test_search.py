@@ -874,7 +874,8 @@ def _tricky(folder: Path) -> None:
              "\u001berror after a colour code", "\u212aelvin scale error, measured",
              "\u0130stanbul office",
              "errors, not the word", "Ünïcödé error wörds", "error spelled with an escape",
-             "\u212aelvin, raw temperature", "sum:\n\u03a3 = 10", "sum:\n\u03a3 = 10, raw"]
+             "\u212aelvin, raw temperature", "sum:\n\u03a3 = 10", "sum:\n\u03a3 = 10, raw",
+             "take a taxi", "TAX\u0130 one", "TAX\u0130 two", "TAX\u0130 three"]
     header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-0000000071c4",
               "timestamp": "2026-03-02T09:00:00.000Z", "cwd": "/tricky"}
     lines = [json.dumps(header)]
@@ -894,7 +895,7 @@ def _tricky(folder: Path) -> None:
         "\n".join(lines) + "\n", "utf-8")
 
 
-_SCAN_TEXT = list("aAbBkK1 -_<{\u212a\u0130\u00e9\n\x1b\\\u03a3\u03c3")
+_SCAN_TEXT = list("aAbBkKiI1 -_<{\u212a\u0130\u00e9\n\x1b\\\u03a3\u03c3")
 
 
 @st.composite
@@ -917,12 +918,14 @@ def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
 
 @settings(max_examples=1000, deadline=None)
 @given(_escaped_lines(), st.lists(st.sampled_from(["ab", "k", "a1", "ka", "b", "bak", "\u03c3",
-                                                  "b\u03c3"]),
+                                                  "b\u03c3", "ai", "i", "kib"]),
                                   min_size=1, max_size=2, unique=True))
 @example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
           b'"message":{"role":"user","content":"\\u212aA"}}'], ["ka"])
 @example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
           b'"message":{"role":"user","content":"sum:\\n\xce\xa3 = 10"}}'], ["\u03c3"])
+@example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
+          b'"message":{"role":"user","content":"A\xc4\xb0 b"}}'], ["b", "ai"])
 def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
         lines: list[bytes], words: list[str]) -> None:
     """The scan of bytes passes a line over only when its entry cannot hold every word, letters
@@ -964,6 +967,28 @@ def test_only_an_escape_that_spells_a_letter_or_digit_makes_a_read_scanned(
         scanned.clear()
         fast(line + spelled + b"\n")
         assert scanned, spelled
+
+
+def test_the_characters_the_scan_of_bytes_allows_for_are_all_there() -> None:
+    """Of every character, those whose lowercase holds an ASCII letter or digit are ASCII's
+    and those of ``_OUTSIDE`` (each for its letter), and only the capital sigma lowercases by
+    its neighbours (``maybe_lines`` keeps a line holding one)."""
+    import unicodedata
+
+    from sessiontree._search_scan import _OUTSIDE
+
+    outside, by_neighbours = {}, []
+    for char in map(chr, range(0x80, 0x110000)):
+        low = char.lower()
+        if low == char:
+            continue
+        ascii_letters = [c for c in low if c.isascii() and c.isalnum()]
+        if ascii_letters:
+            outside[ord(ascii_letters[0])] = char
+        if ("A" + char).lower()[1:] != low:
+            by_neighbours.append(unicodedata.name(char))
+    assert outside == _OUTSIDE
+    assert by_neighbours == ["GREEK CAPITAL LETTER SIGMA"]
 
 
 def test_the_test_extras_install_the_fast_scan() -> None:
@@ -1019,7 +1044,7 @@ SCAN_QUERIES = [*QUERIES, ("kelvin", {}), ("kelvin measured", {}), ("kelvin temp
                 ("istanbul", {}), ("stanbul", {}), ("i", {}),
                 ("error after", {}), ('"error after"', {"limit": 50}), ("iserror", {}),
                 ("errors", {}), ("wörds error", {}), ("error", {"role": "user", "limit": 100}),
-                ("\u03a3", {})]
+                ("\u03a3", {}), ("taxi", {})]
 
 
 @pytest.mark.parametrize("gate", [True, False], ids=["hyperscan-gate", "pure-scan"])

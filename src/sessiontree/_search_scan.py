@@ -14,11 +14,10 @@ Invariants:
   lowercased line between bytes that cannot continue a word (the letter or digit that ends
   an escape, ``\\n`` or ``\\u001b``, does not), or not each of the others in a line that
   holds it. Anything that could spell a letter or digit of a word the bytes do not show (an
-  escape of one, :data:`_ALNUM_ESCAPES`; for a word with a ``k``, the Kelvin sign, raw or
-  ``\\u212a``) makes the line a maybe: across all the bytes for the anchor, in the lines
-  that hold it for the others. (U+0130, the other character whose lowercase holds an ASCII
-  letter, lowercases to ``i`` and a combining dot, which the matcher never takes for a word's
-  end: no hit comes through it.) A word with other characters is looked for in the decoded,
+  escape of one, :data:`_ALNUM_ESCAPES`; for a word with a ``k`` or an ``i``, the Kelvin
+  sign or the capital I with a dot, raw or escaped: :data:`_OUTSIDE`) makes the line a
+  maybe: across all the bytes for the anchor, in the lines that hold it for the others. A
+  word with other characters is looked for in the decoded,
   lowercased line; a line holding an escape or a capital sigma (whose lowercase, final or
   not, depends on its neighbours: in the line's bytes an escape's letter, ``\\n``, may stand
   beside it where the text has none) is a maybe.
@@ -41,9 +40,12 @@ from ._search import _KELVIN, CANDIDATES, SearchDoc, _ms, document, holds_words
 __all__ = ["Found", "Recent", "fast_lines", "maybe_lines"]
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
-_OUTSIDE = {ord("k"): _KELVIN}
-"""The characters outside ASCII whose lowercase holds an ASCII letter, by that letter (the
-Kelvin sign: k)."""
+_OUTSIDE = {ord("k"): _KELVIN, ord("i"): "\u0130"}
+"""The characters outside ASCII whose lowercase holds an ASCII letter, by that letter: the
+Kelvin sign (k) and the capital I with a dot (``i`` and a combining dot, which ends a word:
+an index counts an entry holding ``TAX\u0130`` a candidate for ``taxi``, which its matcher,
+keeping the letter whole, then rejects; with only the most recent candidates kept, a scan
+must count it too)."""
 _SIGMA = "\u03a3".encode()
 """The one character whose lowercase depends on its neighbours (``str.lower``: a final sigma
 after a cased letter that no cased letter follows)."""
