@@ -366,6 +366,26 @@ def test_a_grown_reopen_and_its_first_append_make_no_whole_id_column(
     assert state(path, True) == state(path, False)
 
 
+def test_an_appends_id_is_in_use_nowhere_in_the_session(tmp_path: Path) -> None:
+    """An append's id comes from ids drawn ahead and checked against the packed rows together
+    (their slots computed at once): one a packed row holds is never kept, and one a row added
+    since or an append still waiting to join the columns holds is passed over."""
+    path = big_session(tmp_path)
+    Session.open(path).close()  # writes the index
+    with Session.open(path) as session:
+        columns = session._index._indexed  # type: ignore[attr-defined]
+        held = session.ids()[::10]
+        fresh = [f"{n:08x}" for n in range(40)]
+        assert not set(fresh) & set(session.ids())
+        assert columns._not_packed([*held, *fresh]) == fresh
+        waiting = session.append_message(UserMessage.of("waits to join the columns"))
+        columns._unused += ["feedbeef", waiting]
+        assert session._index.new_id() == "feedbeef"  # type: ignore[attr-defined]
+        session.build_context()  # the append joins the columns (a row added since packing)
+        columns._unused += ["feedbee0", waiting]
+        assert session._index.new_id() == "feedbee0"  # type: ignore[attr-defined]
+
+
 def test_every_reader_sees_the_entries_appended_since_it_last_read(tmp_path: Path) -> None:
     """Appends wait to join the columns until something reads them (in one batch): each reader,
     called right after appends to a session opened from its index, answers as a session that

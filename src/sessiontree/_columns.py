@@ -35,15 +35,17 @@ Invariants:
 from __future__ import annotations
 
 import sys
+import uuid
 import zlib
 from array import array
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from itertools import chain, compress, repeat
 from operator import add, and_, attrgetter, ge, is_not, ne
 from typing import Any, NamedTuple, cast, overload
 
 from ._scan import _KINDS, _ROLES, FileRecord, Record, _Role
+from ._time import draw_ids
 
 __all__ = ["Columns", "IdTable", "PackedIds"]
 
@@ -297,6 +299,8 @@ class Columns(Sequence[Record]):
         """Each id of ``_ids`` -> its last row."""
         self._absent: set[str] = set()
         """Ids searched for and not packed (an append's new id is searched twice)."""
+        self._unused: list[str] = []
+        """Ids drawn ahead that no packed row holds (:meth:`new_id` takes them)."""
         self.parents = array("i")
         self.unresolved: dict[int, str] = {}
         self.stamps = bytearray()
@@ -509,20 +513,53 @@ class Columns(Sequence[Record]):
         self._absent = set()
         self._first = 0
 
+    def new_id(self, pending: Container[str]) -> str:
+        """A new entry id (pi's form, :func:`~sessiontree._time.new_entry_id`) that no row
+        holds and ``pending`` does not: one of the ids drawn 256 at a time and checked against
+        the packed rows together (their slots computed at once, :meth:`PackedIds.slots`; a
+        third of the cost of a search each). The packed rows never change, so only the rows
+        added since and ``pending`` are asked at each draw."""
+        unused, rows = self._unused, self._rows
+        for _ in range(100):
+            if not unused:
+                unused += self._not_packed(draw_ids())
+                continue
+            candidate = unused.pop()
+            if candidate not in rows and candidate not in pending:
+                return candidate
+        return str(uuid.uuid4())
+
+    def _not_packed(self, ids: list[str]) -> list[str]:
+        """Those of ``ids`` (one width) no packed row holds; they are remembered as absent."""
+        if not self._first:
+            return ids
+        heads, links = self._table or self._packed_table()
+        slots = PackedIds.of(ids).slots(len(heads) - 1)
+        kept = [entry_id for entry_id, slot in zip(ids, slots)
+                if self._chained(entry_id.encode(), heads[slot], links) < 0]
+        self._absent.update(kept)
+        return kept
+
     def _packed_row(self, entry_id: str) -> int:
-        """The last packed row of ``entry_id`` (``-1``: none): one walk of its chain in the
-        table, which runs to ever earlier rows (so it ends whatever the table holds)."""
+        """The last packed row of ``entry_id`` (``-1``: none)."""
         if not self._first or entry_id in self._absent:
             return -1
         heads, links = self._table or self._packed_table()
-        holds = self._packed.holds  # type: ignore[union-attr]
         encoded = entry_id.encode("utf-8", "surrogatepass")
-        row, bound = heads[zlib.crc32(encoded) & (len(heads) - 1)], self._first
+        row = self._chained(encoded, heads[zlib.crc32(encoded) & (len(heads) - 1)], links)
+        if row < 0:
+            self._absent.add(entry_id)
+        return row
+
+    def _chained(self, encoded: bytes, row: int, links: array[int]) -> int:
+        """The packed row whose id's UTF-8 is ``encoded`` (``-1``: none) on the chain from the
+        head ``row``: one walk, which runs to ever earlier rows (so it ends whatever the table
+        holds)."""
+        holds, bound = self._packed.holds, self._first  # type: ignore[union-attr]
         while row < bound:
             if holds(row, encoded):
                 return row
             bound, row = row, links[row]
-        self._absent.add(entry_id)
         return -1
 
     def _packed_table(self) -> IdTable:

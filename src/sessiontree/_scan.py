@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
 from operator import add, attrgetter, sub
-from typing import IO, Any, Literal, Protocol
+from typing import IO, Any, Literal, Protocol, cast
 
 import msgspec
 
@@ -546,7 +546,7 @@ class Scanner:
         return record
 
     def appended(self, lines: Sequence[bytes], envelopes: Sequence[FileRecord | None] | None,
-                 offset: int, header_line: bytes | None = None) -> list[FileRecord]:
+                 offset: int, header_line: bytes | None = None) -> Sequence[FileRecord]:
         """The records of entry lines this library is appending, the first at byte ``offset``
         and each followed by one line ending: the envelope its writer made placed (what
         :meth:`entry_record` would decode; see ``SessionLog.write``), or the line decoded
@@ -557,6 +557,16 @@ class Scanner:
         Raises:
             ValueError: a line that is not an entry, or no header for a log that has none.
         """
+        if envelopes is not None and self.header is not None and None not in envelopes:
+            # the usual append: records its writer made, placed (nothing here can fail)
+            placed = cast("Sequence[FileRecord]", envelopes)
+            lineno = self.lineno
+            for line, record in zip(lines, placed):
+                lineno += 1
+                record.line, record.offset, record.length = lineno, offset, len(line)
+                offset += len(line) + 1
+            self.lineno = lineno
+            return placed
         before = self.mark()
         try:
             if self.header is None:

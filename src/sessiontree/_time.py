@@ -90,9 +90,15 @@ a forked child draws its own (the parent's are dropped in it)."""
 os.register_at_fork(after_in_child=_drawn.clear)
 
 
-def _draw_ahead() -> None:
+def draw_ids() -> list[str]:
+    """256 random ids of pi's form (8 lowercase hex digits), from one ``getrandom`` call; the
+    caller checks them against the ids in use."""
     digits = os.urandom(1024).hex()
-    _drawn.extend([digits[at:at + 8] for at in range(0, 2048, 8)])
+    return [digits[at:at + 8] for at in range(0, 2048, 8)]
+
+
+def _draw_ahead() -> None:
+    _drawn.extend(draw_ids())
 
 
 def new_entry_id(taken: object) -> str:

@@ -420,6 +420,10 @@ class TreeIndex:
         """The ids in use (for drawing a new one): this index, whose ``in`` asks the columns."""
         return self
 
+    def new_id(self) -> str:
+        """An id for a new entry, in use nowhere here (:meth:`Columns.new_id`)."""
+        return self._indexed.new_id(self._pending)
+
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
         """The entry's label and the timestamp of the label entry that set it."""
         return self.labels.get(entry_id)

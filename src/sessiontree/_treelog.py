@@ -477,7 +477,7 @@ class TreeLog:
                 if fresh is not None:
                     self._integrate(fresh)
                 parent = self._leaf
-                entry_id = new_entry_id(self._index.taken())
+                entry_id = self._index.new_id()
                 now = iso_now()
                 header = None if self._header_data is not None else self._serialized_header()
                 (record,) = log.write((message_line(entry_id, parent, now, body),), header,

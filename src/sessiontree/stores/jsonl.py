@@ -338,7 +338,7 @@ class JsonlFile:
         scanner.lineno -= 1
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
-              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
+              envelopes: Sequence[FileRecord | None] | None = None) -> Sequence[FileRecord]:
         """Append the lines with one ``write()``; all of them or, when the file system refuses
         (a full disk), none: the file is cut back to where it was and a file this append
         created is removed, so a retry starts over with the header. ``envelopes``: the
@@ -352,7 +352,7 @@ class JsonlFile:
         if scanner is None:
             scanner = self._scanner = Scanner(self.path)
         before = scanner.mark()
-        data = b"\n".join(lines) + b"\n" if lines else b""
+        data = b"\n".join((*lines, b"")) if lines else b""  # (each line ended, one copy)
         offset = self._size
         if self._needs_newline or scanner.header is None:  # (rare: the usual append is above)
             parts: list[bytes] = []

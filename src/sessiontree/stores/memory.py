@@ -56,7 +56,7 @@ class MemoryLog:
         return None
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
-              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
+              envelopes: Sequence[FileRecord | None] | None = None) -> Sequence[FileRecord]:
         scanner = self._scanner
         head = [header_line] if scanner.header is None and header_line is not None else []
         records = scanner.appended(lines, envelopes, self._size, header_line)

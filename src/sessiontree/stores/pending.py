@@ -79,7 +79,7 @@ class PendingFile(JsonlFile):
         return None if self._pending is not None else super().begin_append()
 
     def write(self, lines: Sequence[bytes], header_line: bytes | None,
-              envelopes: Sequence[FileRecord | None] | None = None) -> list[FileRecord]:
+              envelopes: Sequence[FileRecord | None] | None = None) -> Sequence[FileRecord]:
         """Keep the lines, or write every line kept with them once one is a conversation.
 
         Raises:
