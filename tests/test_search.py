@@ -10,6 +10,8 @@ import json
 import os
 import sqlite3
 import stat
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -1061,7 +1063,8 @@ def test_a_search_without_time_to_index_finds_what_the_index_finds(
     from sessiontree.stores import _jsonl_search
 
     if not gate:  # as without the extra
-        monkeypatch.setattr(_search_scan, "fast_lines", lambda words: None)
+        monkeypatch.setenv("SESSIONTREE_HYPERSCAN", "0")
+        assert _search_scan.fast_lines(["error"]) is None
     _tricky(root / "--tricky--")
     indexed = JsonlStore(root)
     indexed.build_search_index()
@@ -1119,6 +1122,16 @@ def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
     for query, options in SCAN_QUERIES:
         assert _comparable(store.search(query, **options)) == expected[query, str(options)]
     assert len(answers) == 2 * len(SCAN_QUERIES) and None not in answers
+    # the helpers scan as without the extra sessiontree[fast] when told so: they inherit the
+    # environment, which an isolated interpreter (python -I, as they run) still reads
+    monkeypatch.setenv("SESSIONTREE_HYPERSCAN", "0")
+    assert subprocess.run([sys.executable, "-I", "-c", "from sessiontree._search_scan import "
+                           "fast_lines; assert fast_lines(['error']) is None"]).returncode == 0
+    answers.clear()
+    for query, options in SCAN_QUERIES:
+        assert _comparable(store.search(query, **options)) == expected[query, str(options)]
+    assert len(answers) == 2 * len(SCAN_QUERIES) and None not in answers
+    monkeypatch.delenv("SESSIONTREE_HYPERSCAN")
 
     broken = iter([None, "nonsense"] * len(SCAN_QUERIES))
     monkeypatch.setattr(_helpers, "answer", lambda helper: (_helpers.finish(helper), next(

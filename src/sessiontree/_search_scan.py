@@ -28,6 +28,7 @@ Invariants:
 from __future__ import annotations
 
 import functools
+import os
 import re
 import warnings
 from collections.abc import Callable, Sequence
@@ -162,10 +163,13 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
     (the optional extra ``sessiontree[fast]``, several GB/s), where CPython takes three passes
     of about 10 instructions a byte in all (lowercase, the escapes, the anchor), so most
     chunks of a rare word are passed over at about ``grep``'s speed. None without the extra,
-    or for words not all ASCII (every line judged as :func:`maybe_lines` does). Hyperscan
+    with ``SESSIONTREE_HYPERSCAN=0`` (as without it, in helper processes too: they inherit the
+    environment), or for words not all ASCII (every line judged as :func:`maybe_lines` does). Hyperscan
     failing (``hyperscan.error``: a CPU it does not support, ...) costs only time: a warning,
     and the chunks left are scanned as without it."""
     if not all(word.isascii() for word in words):
+        return None
+    if os.environ.get("SESSIONTREE_HYPERSCAN") == "0":
         return None
     try:
         import hyperscan
