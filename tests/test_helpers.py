@@ -40,7 +40,8 @@ def test_a_helper_never_imports_modules_from_its_folder_or_pythonpath(
     monkeypatch.setattr(_helpers, "processes", lambda requested=None: 3)
     answers: list[bytes | None] = []
     real_answer = _helpers.answer
-    monkeypatch.setattr(_helpers, "answer", lambda h: answers.append(real_answer(h)) or answers[-1])
+    monkeypatch.setattr(_helpers, "answer", lambda h, **options: answers.append(
+        real_answer(h, **options)) or answers[-1])
     rows = [(row.path, row.message_count) for row in list_sessions(sessions, index=False)]
 
     assert not marker.exists(), marker.read_text()

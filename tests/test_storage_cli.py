@@ -738,3 +738,37 @@ def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
         if made.session_id in store.session_ids():
             there, body = store.export_lines(made.session_id)
             assert (there, list(body)) == whole, "part of the session left"
+
+
+def test_a_parallel_copy_counts_what_a_helper_stored_as_copied(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each session of a helper's share has the outcome one process gives it: a file named in
+    bytes that are not UTF-8, which the helper names in its answer, is one failure among the
+    sessions it copied (they were answered 'already there' when its answer could not be sent
+    and its share was copied again by the caller)."""
+    from sessiontree import _helpers
+    from sessiontree.transfer import PARALLEL_SESSIONS
+
+    folder = tmp_path / "sessions" / "--work--"
+    generate_folder(folder, PARALLEL_SESSIONS + 1, seed=3, min_entries=5, max_entries=30,
+                    cwds=("/work",))
+    bad = os.path.join(os.fsencode(folder), b"\xff.jsonl")  # sorted last: the helper's share
+    with open(bad, "wb") as stream:
+        stream.write(b"not a session\n")
+    monkeypatch.setattr(_helpers, "_busy", lambda: 0)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1})  # as on two free CPUs
+    answered: list[bytes | None] = []
+    answer = _helpers.answer
+    monkeypatch.setattr(_helpers, "answer", lambda helper, **options: answered.append(
+        answer(helper, **options)) or answered[-1])
+    results = []
+    for name, processes in (("one.db", 1), ("two.db", 2)):
+        with pytest.raises(CopyIncomplete) as raised:
+            copy_sessions(str(tmp_path / "sessions"), sqlite_url(tmp_path / name),
+                          processes=processes)
+        results.append(raised.value.result)
+    one, two = results
+    assert len(answered) == 1 and answered[0] and answered[0].count(b"copied") == PARALLEL_SESSIONS // 2
+    assert two.copied == one.copied and len(one.copied) == PARALLEL_SESSIONS + 1
+    assert two.skipped == one.skipped == []
+    assert two.failed == one.failed and [f.source for f in one.failed] == [os.fsdecode(bad)]

@@ -101,8 +101,9 @@ def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
         return None
 
 
-def answer(helper: subprocess.Popen[bytes] | None) -> bytes | None:
-    """The helper's whole answer once it has exited, ``None`` if it failed."""
+def answer(helper: subprocess.Popen[bytes] | None, *, partial: bool = False) -> bytes | None:
+    """The helper's whole answer once it has exited, ``None`` if it failed (``partial``: what
+    it answered before it failed)."""
     if helper is None or helper.stdout is None:
         return None
     try:
@@ -112,7 +113,7 @@ def answer(helper: subprocess.Popen[bytes] | None) -> bytes | None:
         return None
     finally:
         finish(helper)
-    return data if status == 0 else None
+    return data if status == 0 or partial else None
 
 
 STOP_WAIT = 5.0
@@ -143,17 +144,19 @@ def finish(*helpers: subprocess.Popen[bytes] | None) -> None:
 
 def shared(function: str, shares: Sequence[_Share], arguments: Callable[[_Share], list[str]],
            here: Callable[[_Share], _Result],
-           read: Callable[[bytes, _Share], _Result | None]) -> list[_Result]:
+           read: Callable[[bytes, _Share], _Result | None], *, partial: bool = False
+           ) -> list[_Result]:
     """Each share's result, in order: the first share's computed here (``here``) while a helper
     runs ``function`` with ``arguments(share)`` for each other one. ``read`` makes a helper's
     answer its result; a helper that fails, or whose answer ``read`` refuses (``None``, or a
     ``ValueError`` such as msgspec's decode errors), costs only time: its share is computed
-    here too."""
+    here too. ``partial``: ``read`` is also given what a helper that failed answered before
+    (the part of its share it reports done), and does the rest itself."""
     helpers = [start(function, *arguments(share)) for share in shares[1:]]
     try:
         results = [here(shares[0])]
         for helper, share in zip(helpers, shares[1:]):
-            data = answer(helper)
+            data = answer(helper, partial=partial)
             try:
                 theirs = read(data, share) if data is not None else None
             except ValueError:

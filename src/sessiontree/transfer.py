@@ -34,7 +34,8 @@ Invariants:
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+import struct
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import msgspec
@@ -91,10 +92,10 @@ class _Item(NamedTuple):
     folder: str | None
 
 
-class _Outcome(msgspec.Struct, frozen=True, array_like=True):
+class _Outcome(NamedTuple):
     """What became of one session: ``copied`` or ``skipped`` (``name`` its id), or ``failed``
-    (``name`` where it is, with the reason); what a helper process answers for each of its
-    share."""
+    (``name`` where it is, with the reason); what a helper process answers for each session
+    of its share."""
 
     kind: str
     name: str
@@ -256,7 +257,7 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
         count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS else min(\
             len(keys), _helpers.processes(processes))
         if count == 1:
-            outcomes = _copy_keys(sessions, destination, keys)
+            outcomes = list(_copy_keys(sessions, destination, keys))
         else:
             outcomes = _shared(source, destination, sessions, keys, count)
     finally:
@@ -278,35 +279,66 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
 def _shared(source: str, destination: str, sessions: _Source, keys: list[str], count: int
             ) -> list[_Outcome]:
     """Each session's outcome, in the order of ``keys``, the sessions dealt out to ``count``
-    processes (this one and helpers, :func:`sessiontree._helpers.shared`). A helper that
-    fails costs time: its share is copied here, what it stored found already there."""
-    def read(answer: bytes, share: list[str]) -> list[_Outcome] | None:
-        outcomes = _outcomes_decoder.decode(answer)
-        return outcomes if len(outcomes) == len(share) else None
+    processes (this one and helpers, :func:`sessiontree._helpers.shared`). A helper answers
+    each session's outcome as it is done; the sessions of a helper that fails which it did not
+    answer are copied here, so each session has the outcome one process gives it."""
+    def read(answer: bytes, share: list[str]) -> list[_Outcome]:
+        outcomes = _unframed(answer)
+        if len(outcomes) > len(share):
+            raise ValueError("more outcomes than sessions")
+        return outcomes + list(_copy_keys(sessions, destination, share[len(outcomes):]))
 
     done = _helpers.shared("sessiontree.transfer:_copy_share",
                            [keys[i::count] for i in range(count)],
                            lambda share: [source, destination, *share],
-                           lambda share: _copy_keys(sessions, destination, share), read)
+                           lambda share: list(_copy_keys(sessions, destination, share)), read,
+                           partial=True)
     return [done[place % count][place // count] for place in range(len(keys))]
 
 
 def _copy_share(source: str, destination: str, *keys: str) -> None:
-    """A helper process: copy these sessions of ``source``; their outcomes as MessagePack."""
+    """A helper process: copy these sessions of ``source``, answering each one's outcome as
+    soon as it is stored (:func:`_framed`)."""
     sessions = _Source(source)
     try:
-        _helpers.reply(_outcomes_encoder.encode(_copy_keys(sessions, destination, list(keys))))
+        for outcome in _copy_keys(sessions, destination, list(keys)):
+            _helpers.reply(_framed(outcome))
     finally:
         sessions.close()
 
 
-_outcomes_encoder = msgspec.msgpack.Encoder()
-_outcomes_decoder = msgspec.msgpack.Decoder(list[_Outcome])
+_SIZE = struct.Struct("<I")
+_wire_encoder = msgspec.msgpack.Encoder()
+_wire_decoder = msgspec.msgpack.Decoder(tuple[str, bytes, bytes])
 
 
-def _copy_keys(sessions: _Source, destination: str, keys: list[str]) -> list[_Outcome]:
-    """Copy these sessions in this process, one after the other; each one's outcome."""
+def _framed(outcome: _Outcome) -> bytes:
+    """One outcome as a helper sends it: its size, then MessagePack, the names as UTF-8 bytes
+    that keep lone surrogates (a file name that is not UTF-8, decoded by ``os.fsdecode``)."""
+    data = _wire_encoder.encode((outcome.kind, outcome.name.encode("utf-8", "surrogatepass"),
+                                 outcome.reason.encode("utf-8", "surrogatepass")))
+    return _SIZE.pack(len(data)) + data
+
+
+def _unframed(answer: bytes) -> list[_Outcome]:
+    """The whole outcomes of a helper's answer (one cut short by its end is left out)."""
     outcomes: list[_Outcome] = []
+    at = 0
+    while at + _SIZE.size <= len(answer):
+        (size,) = _SIZE.unpack_from(answer, at)
+        end = at + _SIZE.size + size
+        if end > len(answer):
+            break
+        kind, name, reason = _wire_decoder.decode(answer[at + _SIZE.size:end])
+        outcomes.append(_Outcome(kind, name.decode("utf-8", "surrogatepass"),
+                                 reason.decode("utf-8", "surrogatepass")))
+        at = end
+    return outcomes
+
+
+def _copy_keys(sessions: _Source, destination: str, keys: list[str]) -> Iterator[_Outcome]:
+    """Copy these sessions in this process, one after the other; each one's outcome once it
+    is done."""
     target = _Destination(destination)
     try:
         for key in keys:
@@ -319,12 +351,11 @@ def _copy_keys(sessions: _Source, destination: str, keys: list[str]) -> list[_Ou
             except _PER_SESSION as exc:
                 if sessions.one is not None:
                     raise
-                outcomes.append(_Outcome("failed", item.where, _reason(exc)))
+                yield _Outcome("failed", item.where, _reason(exc))
                 continue
-            outcomes.append(_Outcome("copied" if done else "skipped", session_id))
+            yield _Outcome("copied" if done else "skipped", session_id)
     finally:
         target.close()
-    return outcomes
 
 
 def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
