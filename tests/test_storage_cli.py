@@ -772,3 +772,31 @@ def test_a_parallel_copy_counts_what_a_helper_stored_as_copied(
     assert two.copied == one.copied and len(one.copied) == PARALLEL_SESSIONS + 1
     assert two.skipped == one.skipped == []
     assert two.failed == one.failed and [f.source for f in one.failed] == [os.fsdecode(bad)]
+
+
+@pytest.mark.parametrize("driver", ["sqlite", "postgres"])
+def test_a_copy_into_a_newer_schema_stops_once_naming_the_destination(
+        driver: str, tmp_path: Path, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A destination this sessiontree cannot write (a later one's schema) is opened once, before
+    any session is dealt out, and its error names it: not one failure (and one open) a session,
+    each reason without the store."""
+    from sessiontree import transfer
+    from sessiontree.errors import UnsupportedVersion
+
+    generate_folder(tmp_path / "from", transfer.PARALLEL_SESSIONS, seed=2, min_entries=3,
+                    max_entries=10)
+    target = _copy_target(request, tmp_path, driver)
+    open_store(target).close()
+    with _connected(driver, target) as conn:  # as a later sessiontree would leave it
+        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (8)")
+    opened: list[str] = []
+    monkeypatch.setattr(transfer, "open_store", lambda url, **options: opened.append(url) or
+                        open_store(url, **options))
+    with pytest.raises(UnsupportedVersion) as raised:
+        copy_sessions(str(tmp_path / "from"), target, processes=2)
+    assert str(raised.value).startswith(target) and "newer than this sessiontree" in str(
+        raised.value)
+    assert opened == [target]
+    code, out, err = run("copy", "--processes", "2", str(tmp_path / "from"), target)
+    assert code == 1 and out == "" and target in err and "not copied" not in err

@@ -58,8 +58,10 @@ __all__ = ["ANALYZE_AFTER", "CopyFailure", "CopyResult", "copy_sessions"]
 
 _PER_SESSION = (CopyRefused, CorruptHeader, InvalidEntry, InvalidLocation, SessionNotFound,
                 UnsupportedVersion, OSError)
-"""What leaves one session out of a whole-store copy (the others are still copied); anything
-else (the destination unreachable, read-only) stops the copy."""
+"""What leaves one session out of a whole-store copy (the others are still copied: a file of a
+newer format version, say); anything else (the destination unreachable, read-only) stops the
+copy, as does a database destination that does not open (opened once, before any session is
+copied)."""
 
 
 class CopyFailure(msgspec.Struct, frozen=True):
@@ -189,6 +191,12 @@ class _Destination:
         self._stores: dict[str, Any] = {}
         self._ids: dict[str, set[str]] = {}
 
+    def open(self) -> None:
+        """Open a database destination now: an error (unreachable, a newer schema) is the
+        copy's, raised once and naming the store, before any session is dealt out."""
+        if not self.is_folder:
+            self._open(".")
+
     def store(self, folder: str | None, header_line: bytes) -> tuple[Any, set[str]]:
         """The store for a session (and the ids it held when first opened)."""
         if not self.is_folder:
@@ -198,6 +206,9 @@ class _Destination:
 
             cwd = _header_field(header_line, "cwd")
             folder = default_session_dir(cwd if isinstance(cwd, str) else "", root="").name
+        return self._open(folder)
+
+    def _open(self, folder: str) -> tuple[Any, set[str]]:
         if folder not in self._stores:
             target = os.path.normpath(os.path.join(self.location, folder)) if self.is_folder \
                 else self.location
@@ -205,24 +216,18 @@ class _Destination:
             self._ids[folder] = set(opened.session_ids())
         return self._stores[folder], self._ids[folder]
 
+    def analyze(self) -> None:
+        """Bring a database's planner statistics up to date after a bulk load
+        (:meth:`SqlStore.analyze <sessiontree.stores._sql.SqlStore.analyze>`)."""
+        from .stores._sql import SqlStore
+
+        store = self._stores.get(".") if not self.is_folder else None
+        if isinstance(store, SqlStore):
+            store.analyze()
+
     def close(self) -> None:
         for store in self._stores.values():
             store.close()
-
-
-def _analyze(destination: str) -> None:
-    """Bring a database's planner statistics up to date after a bulk load
-    (:meth:`SqlStore.analyze <sessiontree.stores._sql.SqlStore.analyze>`)."""
-    from .stores._sql import SqlStore
-
-    if parse_location(destination).kind == "jsonl":
-        return
-    store = open_store(destination)
-    try:
-        if isinstance(store, SqlStore):
-            store.analyze()
-    finally:
-        store.close()
 
 
 def copy_sessions(source: str, destination: str, *, processes: int | None = None
@@ -248,25 +253,30 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
         CopyIncomplete: a whole-store copy left sessions out (raised once every other session
             was copied; ``result.failed`` names each with the reason).
         SessionNotFound: no such source.
+        UnsupportedVersion, StoreUnavailable: the database destination does not open (a newer
+            schema, unreachable): raised before any session is copied, naming it.
     """
     if parse_location(destination).session_id is not None:
         raise InvalidLocation(f"{destination}: the destination is a store (no #SESSION_ID)")
     sessions = _Source(source)
+    target = _Destination(destination)
     try:
+        target.open()
         keys = sessions.keys()
         count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS else min(\
             len(keys), _helpers.processes(processes))
         if count == 1:
-            outcomes = list(_copy_keys(sessions, destination, keys))
+            outcomes = list(_copy_keys(sessions, target, keys))
         else:
-            outcomes = _shared(source, destination, sessions, keys, count)
+            outcomes = _shared(source, target, sessions, keys, count)
+        copied = [o.name for o in outcomes if o.kind == "copied"]
+        if len(copied) >= ANALYZE_AFTER:
+            target.analyze()
     finally:
+        target.close()
         sessions.close()
-    copied = [o.name for o in outcomes if o.kind == "copied"]
     skipped = [o.name for o in outcomes if o.kind == "skipped"]
     failed = [CopyFailure(o.name, o.reason) for o in outcomes if o.kind == "failed"]
-    if len(copied) >= ANALYZE_AFTER:
-        _analyze(destination)
     result = CopyResult(copied, skipped, destination, failed)
     if failed:
         raise CopyIncomplete(f"{len(failed)} session(s) not copied (copied {len(copied)}, "
@@ -276,7 +286,7 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
     return result
 
 
-def _shared(source: str, destination: str, sessions: _Source, keys: list[str], count: int
+def _shared(source: str, target: _Destination, sessions: _Source, keys: list[str], count: int
             ) -> list[_Outcome]:
     """Each session's outcome, in the order of ``keys``, the sessions dealt out to ``count``
     processes (this one and helpers, :func:`sessiontree._helpers.shared`). A helper answers
@@ -286,12 +296,12 @@ def _shared(source: str, destination: str, sessions: _Source, keys: list[str], c
         outcomes = _unframed(answer)
         if len(outcomes) > len(share):
             raise ValueError("more outcomes than sessions")
-        return outcomes + list(_copy_keys(sessions, destination, share[len(outcomes):]))
+        return outcomes + list(_copy_keys(sessions, target, share[len(outcomes):]))
 
     done = _helpers.shared("sessiontree.transfer:_copy_share",
                            [keys[i::count] for i in range(count)],
-                           lambda share: [source, destination, *share],
-                           lambda share: list(_copy_keys(sessions, destination, share)), read,
+                           lambda share: [source, target.location, *share],
+                           lambda share: list(_copy_keys(sessions, target, share)), read,
                            partial=True)
     return [done[place % count][place // count] for place in range(len(keys))]
 
@@ -300,10 +310,12 @@ def _copy_share(source: str, destination: str, *keys: str) -> None:
     """A helper process: copy these sessions of ``source``, answering each one's outcome as
     soon as it is stored (:func:`_framed`)."""
     sessions = _Source(source)
+    target = _Destination(destination)
     try:
-        for outcome in _copy_keys(sessions, destination, list(keys)):
+        for outcome in _copy_keys(sessions, target, list(keys)):
             _helpers.reply(_framed(outcome))
     finally:
+        target.close()
         sessions.close()
 
 
@@ -336,26 +348,23 @@ def _unframed(answer: bytes) -> list[_Outcome]:
     return outcomes
 
 
-def _copy_keys(sessions: _Source, destination: str, keys: list[str]) -> Iterator[_Outcome]:
+def _copy_keys(sessions: _Source, target: _Destination, keys: list[str]
+               ) -> Iterator[_Outcome]:
     """Copy these sessions in this process, one after the other; each one's outcome once it
     is done."""
-    target = _Destination(destination)
-    try:
-        for key in keys:
-            item = sessions.item(key)
-            try:
-                header, lines = item.read()
-                session_id = _session_id(header)
-                store, existing = target.store(item.folder, header)
-                done = _copy_one(store, existing, session_id, header, lines)
-            except _PER_SESSION as exc:
-                if sessions.one is not None:
-                    raise
-                yield _Outcome("failed", item.where, _reason(exc))
-                continue
-            yield _Outcome("copied" if done else "skipped", session_id)
-    finally:
-        target.close()
+    for key in keys:
+        item = sessions.item(key)
+        try:
+            header, lines = item.read()
+            session_id = _session_id(header)
+            store, existing = target.store(item.folder, header)
+            done = _copy_one(store, existing, session_id, header, lines)
+        except _PER_SESSION as exc:
+            if sessions.one is not None:
+                raise
+            yield _Outcome("failed", item.where, _reason(exc))
+            continue
+        yield _Outcome("copied" if done else "skipped", session_id)
 
 
 def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
