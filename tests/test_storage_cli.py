@@ -628,7 +628,7 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(
     was copied, found there, or named with the reason, in the source's order) is one
     process's, and every session comes back out byte for byte."""
     from sessiontree import _helpers
-    from sessiontree.transfer import PARALLEL_SESSIONS
+    from sessiontree.transfer import PARALLEL_SESSIONS, _unframed
 
     from .backends import redis_store_url
 
@@ -638,7 +638,8 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(
                                 max_entries=40, cwds=("/work",)):
         sessions[made.session_id] = Path(made.path)
     monkeypatch.setattr(_helpers, "_busy", lambda: 0)  # as on an idle machine
-    assert _helpers.processes(3) == min(3, len(os.sched_getaffinity(0))) > 1
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1, 2})  # of three CPUs
+    assert _helpers.processes(3) == 3
     share = sorted(str(path) for path in (root / "--work--").glob("*.jsonl"))[:2]
     answer = _helpers.answer(_helpers.start("sessiontree.transfer:_copy_share", str(root),
                                             sqlite_url(tmp_path / "share.db"), *share))
@@ -649,6 +650,10 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(
     target = {"sqlite": sqlite_url(tmp_path / "par.db"),
               "redis": redis_store_url(request, "redis") if kind == "redis" else ""}.get(kind) \
         or str(request.getfixturevalue("fresh_postgres_url"))
+    answered: list[bytes | None] = []
+    answer = _helpers.answer
+    monkeypatch.setattr(_helpers, "answer", lambda helper, **options: answered.append(
+        answer(helper, **options)) or answered[-1])
     results = []
     for destination, processes in ((sqlite_url(tmp_path / "one.db"), 1), (target, 3)):
         with pytest.raises(CopyIncomplete) as raised:
@@ -656,6 +661,10 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(
         assert isinstance(raised.value.result, CopyResult)
         results.append(raised.value.result)
     one, several = results
+    # each helper answered every session of its share (a helper that failed would have its
+    # share copied by the caller, with the same result)
+    assert [len(_unframed(data or b"")) for data in answered] == [
+        len(range(n, len(sessions) + 2, 3)) for n in (1, 2)]  # (two files no copy takes)
     assert several.copied == one.copied and sorted(one.copied) == sorted(sessions)
     assert several.failed == one.failed and len(one.failed) == 2 and one.skipped == []
     back = tmp_path / "back"
