@@ -661,6 +661,7 @@ def test_a_copy_by_several_processes_is_the_copy_of_one(
         assert isinstance(raised.value.result, CopyResult)
         results.append(raised.value.result)
     one, several = results
+    assert (one.processes, several.processes) == (1, 3)
     # each helper answered every session of its share (a helper that failed would have its
     # share copied by the caller, with the same result)
     assert [len(_unframed(data or b"")) for data in answered] == [
@@ -777,7 +778,8 @@ def test_a_parallel_copy_counts_what_a_helper_stored_as_copied(
                           processes=processes)
         results.append(raised.value.result)
     one, two = results
-    assert len(answered) == 1 and answered[0] and answered[0].count(b"copied") == PARALLEL_SESSIONS // 2
+    assert len(answered) == 1 and answered[0]
+    assert answered[0].count(b"copied") == PARALLEL_SESSIONS // 2
     assert two.copied == one.copied and len(one.copied) == PARALLEL_SESSIONS + 1
     assert two.skipped == one.skipped == []
     assert two.failed == one.failed and [f.source for f in one.failed] == [os.fsdecode(bad)]

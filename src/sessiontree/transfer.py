@@ -83,6 +83,9 @@ class CopyResult(msgspec.Struct, frozen=True):
     failed: list[CopyFailure] = []
     """What could not be copied, each with the reason (then :func:`copy_sessions` raised
     :class:`~sessiontree.errors.CopyIncomplete` carrying this result)."""
+    processes: int = 1
+    """How many processes the sessions were dealt out to (this one and its helpers): fewer
+    than asked for when CPUs were busy or the sessions few."""
 
 
 class _Item(NamedTuple):
@@ -277,7 +280,7 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
         sessions.close()
     skipped = [o.name for o in outcomes if o.kind == "skipped"]
     failed = [CopyFailure(o.name, o.reason) for o in outcomes if o.kind == "failed"]
-    result = CopyResult(copied, skipped, destination, failed)
+    result = CopyResult(copied, skipped, destination, failed, count)
     if failed:
         raise CopyIncomplete(f"{len(failed)} session(s) not copied (copied {len(copied)}, "
                              f"{len(skipped)} already there): " + "; ".join(
