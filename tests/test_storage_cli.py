@@ -726,6 +726,7 @@ def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
     """A helper ended by its caller (the caller interrupted: Ctrl-C, an error) cleans up first:
     its Redis import of several scripts, cut short, deletes what it stored, so no session is left
     with part of its lines (which a kill leaves)."""
+    import signal
     import time
 
     from sessiontree import _helpers
@@ -739,12 +740,21 @@ def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
     whole = (header, list(lines))
     helper = _helpers.start("sessiontree.transfer:_copy_share", str(tmp_path / "from"), target,
                             made.path)
+    assert helper is not None
+
+    def held() -> int:
+        return len(list(store.export_lines(made.session_id)[1])) \
+            if made.session_id in store.session_ids() else 0
+
     with open_store(target, read_only=True) as store:
-        while made.session_id not in store.session_ids():  # the first script has run
-            assert helper is not None and helper.poll() is None, "the helper ended first"
-            time.sleep(0.005)
+        while held() <= 500:  # the second script has run (a stop in the first, whose lines
+            assert helper.poll() is None, "the helper ended first"  # it cannot tell its own
+            time.sleep(0.01)  # from another writer's, is left to the copy run again)
+        os.kill(helper.pid, signal.SIGSTOP)  # (however busy the machine: caught half-way)
+        assert held() < len(whole[1])
+        os.kill(helper.pid, signal.SIGCONT)
         _helpers.finish(helper)
-        assert helper is not None and helper.returncode != 0  # stopped before it was done
+        assert helper.returncode != 0  # stopped before it was done
         if made.session_id in store.session_ids():
             there, body = store.export_lines(made.session_id)
             assert (there, list(body)) == whole, "part of the session left"
