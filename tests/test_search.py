@@ -1283,8 +1283,36 @@ def test_a_search_that_has_nothing_to_write_takes_no_write_lock(
         finally:
             holder.execute("ROLLBACK")
             holder.close()
-        assert opened == [index_path(root)]  # the index, not a scan without it
+        assert ":memory:" not in opened  # the index (kept from the last search), not a scan
         assert digests() == kept
+
+
+def test_a_search_reuses_the_connection_to_the_index_while_it_is_that_file(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process's searches of a folder share one connection to its index (kept idle between
+    them); an index replaced by another file (another process rebuilt it) is opened again,
+    and one changed to another version is built again, as from a new process."""
+    from sessiontree.stores import _jsonl_search
+
+    store = JsonlStore(root)
+    expected = _comparable(store.search("handshake"))
+    assert expected
+    opened: list[str] = []
+    real_connect = _jsonl_search._connect
+    monkeypatch.setattr(_jsonl_search, "_connect",
+                        lambda path: opened.append(path) or real_connect(path))
+    assert _comparable(store.search("handshake")) == expected and opened == []
+    index = Path(index_path(root))
+    copy = index.with_name("copy.db")
+    copy.write_bytes(index.read_bytes())
+    os.replace(copy, index)
+    assert _comparable(store.search("handshake")) == expected and opened == [str(index)]
+    assert _comparable(store.search("handshake")) == expected and opened == [str(index)]
+    with sqlite3.connect(index) as conn:
+        conn.execute("PRAGMA user_version = 5")
+    assert _comparable(store.search("handshake")) == expected
+    with sqlite3.connect(index) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION
 
 
 def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:

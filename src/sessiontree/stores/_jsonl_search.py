@@ -147,8 +147,16 @@ def index_path(root: str | os.PathLike[str]) -> str:
 
 
 def _connect(path: str) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT)
+    conn = sqlite3.connect(path, isolation_level=None, timeout=_BUSY_TIMEOUT,
+                           check_same_thread=False)  # (kept for the next search: _idle)
     conn.execute("PRAGMA synchronous = OFF")  # a cache: a lost write is found stale next time
+    _check_version(conn)
+    return conn
+
+
+def _check_version(conn: sqlite3.Connection) -> None:
+    """Make the schema in an empty index; raise :class:`sqlite3.DatabaseError` for an index
+    of another version."""
     version = conn.execute("PRAGMA user_version").fetchone()[0]
     if version != _VERSION:
         if version != 0 or conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0]:
@@ -158,7 +166,42 @@ def _connect(path: str) -> sqlite3.Connection:
             conn.execute(statement)
         conn.execute(f"PRAGMA user_version = {_VERSION}")
         conn.execute("COMMIT")
-    return conn
+
+
+_idle: dict[str, tuple[int, int, int, sqlite3.Connection]] = {}
+"""A connection to each index this process searched, idle between its searches, with the
+process id and the index file's device and inode when it was opened: the next search of the
+folder takes it (SQLite's schema read, statements prepared and pages cached: opening and
+closing the index cost about 0.5 million instructions a search), unless the index file was
+replaced or the process forked since. Taken out while in use (one search at a time has it,
+from any thread); a search that raised closes it."""
+
+
+def _open_index(path: str) -> tuple[sqlite3.Connection, tuple[int, int]]:
+    """A connection to the index at ``path`` (made, ``0600`` in a ``0700`` folder, when
+    missing), the idle one if it is still that file's, and the file's device and inode."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        _fs.make_private_dirs(os.path.dirname(path))
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _fs.FILE_MODE))
+        except FileExistsError:
+            pass
+        st = os.stat(path)
+    idle = _idle.pop(path, None)
+    if idle is not None:
+        pid, dev, ino, conn = idle
+        if (pid, dev, ino) == (os.getpid(), st.st_dev, st.st_ino):
+            try:
+                _check_version(conn)  # (another process may have changed it)
+            except BaseException:
+                conn.close()
+                raise
+            return conn, (dev, ino)
+        if pid == os.getpid():  # (a forked child leaves its parent's connection alone)
+            conn.close()
+    return _connect(path), (st.st_dev, st.st_ino)
 
 
 def _remove(path: str) -> None:
@@ -180,26 +223,23 @@ def _opened(root: str, budget: float | None, stop: Callable[[], bool] | None = N
     path = index_path(root)
     for attempt in range(2):
         conn: sqlite3.Connection | None = None
+        identity: tuple[int, int] | None = None  # (the index file's, while it is kept)
         try:
             try:
-                _fs.make_private_dirs(os.path.dirname(path))
-                if not os.path.exists(path):
-                    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, _fs.FILE_MODE))
-                conn = _connect(path)
-                kept = True
+                conn, identity = _open_index(path)
             except (OSError, sqlite3.OperationalError) as exc:
                 if isinstance(exc, sqlite3.OperationalError) and "readonly" not in str(exc) \
                         and "unable to open" not in str(exc):
                     raise
                 conn = _connect(":memory:")  # a folder we may not write to: no index kept
-                kept = False
-            if budget is None and kept:  # a whole build: a transaction a second (a search
-                pending = _built(conn, root, stop)  # meanwhile waits for one at most)
+            if budget is None and identity is not None:  # a whole build: a transaction a
+                pending = _built(conn, root, stop)  # second (a search meanwhile waits for one)
             else:
-                pending = refresh(conn, root, budget=budget if kept else 0.0)
+                pending = refresh(conn, root, budget=budget if identity is not None else 0.0)
         except sqlite3.DatabaseError as exc:
             if conn is not None:
                 conn.close()
+            identity = None
             if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc):
                 conn = _connect(":memory:")  # another process kept it too long: not damage,
                 pending = refresh(conn, root, budget=0.0)  # this search scans instead
@@ -208,10 +248,18 @@ def _opened(root: str, budget: float | None, stop: Callable[[], bool] | None = N
             else:
                 _remove(path)  # damaged: built again
                 continue
+        done = False
         try:
             yield conn, pending
+            done = True
         finally:
-            conn.close()
+            if done and identity is not None and not conn.in_transaction:
+                replaced = _idle.pop(path, None)  # (another thread's, kept meanwhile)
+                _idle[path] = (os.getpid(), *identity, conn)
+                if replaced is not None and replaced[0] == os.getpid():
+                    replaced[3].close()
+            else:
+                conn.close()
         return
 
 
