@@ -993,6 +993,56 @@ def test_the_characters_the_scan_of_bytes_allows_for_are_all_there() -> None:
     assert by_neighbours == ["GREEK CAPITAL LETTER SIGMA"]
 
 
+_STAMPS = st.one_of(
+    st.integers(0, 9).map(lambda s: '"2026-03-01T10:00:0%d.000Z"' % s),  # as pi writes it
+    st.integers(0, 9).map(lambda s: '"2026-03-01T11:00:0%d+01:00"' % s),  # another form
+    st.sampled_from(["5", "null", '"soon"']))  # no valid time: 0
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "b"]), _STAMPS, st.sampled_from(
+    ['"user","content":"an error"', '"assistant","content":[{"type":"text","text":"error"}]',
+     '"user","content":"none"', '"user","content":"error_x"']), st.booleans()),
+    min_size=1, max_size=40), st.integers(1, 4), st.integers(1, 3),
+    st.sampled_from([None, "user"]), st.sampled_from([0, 1772359204000]))
+def test_a_scan_keeps_the_most_recent_lines_that_hold_the_words(
+        lines: list[tuple[str, str, str, bool]], candidates: int, kept: int, role: str | None,
+        since: int) -> None:
+    """Whatever the order of the lines' times and however the scan's lines are cut into
+    chunks and judged in rounds (a few kept by their time before each), the scan finds the
+    most recent lines whose entries hold every word, as judging each line would."""
+    from sessiontree import _search_scan
+    from sessiontree._search import document, holds_words
+
+    data: dict[str, bytes] = {"a": b"", "b": b""}
+    chunks: list[tuple[str, int, bytes]] = []
+    for n, (session, stamp, message, cut) in enumerate(lines):
+        line = ('{"type":"message","id":"e%d","parentId":null,"timestamp":%s,'
+                '"message":{"role":%s}}\n' % (n, stamp, message)).encode()
+        if cut or not chunks or chunks[-1][0] != session:
+            chunks.append((session, len(data[session]), b""))
+        chunks[-1] = chunks[-1][:2] + (chunks[-1][2] + line,)
+        data[session] += line
+    expected = []
+    for session, text in data.items():
+        place = 0
+        for line in text.split(b"\n")[:-1]:
+            doc = document(line)
+            if doc is not None and holds_words(doc.text, ["error"]) and doc.ms >= since and \
+                    role in (None, doc.role):
+                expected.append(((-doc.ms, session, place), line))
+            place += len(line) + 1
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(_search_scan, "CANDIDATES", candidates)
+        patch.setattr(_search_scan, "KEPT_PER_CANDIDATE", kept)
+        recent = _search_scan.Recent(["error"], role=role, since=since, read=lambda session,
+                                     place, length: data[session][place:place + length])
+        for session, base, chunk in chunks:
+            recent.scan(chunk, base, session, session, "")
+        found = [(item.key, item.line) for item in recent.best()]
+    assert found == sorted(expected)[:candidates]
+
+
 def test_the_test_extras_install_the_fast_scan() -> None:
     """The scan that searches each chunk in one pass first is there where the test extras are
     (so the tests above run it): without it a scan is still exact, only slower."""

@@ -276,68 +276,103 @@ class Found(NamedTuple):
     doc: SearchDoc
 
 
+class _Kept(NamedTuple):
+    """A line that may hold every word, known by its time alone (its bytes read back once
+    judged)."""
+
+    key: tuple[int, str, int]
+    session: str
+    cwd: str
+    length: int
+
+
+KEPT_PER_CANDIDATE = 32
+"""Lines kept by their time alone, per candidate, before the best of them are judged (so that
+there is a least recent to pass lines over by): about 250 bytes each."""
+
+
 class Recent:
     """The :data:`CANDIDATES` most recent lines holding every word (and a role, a time), from
-    any number of regions: a line older than all of them once there are enough is not even
-    decoded."""
+    any number of regions. A scan keeps only the time and place of a line that may hold the
+    words; the most recent of them are judged (their bytes read back with ``read(session,
+    place, length)``, ``None`` if they cannot be) at the end, or whenever too many are kept:
+    of a word most lines hold, about as many lines are decoded as there are candidates, not
+    every one more recent than those found so far. A line older than all candidates once
+    there are enough is not even kept."""
 
-    def __init__(self, words: Sequence[str], *, role: str | None, since: int) -> None:
+    def __init__(self, words: Sequence[str], *, role: str | None, since: int,
+                 read: Callable[[str, int, int], bytes | None]) -> None:
         self.words = list(words)
         self._lines: Callable[[bytes], list[tuple[int, int]]] | None = None
         """How a chunk's lines that may hold every word are found (at the first scan)."""
         self.role = role
         self.since = since
+        self._read = read
         self.found: list[Found] = []
+        """The most recent candidates judged so far, most recent first (at most
+        :data:`CANDIDATES`)."""
+        self._kept: list[_Kept] = []
         self._worst: tuple[int, str, int] | None = None
         self._worst_stamp: str | None = None
-        """The least recent kept entry's time, when pi wrote it: a line whose time, laid out
+        """The least recent candidate's time, when pi wrote it: a line whose time, laid out
         the same way, sorts before it is older (or has no valid time: 0), so it is passed
         over without parsing its time."""
 
     def scan(self, data: bytes, base: int, session_id: str, session: str, cwd: str) -> None:
-        """Judge the whole lines of ``data`` (a last line without its newline is left out),
+        """Look at the whole lines of ``data`` (a last line without its newline is left out),
         the bytes of ``session`` from offset ``base`` (a line's place is its offset)."""
         if self._lines is None:
             words = self.words
             self._lines = fast_lines(words) or (lambda data: maybe_lines(data, words))
-        maybe: list[tuple[tuple[int, str, int], bytes]] = []
-        worst, decode, plain = self._worst_stamp, _stamp.decode, _PLAIN.fullmatch
+        kept, worst, since = self._kept, self._worst, self.since
+        worst_stamp, decode, plain = self._worst_stamp, _stamp.decode, _PLAIN.fullmatch
         for start, end in self._lines(data):  # (once a line for a common word)
             if data[start] != 0x7B:  # {
                 continue
-            line = data[start:end]
             try:
-                stamp = decode(line).timestamp
+                stamp = decode(data[start:end]).timestamp
             except (msgspec.DecodeError, UnicodeDecodeError):
                 continue
-            if worst is not None and stamp.__class__ is str and stamp < worst and plain(stamp):
+            if worst_stamp is not None and stamp.__class__ is str and stamp < worst_stamp \
+                    and plain(stamp):
                 continue
             ms = _ms(stamp if stamp.__class__ is str else None)
-            if ms < self.since:
+            if ms < since:
                 continue
             key = (-ms, session_id, base + start)
-            if self._worst is None or key < self._worst:
-                maybe.append((key, line))
-        maybe.sort(key=lambda item: item[0])
-        for key, line in maybe:
-            if self._worst is not None and key >= self._worst:
-                break
-            doc = document(line)
-            if doc is None or (self.role is not None and doc.role != self.role) or \
-                    doc.ms < self.since or not holds_words(doc.text, self.words):
-                continue
-            self.found.append(Found(key, session, cwd, line, doc))
-            if len(self.found) >= (2 * CANDIDATES if self._worst else CANDIDATES):
-                self._trim()  # (the sooner there is a least recent, the fewer lines decoded)
+            if worst is None or key < worst:
+                kept.append(_Kept(key, session, cwd, end - start))
+        if len(kept) >= KEPT_PER_CANDIDATE * CANDIDATES:
+            self._judge()
 
     def best(self) -> list[Found]:
         """The most recent ones, best first."""
-        self._trim()
+        self._judge()
         return self.found
 
-    def _trim(self) -> None:
-        self.found.sort(key=lambda item: item.key)
-        del self.found[CANDIDATES:]
+    def _judge(self) -> None:
+        """Judge the kept lines, most recent first, while one may still be a candidate: one
+        is not once :data:`CANDIDATES` judged lines are more recent."""
+        self._kept.sort(key=lambda item: item.key)
+        old = self.found
+        new: list[Found] = []
+        before = 0  # (how many of the old candidates are more recent than this line)
+        for key, session, cwd, length in self._kept:
+            while before < len(old) and old[before].key < key:
+                before += 1
+            if before + len(new) >= CANDIDATES:
+                break
+            line = self._read(session, key[2], length)
+            if line is None:
+                continue  # (gone, or not the line it was)
+            doc = document(line)
+            if doc is None or doc.ms != -key[0] or \
+                    (self.role is not None and doc.role != self.role) or \
+                    not holds_words(doc.text, self.words):
+                continue  # (a time that is not the one kept: the file changed since)
+            new.append(Found(key, session, cwd, line, doc))
+        self._kept.clear()
+        self.found = sorted(old + new, key=lambda item: item.key)[:CANDIDATES]
         if len(self.found) == CANDIDATES:
             last = self.found[-1]
             self._worst = last.key

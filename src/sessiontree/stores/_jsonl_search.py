@@ -587,7 +587,14 @@ def _scan_files(pending: list[Pending], words: list[str], *, role: str | None, s
                 cwd: str | None) -> list[Found]:
     """The most recent candidates in these bytes, newest files first (the older ones then
     have fewer lines to decode)."""
-    recent = Recent(words, role=role, since=since)
+    with _LineReader() as read:
+        recent = Recent(words, role=role, since=since, read=read)
+        _scan_into(recent, pending, cwd)
+        return recent.best()
+
+
+def _scan_into(recent: Recent, pending: list[Pending], cwd: str | None) -> None:
+    """Each file's bytes not indexed yet, a chunk at a time, into ``recent``."""
     for left in pending:
         try:
             fd = os.open(left.path, os.O_RDONLY)
@@ -611,7 +618,35 @@ def _scan_files(pending: list[Pending], words: list[str], *, role: str | None, s
                 at += end
         finally:
             os.close(fd)
-    return recent.best()
+
+
+class _LineReader:
+    """A scan's lines read back by place to be judged (:class:`Recent`): the whole line of
+    that length there, or ``None`` (the file is gone or changed); the file read last is kept
+    open (the most recent lines are often of one session)."""
+
+    def __init__(self) -> None:
+        self._path: str | None = None
+        self._fd = -1
+
+    def __call__(self, path: str, place: int, length: int) -> bytes | None:
+        try:
+            if path != self._path:
+                self.__exit__()
+                self._fd = os.open(path, os.O_RDONLY)
+                self._path = path
+            data = os.pread(self._fd, length + 1, place)
+        except OSError:
+            return None
+        return data[:length] if len(data) == length + 1 and data[length] == 0x0A else None
+
+    def __enter__(self) -> _LineReader:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+        self._fd, self._path = -1, None
 
 
 def _scan_share(task: str, *items: str) -> None:
