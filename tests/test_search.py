@@ -1167,8 +1167,8 @@ def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
 
     monkeypatch.setattr(_helpers, "processes", lambda requested=None: 3)
     answers: list[bytes | None] = []
-    monkeypatch.setattr(_helpers, "answer",
-                        lambda helper: answers.append(real_answer(helper)) or answers[-1])
+    monkeypatch.setattr(_helpers, "answer", lambda helper, **options: answers.append(
+        real_answer(helper, **options)) or answers[-1])
     for query, options in SCAN_QUERIES:
         assert _comparable(store.search(query, **options)) == expected[query, str(options)]
     assert len(answers) == 2 * len(SCAN_QUERIES) and None not in answers
@@ -1184,7 +1184,7 @@ def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
     monkeypatch.delenv("SESSIONTREE_HYPERSCAN")
 
     broken = iter([None, "nonsense"] * len(SCAN_QUERIES))
-    monkeypatch.setattr(_helpers, "answer", lambda helper: (_helpers.finish(helper), next(
+    monkeypatch.setattr(_helpers, "answer", lambda helper, **_: (_helpers.finish(helper), next(
         broken))[1] and b"\x93not found")
     for query, options in SCAN_QUERIES:
         assert _comparable(store.search(query, **options)) == expected[query, str(options)]
@@ -1269,8 +1269,8 @@ def test_a_helpers_share_is_not_bounded_by_the_command_lines_size(
     assert len(_jsonl_search._task_encoder.encode(shares[1])) > limit
     answers: list[bytes | None] = []
     real_answer = _helpers.answer
-    monkeypatch.setattr(_helpers, "answer",
-                        lambda helper: answers.append(real_answer(helper)) or answers[-1])
+    monkeypatch.setattr(_helpers, "answer", lambda helper, **options: answers.append(
+        real_answer(helper, **options)) or answers[-1])
     assert _jsonl_search._scan(files + gone, query, role=None, since=0, cwd=None) == expected
     assert len(answers) == 1 and answers[0] is not None  # the helper started and answered
 
