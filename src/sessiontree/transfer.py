@@ -26,7 +26,9 @@ Invariants:
 * A whole store's sessions are copied by several processes when the caller asks for them
   (:mod:`sessiontree._helpers`), each a share of the sessions, dealt out in turn, with its own
   connections; the result (copied, skipped, failed, in the source's order) is the one a
-  single process gives. Each process reads the files it copies (a folder is only listed and
+  single process gives. Not into SQLite: one writer at a time, whose other writers wait at
+  most ``timeout`` (30 s) for the lock and then fail (``SessionLocked``), so the copy's own
+  processes could stop it; measured, several processes copied no faster into it. Each process reads the files it copies (a folder is only listed and
   stat'ed first), so copying starts at once.
 * The source is never written to.
 """
@@ -266,8 +268,9 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
     try:
         target.open()
         keys = sessions.keys()
-        count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS else min(\
-            len(keys), _helpers.processes(processes))
+        count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS or \
+            parse_location(destination).kind == "sqlite" else min(
+                len(keys), _helpers.processes(processes))
         if count == 1:
             outcomes = list(_copy_keys(sessions, target, keys))
         else:

@@ -23,7 +23,8 @@ __all__ = ["copy", "delete", "prune", "tail"]
 @click.option("--processes", type=click.IntRange(min=1), default=None, metavar="N",
               help="Copy a whole store with up to N processes (as many as CPUs are free), "
                    "each writing its share of the sessions with its own connection (default: "
-                   "SESSIONTREE_PROCESSES, else 4, as the other commands).")
+                   "SESSIONTREE_PROCESSES, else 4, as the other commands; into SQLite, one "
+                   "writer at a time, one).")
 @json_option
 @reports_errors
 def copy(source: str, destination: str, processes: int | None, as_json: bool) -> None:
