@@ -3,6 +3,7 @@ prune and tail (``sessiontree`` commands run through click's runner, real files 
 
 from __future__ import annotations
 
+import errno
 import os
 import sqlite3
 import stat
@@ -824,3 +825,20 @@ def test_a_copy_into_a_newer_schema_stops_once_naming_the_destination(
     assert opened == [target]
     code, out, err = run("copy", "--processes", "2", str(tmp_path / "from"), target)
     assert code == 1 and out == "" and target in err and "not copied" not in err
+
+
+def test_a_copy_names_why_a_file_could_not_be_read(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A folder's file that cannot be read (here: removed after the folder was listed) is named
+    with the system's reason, not as 'not a session file'."""
+    from sessiontree.stores import _jsonl_listing
+
+    made = generate_folder(tmp_path / "from", 2, seed=4, min_entries=3, max_entries=8)
+    gone = str(tmp_path / "from" / "2025-01-01T00-00-00-000Z_gone.jsonl")
+    listed = _jsonl_listing.session_files
+    monkeypatch.setattr(_jsonl_listing, "session_files", lambda root: [*listed(root), gone])
+    with pytest.raises(CopyIncomplete) as raised:
+        copy_sessions(str(tmp_path / "from"), sqlite_url(tmp_path / "to.db"))
+    result = raised.value.result
+    assert sorted(result.copied) == sorted(one.session_id for one in made)
+    assert [(f.source, f.reason) for f in result.failed] == [(gone, os.strerror(errno.ENOENT))]

@@ -157,10 +157,10 @@ class _Source:
 def _file_item(path: str, folder: str, *, listed: bool) -> _Item:
     """A session file; ``listed``: one of a folder, copied only if ``ls --all`` lists it."""
     def read() -> tuple[bytes, list[bytes]]:
-        from .stores._jsonl_listing import read_listing
+        from .stores._jsonl_listing import checked_listing
         from .stores.jsonl import read_exact_lines
 
-        if listed and read_listing(path) is None:
+        if listed and checked_listing(path) is None:  # (unreadable: OSError, the reason)
             raise CorruptHeader("not a session file: its first line is not a session header "
                                 "(pi does not list it either)", path=path)
         header, lines = read_exact_lines(path)

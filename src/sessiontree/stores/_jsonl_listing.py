@@ -35,8 +35,8 @@ from .._listing import (ListingLine, ListingStats, ListingWarning, cwd_matches, 
 from ..errors import InvalidLocation
 from .base import SessionListing
 
-__all__ = ["INDEX_NAME", "list_folder", "list_root", "most_recent_session", "project_folders",
-           "read_listing", "session_files", "session_stamps"]
+__all__ = ["INDEX_NAME", "checked_listing", "list_folder", "list_root", "most_recent_session",
+           "project_folders", "read_listing", "session_files", "session_stamps"]
 
 INDEX_NAME = ".sessiontree-index"
 _INDEX_VERSION = 4
@@ -56,17 +56,28 @@ def read_listing(path: str | os.PathLike[str], st: os.stat_result | None = None,
                  as_pi: bool = True) -> SessionListing | None:
     """Summarize one session file as pi's ``buildSessionInfo`` does; ``None`` when it has no
     session header or cannot be read, and (``as_pi``) when pi's listing drops it."""
-    location = os.path.abspath(path)
     try:
-        fd = _fs.open_regular(location)  # a FIFO or /dev/zero is never read
-        try:
-            if st is None:
-                st = os.fstat(fd)
-            data = _read_all(fd, st.st_size)
-        finally:
-            os.close(fd)
+        return checked_listing(path, st, as_pi=as_pi)
     except (OSError, InvalidLocation):
         return None
+
+
+def checked_listing(path: str | os.PathLike[str], st: os.stat_result | None = None, *,
+                    as_pi: bool = True) -> SessionListing | None:
+    """:func:`read_listing`, but a file that cannot be read raises why.
+
+    Raises:
+        OSError: the file cannot be read.
+        InvalidLocation: it is no regular file (a FIFO, a device).
+    """
+    location = os.path.abspath(path)
+    fd = _fs.open_regular(location)  # a FIFO or /dev/zero is never read
+    try:
+        if st is None:
+            st = os.fstat(fd)
+        data = _read_all(fd, st.st_size)
+    finally:
+        os.close(fd)
     raw = _LINE_END.split(data) if b"\r" in data else data.split(b"\n")
     lines = _clean_lines(raw)
     if lines is None:  # odd lines: each on its own, skipped where pi skips them
