@@ -68,6 +68,8 @@ class _Spelling(NamedTuple):
     """Those characters' UTF-8."""
     outside: tuple[bytes, ...]
     """Those characters, raw and escaped."""
+    prefix: bytes
+    """What each escape starts with (``\\u00`` without such characters)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -75,7 +77,11 @@ def _spelling(word: bytes) -> _Spelling:
     chars = [char for letter, char in _OUTSIDE.items() if letter in word]
     escaped = [b"\\u%04x" % ord(char) for char in chars]
     raw = tuple(char.encode() for char in chars)
-    return _Spelling(_ALNUM_ESCAPES.union(escaped), raw, (*raw, *escaped))
+    escapes = _ALNUM_ESCAPES.union(escaped)
+    prefix = b"\\u00"
+    while not all(escape.startswith(prefix) for escape in escapes):
+        prefix = prefix[:-1]
+    return _Spelling(escapes, raw, (*raw, *escaped), prefix)
 
 
 def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
@@ -117,13 +123,13 @@ def _ascii_lines(data: bytes, words: list[bytes], *,
     anchor = _anchor(words)
     others = [word for word in words if word != anchor]
     # the lines where something may spell a letter or digit of the anchor (_spelling): an
-    # escape, looked for as \u00 unless one of a character outside ASCII may (a needle of 4
-    # bytes is found half again as fast as one of 2), and such a character; the other words
-    # are looked for in the lines that hold the anchor
+    # escape, looked for as what they all start with (\u00; \u0 with U+0130's, \u with the
+    # Kelvin sign's: a needle of 4 bytes is found half again as fast as one of 2), and a
+    # character outside ASCII; the other words are looked for in the lines that hold the anchor
     spelling = _spelling(anchor)
     specials: list[bytes] = []
     if escapes:
-        specials.append(b"\\u" if spelling.raw else b"\\u00")
+        specials.append(spelling.prefix)
         specials += [char for char in spelling.raw  # (its last byte found at memchr's speed)
                      if low.find(char[-1:], 0, stop) >= 0]
     for special in specials:
