@@ -1365,6 +1365,27 @@ def test_a_search_reuses_the_connection_to_the_index_while_it_is_that_file(
         assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION
 
 
+def test_a_line_is_measured_again_when_its_file_is_not_as_indexed(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A hit's relevance takes its entry's size from the index row only while the line's file
+    is the file indexed (device, inode, size, mtime): one changed after the index was brought
+    up to date (here an append that the refresh did not see) has its lines' sizes counted
+    again, so rows that no longer hold them change nothing."""
+    from sessiontree.stores import _jsonl_search
+
+    store = JsonlStore(root)
+    expected = {query: _comparable(store.search(query)) for query in ("handshake", "error")}
+    assert all(expected.values())
+    with sqlite3.connect(index_path(root)) as conn:  # rows of other lines (their bounds
+        conn.execute("UPDATE entries SET size = 0")  # still above: every line can rank)
+    monkeypatch.setattr(_jsonl_search, "refresh", lambda conn, root, **options: [])
+    for path in root.rglob("*.jsonl"):
+        with open(path, "ab") as stream:
+            stream.write(b"\n")
+    for query, hits in expected.items():
+        assert _comparable(store.search(query)) == hits, query
+
+
 def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:
     """The index names files relative to its folder: the same folder through a link is not
     indexed again (a different root string once made every file look gone and new)."""

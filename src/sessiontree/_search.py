@@ -326,6 +326,9 @@ class Candidate(NamedTuple):
     place: int
     """Its place in the session (a byte offset or a line number: only the order counts)."""
     line: bytes
+    size: int | None = None
+    """The size of its text (:func:`score`'s) when an index row holds it for this very
+    line (its file unchanged since it was indexed): not counted again (``None``: counted)."""
 
 
 class SearchHit(msgspec.Struct, frozen=True):
@@ -417,12 +420,16 @@ class _Matcher:
             self.words = [re.compile(b"%s(?<![a-z0-9]%s)(?![a-z0-9])" % (word, word))
                           for word in (re.escape(term[0].encode()) for term in query.terms)]
 
-    def judge(self, text: str) -> tuple[float, list[tuple[int, int]]] | None:
+    def judge(self, text: str, size: int | None = None
+              ) -> tuple[float, list[tuple[int, int]]] | None:
         """The text's relevance and the spans of the terms (all of them, or at least those
-        its snippet shows); ``None``: a term is missing."""
+        its snippet shows); ``None``: a term is missing. ``size``: the text's (:func:`score`),
+        when an index holds it (counting it was half of judging a long text: a tool output
+        of 31,000 characters)."""
         if self.words is None or _KELVIN in text:
             spans = _spans(text, self.patterns)
-            return None if spans is None else (score(len(spans), len(text.split())), spans)
+            return None if spans is None else (
+                score(len(spans), len(text.split()) if size is None else size), spans)
         data = text.encode("utf-8", "surrogatepass")
         low = data.lower()  # (ASCII letters only: the only ones these words hold)
         ascii_only = len(data) == len(text)
@@ -438,7 +445,7 @@ class _Matcher:
                 return None
             found.extend(spans)
         found.sort()
-        relevance = score(len(found), _pieces(text, data))
+        relevance = score(len(found), _pieces(text, data) if size is None else size)
         return relevance, found if ascii_only else _char_spans(data, found)
 
 
@@ -602,7 +609,7 @@ def _judged(candidate: Candidate, matcher: _Matcher, role: str | None,
     doc = document(candidate.line)
     if doc is None or (role is not None and doc.role != role) or doc.ms < since:
         return None
-    judged = matcher.judge(doc.text)
+    judged = matcher.judge(doc.text, candidate.size)
     if judged is None:
         return None
     relevance, spans = judged

@@ -679,45 +679,54 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
         rows = _most_recent(conn.execute(
             _QUERY.format(counts=fts_counts("e.counts", len(words))),
             {**fts_query(words), "since": since, "role": role, "cwd": cwd}))
-        found: dict[tuple[str, int], tuple[Bounded, int | bytes]] = {}
+        found: dict[tuple[str, int], tuple[Bounded, int | bytes, int | None]] = {}
         paths: dict[str, str] = {}
         for session_id, name, session_cwd, offset, length, ms, _, size, counts in rows:
             path = paths.get(name) or paths.setdefault(name, os.path.join(location,
                                                                           os.fsdecode(name)))
             found[(path, offset)] = (Bounded(session_id, path, session_cwd or "", offset, ms,
-                                             highest(row_counts(counts), size)), length)
+                                             highest(row_counts(counts), size)), length, size)
         for item in _scan(pending, query, role=role, since=since, cwd=cwd):
             place = item.key[2]  # (its line in hand: read first, whatever its relevance)
             found[(item.session, place)] = (Bounded(item.key[1], item.session, item.cwd, place,
-                                                    -item.key[0], math.inf), item.line)
-        best = sorted((row for row, _ in found.values()),
+                                                    -item.key[0], math.inf), item.line, None)
+        best = sorted((row for row, _, _ in found.values()),
                       key=lambda row: (-row.ms, row.session_id, row.place))[:CANDIDATES]
         computed: dict[str, set[str]] = {}
-        descriptors: dict[str, int | None] = {}
+        descriptors: dict[str, tuple[int, bool] | None] = {}
+        files: dict[str, Any] = {}
+
+        def file_row(path: str) -> Any:
+            """The file's row in the index (its stamp, what is indexed, its branch)."""
+            if path not in files:
+                files[path] = conn.execute(
+                    "SELECT dev, ino, size, mtime_ns, indexed_to, branch FROM files "
+                    "WHERE path = ?", (_stored(os.path.relpath(path, location)),)).fetchone()
+            return files[path]
 
         def read(batch: Sequence[Bounded]) -> list[Candidate]:
             out: list[Candidate] = []
             for row in batch:
-                line = found[row.session, row.place][1]
+                _, line, size = found[row.session, row.place]
                 if isinstance(line, int):  # its length: read from its file
                     if row.session not in descriptors:
-                        try:
-                            descriptors[row.session] = os.open(row.session, os.O_RDONLY)
-                        except OSError:
-                            descriptors[row.session] = None
-                    fd = descriptors[row.session]
-                    if fd is None:
+                        descriptors[row.session] = _descriptor(row.session,
+                                                               file_row(row.session))
+                    opened = descriptors[row.session]
+                    if opened is None:
                         continue
-                    line = os.pread(fd, line, row.place)
-                out.append(Candidate(row.session_id, row.session, row.cwd, row.place, line))
+                    line = os.pread(opened[0], line, row.place)
+                    if not opened[1]:
+                        size = None
+                out.append(Candidate(row.session_id, row.session, row.cwd, row.place, line,
+                                     size))
             return out
 
         def current(candidate: Candidate) -> set[str]:
             path = candidate.session
-            stored = conn.execute("SELECT branch FROM files WHERE path = ?",
-                                  (_stored(os.path.relpath(path, location)),)).fetchone()
-            if stored is not None and stored[0] is not None:
-                return set(_ids.decode(stored[0]))
+            stored = file_row(path)
+            if stored is not None and stored[5] is not None:
+                return set(_ids.decode(stored[5]))
             ids = computed[path] = branch(path)
             return ids
 
@@ -725,9 +734,9 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
             hits = best_first(best, query, read, role=role, since=since, limit=limit,
                               on_branch=branch_flags(current))
         finally:
-            for fd in descriptors.values():
-                if fd is not None:
-                    os.close(fd)
+            for opened in descriptors.values():
+                if opened is not None:
+                    os.close(opened[0])
         if computed:
             try:
                 with conn:
@@ -738,6 +747,20 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
             except sqlite3.OperationalError:
                 pass  # busy or read-only: computed again next time
     return hits
+
+
+def _descriptor(path: str, row: Any) -> tuple[int, bool] | None:
+    """The session file at ``path`` opened (``None``: it cannot be), and whether it is the
+    file as its index ``row`` holds it, all of it (device, inode, size and mtime the row's):
+    then each of its entries' rows holds the size of the very line it reads (its text's
+    pieces, which a judge need not count again)."""
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        return None
+    st = os.fstat(fd)
+    return fd, row is not None and tuple(row[:5]) == (st.st_dev, st.st_ino, st.st_size,
+                                                      st.st_mtime_ns, st.st_size)
 
 
 def _most_recent(cursor: sqlite3.Cursor) -> list[Any]:
