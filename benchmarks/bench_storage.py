@@ -420,7 +420,8 @@ def main() -> int:
             if held == args.sessions + 1 or (held and args.as_loaded):
                 rows.append(["load (copy of every pi file)", name, "kept from an earlier run",
                              f"{held:,} sessions, {total:,} entries"])
-                partial[name] = held
+                if held < args.sessions + 1:
+                    partial[name] = held
             else:
                 seconds, used = load_store(url, folder, big_file, args.load_processes)
                 total = args.sessions * args.entries + args.big
