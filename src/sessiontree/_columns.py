@@ -242,6 +242,8 @@ class IdTable(NamedTuple):
 
 NO_ROW = 0xFFFFFFFF
 """The end of a chain (above every row a table holds)."""
+_DRAWS = range(100)
+"""How many ids :meth:`Columns.new_id` draws before it takes a UUID (as ``new_entry_id``)."""
 
 
 def table_size(count: int) -> int:
@@ -520,7 +522,7 @@ class Columns(Sequence[Record]):
         third of the cost of a search each). The packed rows never change, so only the rows
         added since and ``pending`` are asked at each draw."""
         unused, rows = self._unused, self._rows
-        for _ in range(100):
+        for _ in _DRAWS:
             if not unused:
                 unused += self._not_packed(draw_ids())
                 continue
@@ -535,8 +537,10 @@ class Columns(Sequence[Record]):
             return ids
         heads, links = self._table or self._packed_table()
         slots = PackedIds.of(ids).slots(len(heads) - 1)
-        kept = [entry_id for entry_id, slot in zip(ids, slots)
-                if self._chained(entry_id.encode(), heads[slot], links) < 0]
+        chained, first = self._chained, self._first
+        # (most heads hold a chain: walked from its first row, the one in the head)
+        kept = [entry_id for entry_id, row in zip(ids, map(heads.__getitem__, slots))
+                if row >= first or chained(entry_id.encode(), row, links) < 0]
         self._absent.update(kept)
         return kept
 
@@ -554,8 +558,20 @@ class Columns(Sequence[Record]):
     def _chained(self, encoded: bytes, row: int, links: array[int]) -> int:
         """The packed row whose id's UTF-8 is ``encoded`` (``-1``: none) on the chain from the
         head ``row``: one walk, which runs to ever earlier rows (so it ends whatever the table
-        holds)."""
-        holds, bound = self._packed.holds, self._first  # type: ignore[union-attr]
+        holds). Ids of one width (pi's) are compared in the block itself, without a call a
+        row (:attr:`PackedIds.holds` does it for the others)."""
+        packed: PackedIds = self._packed  # type: ignore[assignment]
+        bound, width = self._first, packed.width
+        if width:
+            if len(encoded) != width:
+                return -1
+            starts, step = packed.blob.startswith, width + 1
+            while row < bound:
+                if starts(encoded, row * step):
+                    return row
+                bound, row = row, links[row]
+            return -1
+        holds = packed.holds
         while row < bound:
             if holds(row, encoded):
                 return row

@@ -26,7 +26,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from itertools import repeat
 from operator import add, attrgetter, sub
-from typing import IO, Any, Literal, Protocol, cast
+from typing import IO, Any, Literal, Protocol
 
 import msgspec
 
@@ -559,7 +559,7 @@ class Scanner:
         """
         if envelopes is not None and self.header is not None and None not in envelopes:
             # the usual append: records its writer made, placed (nothing here can fail)
-            placed = cast("Sequence[FileRecord]", envelopes)
+            placed: Sequence[FileRecord] = envelopes  # type: ignore[assignment]
             lineno = self.lineno
             for line, record in zip(lines, placed):
                 lineno += 1
