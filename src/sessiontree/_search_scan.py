@@ -332,11 +332,12 @@ class Recent:
             self._lines = fast_lines(words) or (lambda data: maybe_lines(data, words))
         kept, worst, since = self._kept, self._worst, self.since
         worst_stamp, decode, plain = self._worst_stamp, _stamp.decode, _PLAIN.fullmatch
+        view = memoryview(data)  # (each line decoded where it is, not copied)
         for start, end in self._lines(data):  # (once a line for a common word)
             if data[start] != 0x7B:  # {
                 continue
             try:
-                stamp = decode(data[start:end]).timestamp
+                stamp = decode(view[start:end]).timestamp
             except (msgspec.DecodeError, UnicodeDecodeError):
                 continue
             if worst_stamp is not None and stamp.__class__ is str and stamp < worst_stamp \
