@@ -686,12 +686,15 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
                                                                           os.fsdecode(name)))
             found[(path, offset)] = (Bounded(session_id, path, session_cwd or "", offset, ms,
                                              highest(row_counts(counts), size)), length, size)
-        for item in _scan(pending, query, role=role, since=since, cwd=cwd):
+        scanned = _scan(pending, query, role=role, since=since, cwd=cwd) if pending else []
+        for item in scanned:
             place = item.key[2]  # (its line in hand: read first, whatever its relevance)
             found[(item.session, place)] = (Bounded(item.key[1], item.session, item.cwd, place,
                                                     -item.key[0], math.inf), item.line, None)
-        best = sorted((row for row, _, _ in found.values()),
-                      key=lambda row: (-row.ms, row.session_id, row.place))[:CANDIDATES]
+        best = [row for row, _, _ in found.values()]  # (the index's rows come in this order)
+        if scanned:
+            best = sorted(best, key=lambda row: (-row.ms, row.session_id, row.place)
+                          )[:CANDIDATES]
         computed: dict[str, set[str]] = {}
         descriptors: dict[str, tuple[int, bool] | None] = {}
         files: dict[str, Any] = {}
