@@ -699,9 +699,10 @@ def _copy_target(request: pytest.FixtureRequest, tmp_path: Path, kind: str) -> s
 @pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
 def test_a_copy_run_again_completes_a_session_cut_short_and_nothing_else(
         tmp_path: Path, kind: str, request: pytest.FixtureRequest) -> None:
-    """A session at the destination with the source's header and its first lines only (an
-    import whose process was killed between two Redis scripts) is replaced by the whole when
-    the copy runs again; one with other lines is left as it is and named."""
+    """A Redis session with the source's header and its first lines only (an import whose
+    process was killed between two scripts) is completed when the copy runs again; in SQLite
+    and PostgreSQL (whose imports are never cut) it is a real session, left as it is and named,
+    as is one with other lines everywhere."""
     from sessiontree.stores.jsonl import read_exact_lines
 
     made = generate_folder(tmp_path / "from", 3, seed=11, min_entries=30, max_entries=60)
@@ -715,14 +716,59 @@ def test_a_copy_run_again_completes_a_session_cut_short_and_nothing_else(
     with pytest.raises(CopyIncomplete) as raised:
         copy_sessions(str(tmp_path / "from"), target)
     result = raised.value.result
-    assert sorted(result.copied) == sorted([made[0].session_id, made[2].session_id])
-    assert [failure.source for failure in result.failed] == [made[1].path]
-    assert "other content" in result.failed[0].reason
+    completed = kind == "redis"
+    assert sorted(result.copied) == sorted([made[0].session_id, made[2].session_id]
+                                           if completed else [made[2].session_id])
+    assert sorted(failure.source for failure in result.failed) == sorted(
+        [made[1].path] if completed else [made[0].path, made[1].path])
+    assert all("other content" in failure.reason for failure in result.failed)
     with open_store(target, read_only=True) as store:
         for one, (header, lines) in zip(made, read):
             there, body = store.export_lines(one.session_id)
-            expected = other[1:20] if one is made[1] else lines
+            expected = other[1:20] if one is made[1] else \
+                cut[:20] if one is made[0] and not completed else lines
             assert (there, list(body)) == (header, expected), one.session_id
+
+
+@pytest.mark.parametrize("kind", ["sqlite", "postgres", "redis"])
+def test_a_copy_never_loses_what_an_agent_appends_to_a_prefix_after_the_copy_read_it(
+        tmp_path: Path, kind: str, request: pytest.FixtureRequest,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A session at the destination with the source's first lines, to which a live agent
+    appends right after the copy read it, keeps the agent's line: the copy deletes nothing
+    (in Redis its completion checks the session still holds what it read) and names the
+    session as already there with other content."""
+    from sessiontree.errors import DuplicateId
+    from sessiontree.stores.jsonl import read_exact_lines
+
+    [made] = generate_folder(tmp_path / "from", 1, seed=11, min_entries=30, max_entries=40)
+    header, body = read_exact_lines(made.path)
+    lines = list(body)
+    target = _copy_target(request, tmp_path, kind)
+    with open_store(target) as store:
+        store.import_lines(header, lines[:20])
+        kind_of_store = type(store)
+    agent = {"type": "message", "id": "a1b2c3d4", "parentId": loads(lines[19])["id"],
+             "timestamp": "2030-01-01T00:00:00.000Z",
+             "message": {"role": "user", "content": "LIVE AGENT LINE", "timestamp": 1}}
+    export = kind_of_store.export_lines
+
+    def read_then_agent_appends(store: Any, session_id: str) -> Any:
+        there, held = export(store, session_id)
+        read = list(held)
+        with open_store(target) as live:
+            live.append(session_id, [agent])
+        return there, iter(read)
+
+    monkeypatch.setattr(kind_of_store, "export_lines", read_then_agent_appends)
+    with pytest.raises(DuplicateId, match="other content"):
+        copy_sessions(made.path, target)
+    monkeypatch.undo()
+    with open_store(target, read_only=True) as store:
+        there, stored = store.export_lines(made.session_id)
+        stored_lines = list(stored)
+    assert stored_lines[:20] == lines[:20]
+    assert len(stored_lines) == 21 and b"LIVE AGENT LINE" in stored_lines[20]
 
 
 def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
@@ -842,3 +888,22 @@ def test_a_copy_names_why_a_file_could_not_be_read(
     result = raised.value.result
     assert sorted(result.copied) == sorted(one.session_id for one in made)
     assert [(f.source, f.reason) for f in result.failed] == [(gone, os.strerror(errno.ENOENT))]
+
+
+def test_a_redis_completion_refuses_a_session_whose_last_line_is_another(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """The completion's script checks the session's last line, not only how many it holds:
+    one with as many lines, its last another, is left as it is."""
+    from sessiontree.stores.jsonl import read_exact_lines
+
+    [made] = generate_folder(tmp_path / "from", 1, seed=11, min_entries=30, max_entries=40)
+    header, body = read_exact_lines(made.path)
+    lines = list(body)
+    other_last = lines[19].replace(b'"timestamp"', b'"timestamp" ', 1)
+    assert other_last != lines[19]
+    with open_store(_copy_target(request, tmp_path, "redis")) as store:
+        store.import_lines(header, lines[:20])
+        assert not store.complete_import(header, [*lines[:19], other_last, *lines[20:]], 20)
+        assert list(store.export_lines(made.session_id)[1]) == lines[:20]
+        assert store.complete_import(header, lines, 20)
+        assert list(store.export_lines(made.session_id)[1]) == lines

@@ -8,13 +8,16 @@ Invariants:
   for JSONL), so a copy killed half-way leaves every session either complete or absent; but
   in Redis (a script per 500 lines, what was stored deleted again if the import fails) a
   process killed outright between two scripts leaves the first lines, which a copy run again
-  replaces (below).
+  completes (below).
 * A session already at the destination with the same bytes is skipped, so an interrupted
   whole-store copy is finished by running it again, and copies running at once into one store
   each skip what another stored first. One there with the same header and a strict prefix of
-  the lines (an import cut short: a Redis import is one script per 500 lines, and a writer
-  killed between two leaves the first) is replaced by the whole; one with other content is
-  never touched.
+  the lines is completed only in Redis (an import cut short: one script per 500 lines, and a
+  writer killed between two leaves the first): the missing lines are appended, each script
+  only if the session still holds exactly the lines read, the last the same; a session that
+  changed meanwhile (a live agent appended) is other content. Elsewhere (one transaction, a
+  rename: never cut) such a prefix is a real session: other content. One with other content
+  is never touched, and nothing at the destination is ever deleted.
 * Nothing is skipped silently: a folder's every ``*.jsonl`` file (its project folders' too: a
   folder may be pi's sessions root) is copied, found already there, or named in
   ``CopyResult.failed`` with the reason (a file that is no session, one a copy would not
@@ -376,9 +379,11 @@ def _copy_keys(sessions: _Source, target: _Destination, keys: list[str]
 def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
               lines: list[bytes]) -> bool:
     """Store one session; ``True`` if written, ``False`` if there already with the same bytes.
-    A session there with the same header and the first of its lines only (an import cut short:
-    a Redis import of more than one script whose writer was killed) is replaced by the whole:
-    it holds nothing the source does not.
+    A Redis session there with the same header and the first of its lines only (an import cut
+    short: one of more than one script whose writer was killed) is completed by appending the
+    rest, each script only if the session still holds exactly those lines (a live agent's
+    append meanwhile makes it other content); nothing is ever deleted. Elsewhere such a
+    session is other content: an import there is one transaction or a rename, never cut.
 
     Raises:
         DuplicateId: there already with other bytes.
@@ -395,9 +400,9 @@ def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
     held = list(body)
     if there == header and held == lines:
         return False
-    if there == header and len(held) < len(lines) and lines[:len(held)] == held:
-        store.delete(session_id)
-        store.import_lines(header, lines)
+    complete = getattr(store, "complete_import", None)  # (Redis only)
+    if complete is not None and there == header and len(held) < len(lines) \
+            and lines[:len(held)] == held and complete(header, lines, len(held)):
         return True
     raise DuplicateId(f"session {session_id} is already at the destination with other content; "
                       "not copied", path=store.session_url(session_id))

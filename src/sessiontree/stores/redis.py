@@ -281,7 +281,8 @@ end
 # none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
 # (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
 # m then m times a word and its postings (stores/_redis_search.py), then the incarnation token
-# of a session this stores ('' for an append: see _STAMP).
+# of a session this stores ('' for an append: see _STAMP; for ``more``, the line the session's
+# last must be, '' for no check: a completion refused, 'changed', if another took its place).
 _APPEND = _INDEXED_LUA + _USAGE_LUA + _INDEX_ENTRY + """
 local meta, lines, ids, post, docs, tree, labels, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -332,6 +333,9 @@ end
 local first = redis.call('LLEN', lines) + 1
 if seen ~= '' and first - 1 ~= tonumber(seen) then
   return {'behind', stored or false, redis.call('LRANGE', lines, tonumber(seen), -1)}
+end
+if mode == 'more' and ARGV[#ARGV] ~= '' and redis.call('LINDEX', lines, -1) ~= ARGV[#ARGV] then
+  return {'changed'}
 end
 if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
@@ -939,7 +943,8 @@ class RedisStore(StoredEntries):
                                 path=self.url)
 
     def _run_append(self, session_id: str, args: list[Any], cwd: str, found: _rs.Batch,
-                    incarnation: str, listed: int | None = None) -> tuple[list[Any], bool]:
+                    incarnation: str | bytes, listed: int | None = None
+                    ) -> tuple[list[Any], bool]:
         """The append script on the session's slot (``WAIT`` after it when durable), and
         whether the listing's sorted sets need no update now: on one server the script does
         it, and adds the session to its words' sets; on a cluster these are in other slots: the
@@ -1140,7 +1145,7 @@ class RedisStore(StoredEntries):
 
     def _appended(self, session_id: str, mode: str, header_line: bytes,
                   lines: Sequence[bytes], records: Sequence[Record],
-                  seen: int | None = None, *, regular: bool = True) -> int:
+                  seen: int | None = None, *, regular: bool = True, last: bytes = b"") -> int:
         """Run an append (or a create, or an import and its later chunks: ``more``) and update
         the listing's order.
 
@@ -1149,6 +1154,8 @@ class RedisStore(StoredEntries):
                 (:class:`_Behind`) if the session holds more (``None``: no check).
             regular: an import whose parents all come before their children (it gets a tree
                 index).
+            last: for ``more``, the line the session's last must still be (``b""``: not
+                checked); another there: ``ConcurrentModification``, nothing written.
 
         Returns:
             The first line's position in the session's list (from 1; where they were already
@@ -1176,7 +1183,8 @@ class RedisStore(StoredEntries):
         found = _rs.batch(lines, (seen or 0) + 1)  # (the script refuses other positions)
         args += [_usage_spec(stats, parsed), found.docs,
                  "" if found.latest is None else found.latest]
-        incarnation = secrets.token_hex(8) if mode in ("create", "first", "import") else ""
+        incarnation: str | bytes = secrets.token_hex(8) if mode in ("create", "first", "import") \
+            else last
         listed = None  # an append's new place in the listing's order, sent beside the script
         if mode == "append" and stats.activity is not None and stats.activity > 0:
             listed = math.floor(stats.activity)
@@ -1189,6 +1197,9 @@ class RedisStore(StoredEntries):
         if status == "gone":
             raise ConcurrentModification("the session was deleted meanwhile; nothing was "
                                          "written", path=where)
+        if status == "changed":
+            raise ConcurrentModification(f"line {seen} of the session is another meanwhile; "
+                                         "nothing was written", path=where)
         if status == "recreated":
             raise ConcurrentModification("the session was deleted and created again meanwhile;"
                                          " nothing was written", path=where)
@@ -1582,6 +1593,33 @@ class RedisStore(StoredEntries):
             self._undo_import(session_id, exc)
             raise
         return session_id
+
+    def complete_import(self, header_line: bytes, lines: Sequence[bytes], held: int) -> bool:
+        """Store ``lines[held:]`` into a session that holds ``header_line`` and
+        ``lines[:held]`` (an import cut between two scripts, its writer killed), one script
+        per ``_IMPORT_CHUNK`` lines, each appending only if the session still holds exactly
+        the lines before its own, the last of them the same (a compare and append: a live
+        agent's append in between is never overwritten); nothing is deleted.
+
+        Returns:
+            ``False`` if a script found the session changed (another writer appended, or
+            deleted it): it wrote nothing (what earlier scripts appended, the source's next
+            lines, stays).
+        """
+        self._writable()
+        header = _json.loads(header_line)
+        session_id = check_session_id(header.get("id") if isinstance(header, dict) else None)
+        records = _envelopes(lines)
+        regular = _regular(records)
+        try:
+            for start in range(held, len(lines), _IMPORT_CHUNK):
+                end = start + _IMPORT_CHUNK
+                self._appended(session_id, "more", header_line, lines[start:end],
+                               records[start:end], start, regular=regular,
+                               last=lines[start - 1] if start else b"")
+        except (_Behind, ConcurrentModification, DuplicateId):
+            return False
+        return True
 
     def _undo_import(self, session_id: str, failure: BaseException) -> None:
         """Delete what a failed import stored. A delete that fails leaves the session partly
