@@ -771,11 +771,14 @@ def test_a_copy_never_loses_what_an_agent_appends_to_a_prefix_after_the_copy_rea
     assert len(stored_lines) == 21 and b"LIVE AGENT LINE" in stored_lines[20]
 
 
+@pytest.mark.parametrize("stop", ["finish", "ctrl-c", "terminated again"])
 def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
-        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        tmp_path: Path, request: pytest.FixtureRequest, stop: str) -> None:
     """A helper ended by its caller (the caller interrupted: Ctrl-C, an error) cleans up first:
     its Redis import of several scripts, cut short, deletes what it stored, so no session is left
-    with part of its lines (which a kill leaves)."""
+    with part of its lines (which a kill leaves); neither a terminal's Ctrl-C, which reaches the
+    helper too (``ctrl-c``: SIGINT, then the caller's SIGTERM, both waiting while it was
+    stopped), nor a second SIGTERM arriving during the clean-up interrupts that clean-up."""
     import signal
     import time
 
@@ -802,7 +805,13 @@ def test_a_copy_helper_asked_to_stop_deletes_the_part_it_stored(
             time.sleep(0.01)  # from another writer's, is left to the copy run again)
         os.kill(helper.pid, signal.SIGSTOP)  # (however busy the machine: caught half-way)
         assert held() < len(whole[1])
+        if stop == "ctrl-c":  # (SIGINT handled first: it begins the clean-up, SIGTERM next)
+            os.kill(helper.pid, signal.SIGINT)
+            os.kill(helper.pid, signal.SIGTERM)
         os.kill(helper.pid, signal.SIGCONT)
+        while stop == "terminated again" and helper.poll() is None:
+            os.kill(helper.pid, signal.SIGTERM)
+            time.sleep(0.001)
         _helpers.finish(helper)
         assert helper.returncode != 0  # stopped before it was done
         if made.session_id in store.session_ids():

@@ -18,9 +18,10 @@ Invariants:
   running at that moment), or in a frozen or embedded program (no Python interpreter to
   start).
 * A caller ends every helper it started, whatever happens (:func:`finish`), gently first: a
-  helper takes ``SIGTERM`` as ``KeyboardInterrupt``, so its clean-up runs (a Redis import
-  deletes the part it stored), and is killed only if it has not ended :data:`STOP_WAIT`
-  seconds later.
+  helper takes its first ``SIGTERM`` as ``KeyboardInterrupt``, so its clean-up runs (a Redis
+  import deletes the part it stored), and ignores later ones and ``SIGINT`` (a Ctrl-C reaches
+  its process group: its caller ends it), so nothing interrupts that clean-up; it is killed
+  only if it has not ended :data:`STOP_WAIT` seconds later.
 * A helper is isolated (``-I``): neither the folder it starts in nor ``PYTHONPATH``, user
   site-packages or other ``PYTHON*`` variables reach its import path, so a ``typing.py`` in
   the folder where ``sessiontree ls`` runs is never imported.
@@ -41,11 +42,16 @@ __all__ = ["answer", "default_processes", "finish", "processes", "reply", "share
 _Share = TypeVar("_Share")
 _Result = TypeVar("_Result")
 
-_RUN = ("import signal; signal.signal(signal.SIGTERM, signal.default_int_handler); "
+_RUN = ("import signal; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+        "signal.signal(signal.SIGTERM, lambda *given: (signal.signal(signal.SIGTERM, "
+        "signal.SIG_IGN), signal.default_int_handler(*given))); "
         "import sys; sys.path.insert(0, sys.argv[1]); import importlib, os; "
         "module, function = sys.argv[2].split(':'); "
         "getattr(importlib.import_module(module), function)("
         "*map(os.fsdecode, sys.stdin.buffer.read().split(b'\\0')[:-1]))")
+"""A helper's program: it ignores ``SIGINT`` (a terminal's Ctrl-C reaches the whole process
+group; its caller, interrupted, ends it) and takes the first ``SIGTERM`` as
+``KeyboardInterrupt``, ignoring any later one, so its clean-up is never itself interrupted."""
 
 
 default_processes = 1
