@@ -939,6 +939,38 @@ def test_an_import_that_cannot_delete_its_part_says_so(request: pytest.FixtureRe
         other.delete(session_id)
 
 
+def test_an_interrupted_import_that_cannot_delete_its_part_stays_an_interrupt(
+        request: pytest.FixtureRequest) -> None:
+    """A Ctrl-C (KeyboardInterrupt) in an import whose clean-up delete fails too is raised as
+    itself, with a note naming the session left partly stored: it was turned into the delete's
+    ConcurrentModification (the interrupt its cause), which a caller catching sessiontree's
+    errors would take for a failed write and go on."""
+    url = redis_store_url(request, "redis")
+    header, lines, session_id = _failing_late()
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
+        writers: list[Session] = []
+
+        def a_new_word() -> None:
+            if not writers:
+                writers.append(Session(other.open_log(session_id)))
+            writers[0].append_message(UserMessage.of(f"fulmar{len(deletes)}"))
+
+        def interrupted() -> None:
+            if len(imports) == 2:  # (the first two scripts stored their lines)
+                raise KeyboardInterrupt
+
+        imports = beside_script(store, "_append_script", interrupted)
+        deletes = beside_script(store, "_delete_script", a_new_word, before=True)
+        with pytest.raises(KeyboardInterrupt) as raised:
+            store.import_lines(header, lines)
+        assert len(deletes) == _TRIES
+        assert any(f"session {session_id} is left partly stored" in note
+                   for note in getattr(raised.value, "__notes__", []))
+        assert session_id in store.session_ids()
+        writers[0].close()
+        other.delete(session_id)
+
+
 def test_a_rebuild_refuses_a_session_a_later_version_indexed(store: RedisStore) -> None:
     """``reindex_search`` of a session whose search index a later sessiontree wrote (its
     ``indexed`` newer than this code's), and a ``migrate`` whose session is indexed so between

@@ -1575,7 +1575,8 @@ class RedisStore(StoredEntries):
             InvalidEntry: a line that is not an entry, or a bad header.
             ConcurrentModification, StoreUnavailable: a later script failed and the part
                 stored could not be deleted: the error names the session left partly stored
-                (the import's own error its ``__cause__``).
+                (the import's own error its ``__cause__``; an interrupt is raised as itself,
+                with a note saying so).
         """
         self._writable()
         header = _json.loads(header_line)
@@ -1623,8 +1624,9 @@ class RedisStore(StoredEntries):
 
     def _undo_import(self, session_id: str, failure: BaseException) -> None:
         """Delete what a failed import stored. A delete that fails leaves the session partly
-        stored: its error is raised naming the session, ``failure`` its cause (an interrupt
-        too: a partial session is never left silently)."""
+        stored: its error is raised naming the session, ``failure`` its cause; an interrupt
+        (``KeyboardInterrupt``: no ``Exception``) stays itself, with that note, so a Ctrl-C is
+        never taken for a failed write. A partial session is never left silently."""
         try:
             self.delete(session_id)
         except SessionNotFound:
@@ -1635,6 +1637,9 @@ class RedisStore(StoredEntries):
                               f"not be deleted ({exc.reason}): session {session_id} is left "
                               "partly stored; delete it and import it again",
                               path=self.session_url(session_id))
+            if not isinstance(failure, Exception):
+                failure.add_note(str(error))
+                return  # (import_lines raises it again)
             raise error from failure
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
