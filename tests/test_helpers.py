@@ -1,9 +1,11 @@
 """Helper processes (``sessiontree._helpers``) run isolated: nothing from the folder they start
-in, nor from ``PYTHONPATH``, is imported by them."""
+in, nor from ``PYTHONPATH``, is imported by them; an interrupted caller stops them together."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -47,3 +49,36 @@ def test_a_helper_never_imports_modules_from_its_folder_or_pythonpath(
     assert not marker.exists(), marker.read_text()
     assert len(answers) == 2 and None not in answers  # both helpers ran and answered
     assert rows == expected
+
+
+def test_an_interrupted_caller_asks_every_helper_to_stop_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A caller interrupted while it waits for one helper's answer stops all its helpers
+    together: that helper alone was stopped first (up to STOP_WAIT) while the others went on."""
+    finished: list[tuple[Any, ...]] = []
+    real_finish = _helpers.finish
+    monkeypatch.setattr(_helpers, "finish", lambda *helpers: finished.append(helpers) or
+                        real_finish(*helpers))
+    started: list[Any] = []
+    real_start = _helpers.start
+    monkeypatch.setattr(_helpers, "start", lambda *given: started.append(
+        real_start(*given)) or started[-1])
+
+    def interrupt(*_: object) -> None:
+        raise KeyboardInterrupt
+
+    def here(share: int) -> int:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)  # while it waits for the first helper
+        return share
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        with pytest.raises(KeyboardInterrupt):  # (helpers that wait for a signal: pause)
+            _helpers.shared("signal:pause", [1, 2, 3], lambda share: [], here,
+                            lambda data, share: share)
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert len(started) == 2 and None not in started
+    assert finished[0] == tuple(started)  # all asked to stop together, first
+    assert all(helper.returncode is not None for helper in started)

@@ -109,16 +109,17 @@ def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
 
 def answer(helper: subprocess.Popen[bytes] | None, *, partial: bool = False) -> bytes | None:
     """The helper's whole answer once it has exited, ``None`` if it failed (``partial``: what
-    it answered before it failed)."""
+    it answered before it failed). An interrupt while waiting for it leaves it running: the
+    caller's :func:`finish` asks every helper to stop at once."""
     if helper is None or helper.stdout is None:
         return None
     try:
         data = helper.stdout.read()
         status = helper.wait()
     except OSError:
-        return None
-    finally:
         finish(helper)
+        return None
+    finish(helper)
     return data if status == 0 or partial else None
 
 
