@@ -916,3 +916,25 @@ def test_a_redis_completion_refuses_a_session_whose_last_line_is_another(
         assert list(store.export_lines(made.session_id)[1]) == lines[:20]
         assert store.complete_import(header, lines, 20)
         assert list(store.export_lines(made.session_id)[1]) == lines
+
+
+@pytest.mark.parametrize("driver", ["sqlite", "postgres"])
+def test_a_copy_helper_meeting_a_newer_schema_answers_no_session(
+        driver: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A helper opens its database destination before its first session: one it cannot write
+    (a later sessiontree's schema, here since before it started) ends it with no session
+    answered, not each of its sessions answered failed without the store's name."""
+    from sessiontree import _helpers
+    from sessiontree.transfer import _unframed
+
+    made = generate_folder(tmp_path / "from", 3, seed=2, min_entries=3, max_entries=10)
+    target = _copy_target(request, tmp_path, driver)
+    open_store(target).close()
+    with _connected(driver, target) as conn:  # as a later sessiontree would leave it
+        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (8)")
+    helper = _helpers.start("sessiontree.transfer:_copy_share", str(tmp_path / "from"), target,
+                            *(one.path for one in made))
+    assert helper is not None
+    answer = _helpers.answer(helper, partial=True)
+    assert answer is not None and _unframed(answer) == []
+    assert helper.returncode != 0

@@ -317,10 +317,13 @@ def _shared(source: str, target: _Destination, sessions: _Source, keys: list[str
 
 def _copy_share(source: str, destination: str, *keys: str) -> None:
     """A helper process: copy these sessions of ``source``, answering each one's outcome as
-    soon as it is stored (:func:`_framed`)."""
+    soon as it is stored (:func:`_framed`). A database destination is opened first: an error
+    opening it (a newer schema since its caller opened it) ends the helper, answering nothing,
+    not one failure a session without the store's name (its caller copies the share)."""
     sessions = _Source(source)
     target = _Destination(destination)
     try:
+        target.open()
         for outcome in _copy_keys(sessions, target, list(keys)):
             _helpers.reply(_framed(outcome))
     finally:
