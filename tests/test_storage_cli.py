@@ -896,7 +896,8 @@ def test_a_copy_names_why_a_file_could_not_be_read(
         copy_sessions(str(tmp_path / "from"), sqlite_url(tmp_path / "to.db"))
     result = raised.value.result
     assert sorted(result.copied) == sorted(one.session_id for one in made)
-    assert [(f.source, f.reason) for f in result.failed] == [(gone, os.strerror(errno.ENOENT))]
+    assert [(f.source, f.reason) for f in result.failed] == [
+        (gone, f"{os.strerror(errno.ENOENT)}: {gone}")]
 
 
 def test_a_redis_completion_refuses_a_session_whose_last_line_is_another(
@@ -938,3 +939,42 @@ def test_a_copy_helper_meeting_a_newer_schema_answers_no_session(
     answer = _helpers.answer(helper, partial=True)
     assert answer is not None and _unframed(answer) == []
     assert helper.returncode != 0
+
+
+def test_a_copy_names_the_destination_file_it_could_not_write(tmp_path: Path) -> None:
+    """A session the destination refuses (its project folder's name taken by a file) is named
+    with the system's reason and the destination's path, not the reason alone beside the
+    source file; the other folder's sessions are copied."""
+    kept = generate_folder(tmp_path / "from" / "--b--", 2, seed=4, min_entries=3, max_entries=8,
+                           cwds=("/b",))
+    refused = generate_folder(tmp_path / "from" / "--a--", 2, seed=5, min_entries=3,
+                              max_entries=8, cwds=("/a",))
+    (tmp_path / "to").mkdir()
+    (tmp_path / "to" / "--a--").write_text("a file, not a folder\n")
+    with pytest.raises(CopyIncomplete) as raised:
+        copy_sessions(str(tmp_path / "from"), str(tmp_path / "to"))
+    result = raised.value.result
+    assert sorted(result.copied) == sorted(one.session_id for one in kept)
+    assert sorted(f.source for f in result.failed) == sorted(one.path for one in refused)
+    for failure in result.failed:
+        assert str(tmp_path / "to" / "--a--") in failure.reason, failure.reason
+
+
+def test_a_copy_into_a_full_file_system_stops_at_once(tmp_path: Path) -> None:
+    """A full destination (a 64 KiB tmpfs) stops the copy with the system's error: no later
+    session could be written either (it was one failure a session, the same each time)."""
+    import subprocess
+
+    full = tmp_path / "full"
+    full.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
+                      capture_output=True).returncode != 0:
+        pytest.skip("mounting a small tmpfs needs root")
+    try:
+        generate_folder(tmp_path / "from", 40, seed=6, min_entries=40, max_entries=60)
+        with pytest.raises(OSError) as raised:
+            copy_sessions(str(tmp_path / "from"), str(full))
+        assert raised.value.errno == errno.ENOSPC
+        assert not isinstance(raised.value, CopyIncomplete)
+    finally:
+        subprocess.run(["umount", str(full)], check=True)

@@ -38,6 +38,7 @@ Invariants:
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from collections.abc import Callable, Iterator
@@ -56,6 +57,7 @@ from .errors import (
     InvalidLocation,
     SessionNotFound,
     UnsupportedVersion,
+    WriteFailed,
 )
 from .stores.url import open_store, parse_location
 
@@ -66,7 +68,11 @@ _PER_SESSION = (CopyRefused, CorruptHeader, InvalidEntry, InvalidLocation, Sessi
 """What leaves one session out of a whole-store copy (the others are still copied: a file of a
 newer format version, say); anything else (the destination unreachable, read-only) stops the
 copy, as does a database destination that does not open (opened once, before any session is
-copied)."""
+copied), or a file system that takes no more writes (:data:`_NO_MORE_WRITES`)."""
+
+_NO_MORE_WRITES = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""A full disk or quota, a read-only file system: no later session could be written either,
+so the copy stops (run again once the cause is gone, it skips what it stored)."""
 
 
 class CopyFailure(msgspec.Struct, frozen=True):
@@ -372,7 +378,8 @@ def _copy_keys(sessions: _Source, target: _Destination, keys: list[str]
             store, existing = target.store(item.folder, header)
             done = _copy_one(store, existing, session_id, header, lines)
         except _PER_SESSION as exc:
-            if sessions.one is not None:
+            if sessions.one is not None or (isinstance(exc, OSError)
+                                            and exc.errno in _NO_MORE_WRITES):
                 raise
             yield _Outcome("failed", item.where, _reason(exc))
             continue
@@ -412,8 +419,12 @@ def _copy_one(store: Any, existing: set[str], session_id: str, header: bytes,
 
 
 def _reason(exc: BaseException) -> str:
+    """Why a session was left out; a system error keeps its file's name (the source's, or the
+    destination's that could not be written)."""
     if isinstance(exc, OSError):
-        return exc.strerror or str(exc)
+        if exc.strerror and isinstance(exc.filename, str) and not isinstance(exc, WriteFailed):
+            return f"{exc.strerror}: {exc.filename}"
+        return str(exc)  # (WriteFailed's names its file)
     return getattr(exc, "reason", None) or str(exc)
 
 
