@@ -31,8 +31,9 @@ Invariants:
   connections; the result (copied, skipped, failed, in the source's order) is the one a
   single process gives. Not into SQLite: one writer at a time, whose other writers wait at
   most ``timeout`` (30 s) for the lock and then fail (``SessionLocked``), so the copy's own
-  processes could stop it; measured, several processes copied no faster into it. Each process reads the files it copies (a folder is only listed and
-  stat'ed first), so copying starts at once.
+  processes could stop it; measured, several processes copied no faster into it. Each
+  process reads the files it copies (a folder is only listed and stat'ed first), so copying
+  starts at once.
 * The source is never written to.
 """
 
