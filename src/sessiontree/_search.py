@@ -32,10 +32,11 @@ from __future__ import annotations
 import datetime as _dt
 import functools
 import math
+import operator
 import re
 from collections import Counter
 from collections.abc import Callable, Container, Iterable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, cast
 
 import msgspec
 
@@ -63,7 +64,9 @@ __all__ = [
     "parse_query",
     "rank",
     "row_counts",
+    "row_bounds",
     "score",
+    "scores",
     "since_ms",
     "tokens",
 ]
@@ -512,7 +515,14 @@ def _snippet(text: str, spans: list[tuple[int, int]]) -> tuple[str, list[tuple[i
 def score(spans: int, size: int) -> float:
     """Relevance: how often the query's terms occur (``spans``), for the entry's length
     (``size``: its whitespace-separated pieces), one formula for a hit and for a bound."""
-    return round(spans / (1.0 + math.log(1 + size)), 9)
+    return scores((spans,), (size,))[0]
+
+
+def scores(spans: Iterable[int], sizes: Iterable[int]) -> list[float]:
+    """:func:`score` of many entries at once (no Python call per entry: bounding a thousand
+    index rows one call each was a tenth of a warm search)."""
+    log = math.log
+    return [round(n / (1.0 + log(1 + size)), 9) for n, size in zip(spans, sizes)]
 
 
 _CHUNKS = bytes(c + 32 if 65 <= c <= 90 else c if 48 <= c <= 57 or 97 <= c <= 122 or c >= 128
@@ -600,6 +610,18 @@ def bounds(query: Query) -> Callable[[Sequence[int], int], float]:
     return lambda counts, size: score(sum(min(counts[i] for i in term) for term in terms), size)
 
 
+def row_bounds(query: Query, counts: Sequence[list[int] | int | str], sizes: Sequence[int]
+               ) -> list[float]:
+    """:func:`bounds` of many index rows at once (``counts`` as :func:`row_counts` reads
+    them): for a query of one word, SQLite's one count a row is the relevance's spans, bound
+    without a call per row."""
+    if len(query.terms) == 1 and len(query.terms[0]) == 1 \
+            and set(map(type, counts)) <= {int}:
+        return scores(cast("Sequence[int]", counts), sizes)  # (ints: checked)
+    highest = bounds(query)
+    return [highest(row_counts(count), size) for count, size in zip(counts, sizes)]
+
+
 _Scored = tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]
 
 
@@ -679,6 +701,11 @@ class Bounded(NamedTuple):
     bound: float
 
 
+_PLACE = operator.itemgetter(0, 3)
+_BOUND_TIME = operator.itemgetter(5, 4)
+"""A :class:`Bounded`'s (session id, place) and (bound, time)."""
+
+
 def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[Bounded]],
                Iterable[Candidate]], *, role: str | None, since: int, limit: int,
                on_branch: OnBranch) -> list[SearchHit]:
@@ -687,7 +714,8 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
     batch of lines at a time (``read``), until the ``limit``-th hit ranks before the best
     bound left (so a word that most entries hold reads about ``limit`` lines, not
     :data:`CANDIDATES`)."""
-    order = sorted(rows, key=lambda row: (-row.bound, -row.ms, row.session_id, row.place))
+    order = sorted(rows, key=_PLACE)  # (two stable sorts by C keys: no tuple made a row)
+    order.sort(key=_BOUND_TIME, reverse=True)
     matcher = _Matcher(query)
     scored: list[_Scored] = []
     at, step = 0, max(limit, 1)

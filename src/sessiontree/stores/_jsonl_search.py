@@ -26,7 +26,10 @@ Invariants:
 
 from __future__ import annotations
 
+import functools
+import itertools
 import math
+import operator
 import os
 import sqlite3
 import time
@@ -44,14 +47,13 @@ from .._search import (
     Query,
     SearchHit,
     best_first,
-    bounds,
     branch_flags,
     document,
     entry_terms,
     fts_body,
     fts_counts,
     fts_query,
-    row_counts,
+    row_bounds,
 )
 from .._search_scan import Found, Recent
 from ._jsonl_listing import Stamp, session_stamps
@@ -674,18 +676,18 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     session's current branch, kept in the index until the file changes."""
     location = os.path.abspath(root)
     words = query.words()
-    highest = bounds(query)
     with _opened(location, INDEX_BUDGET) as (conn, pending):
         rows = _most_recent(conn.execute(
             _QUERY.format(counts=fts_counts("e.counts", len(words))),
             {**fts_query(words), "since": since, "role": role, "cwd": cwd}))
         found: dict[tuple[str, int], tuple[Bounded, int | bytes, int | None]] = {}
-        paths: dict[str, str] = {}
-        for session_id, name, session_cwd, offset, length, ms, _, size, counts in rows:
-            path = paths.get(name) or paths.setdefault(name, os.path.join(location,
-                                                                          os.fsdecode(name)))
-            found[(path, offset)] = (Bounded(session_id, path, session_cwd or "", offset, ms,
-                                             highest(row_counts(counts), size)), length, size)
+        if rows:  # (by columns: a few C loops, no Python call a row)
+            ids, names, cwds, offsets, lengths, times, _, sizes, counts = zip(*rows)
+            paths = {name: os.path.join(location, os.fsdecode(name)) for name in set(names)}
+            sessions = list(map(paths.__getitem__, names))
+            found = dict(zip(zip(sessions, offsets), zip(map(_bounded, zip(
+                ids, sessions, [folder or "" for folder in cwds], offsets, times,
+                row_bounds(query, counts, sizes))), lengths, sizes)))
         scanned = _scan(pending, query, role=role, since=since, cwd=cwd) if pending else []
         for item in scanned:
             place = item.key[2]  # (its line in hand: read first, whatever its relevance)
@@ -766,25 +768,29 @@ def _descriptor(path: str, row: Any) -> tuple[int, bool] | None:
                                                       st.st_mtime_ns, st.st_size)
 
 
+_bounded = functools.partial(tuple.__new__, Bounded)
+"""A :class:`Bounded` from a tuple of its fields, made in C."""
+_ID_PLACE = operator.itemgetter(0, 3)
+_TIME = operator.itemgetter(5)
+
+
 def _most_recent(cursor: sqlite3.Cursor) -> list[Any]:
     """The :data:`CANDIDATES` most recent rows of a query that gives them by minute, most
-    recent first: every row of each minute read until there are enough (within a minute the
-    order is not the time's)."""
-    rows: list[Any] = []
-    last = -1
-    while True:
-        batch = cursor.fetchmany(256)
-        for row in batch:
-            if len(rows) >= CANDIDATES and row[6] < last:
-                batch = []
+    recent first, in (time, session id, place) order: every row of each minute read until
+    there are enough (within a minute the order is not the time's)."""
+    rows = cursor.fetchmany(CANDIDATES)
+    if len(rows) == CANDIDATES:
+        last = rows[-1][6]
+        while True:
+            batch = cursor.fetchmany(64)
+            more = list(itertools.takewhile(lambda row: row[6] >= last, batch))
+            rows += more
+            if len(more) < 64:
                 break
-            rows.append(row)
-            if len(rows) == CANDIDATES:
-                last = row[6]
-        if not batch:
-            cursor.close()
-            rows.sort(key=lambda row: (-row[5], row[0], row[3]))
-            return rows[:CANDIDATES]
+    cursor.close()
+    rows.sort(key=_ID_PLACE)  # (two stable sorts by C keys: no tuple made a row)
+    rows.sort(key=_TIME, reverse=True)
+    return rows[:CANDIDATES]
 
 
 def build(root: str | os.PathLike[str], stop: Callable[[], bool] | None = None) -> None:
