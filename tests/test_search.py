@@ -22,6 +22,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from sessiontree import Session, SessionNotFound, UserMessage
+from sessiontree._json import js_number
 from sessiontree._search import InvalidQuery, parse_query
 from sessiontree.cli import cli
 from sessiontree.errors import InvalidLocation
@@ -69,7 +70,8 @@ def handmade(folder: Path) -> Path:
                      summary="Tried a longer heartbeat interval; the race stayed.")
     call = message(summary, "assistant", [{"type": "toolCall", "id": "c1", "name": "bash",
                                            "arguments": {"command": "pytest -k reconnect_timer "
-                                                         "--count 50"}}])
+                                                         "--count 50", "timeout": 100000.0,
+                                                         "jitter": 1.5e-07}}])
     result = message(call, "toolResult", [{"type": "text", "text": "FAILED test_reconnect: "
                                            "ConnectionResetError after 12 runs"}],
                      toolCallId="c1", toolName="bash", isError=True)
@@ -85,8 +87,9 @@ def handmade(folder: Path) -> Path:
               "timestamp": "2026-03-01T09:59:00.000Z", "cwd": PROJECT}
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "2026-03-01T09-59-00-000Z_0195a000-0000-7000-8000-00000000feed.jsonl"
-    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n"
-                            for line in [header, *entries]), "utf-8")
+    text = "".join(json.dumps(line, ensure_ascii=False) + "\n" for line in [header, *entries])
+    # numbers as JavaScript (1.5e-7) or a hand (1e5) writes them, not as Python does
+    path.write_text(text.replace("100000.0", "1e5").replace("1.5e-07", "1.5e-7"), "utf-8")
     return path
 
 
@@ -105,6 +108,7 @@ QUERIES: list[tuple[str, dict[str, Any]]] = [
     ('"close handshake"', {}),
     ("heartbeat interval", {}),
     ("reconnect_timer", {}),  # a tool call's argument (two words, adjacent)
+    ("1e5 7", {}),  # numbers as the file writes them (1e5, 1.5e-7), not as Python would
     ("connectionreseterror", {"role": "tool"}),
     ("websocket fix", {"role": "label"}),
     ("wörds ÜNÏCÖDÉ", {}),
@@ -330,7 +334,7 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
         conn.execute("PRAGMA user_version = 4")
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:  # built again, with the counts
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION == 6
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION == 7
         assert conn.execute("SELECT count(*) FROM entries WHERE counts IS NOT NULL"
                             ).fetchone()[0]
 
@@ -900,6 +904,16 @@ def _tricky(folder: Path) -> None:
 _SCAN_TEXT = list("aAbBkKiI1 -_<{\u212a\u0130\u00e9\n\x1b\\\u03a3\u03c3")
 
 
+_NUMBERS = st.one_of(
+    st.integers(-(10**25), 10**25).map(str), st.just("-0"), st.just("-0.0"),
+    st.floats(allow_nan=False, allow_infinity=False).flatmap(  # as pi, Python, msgspec write it
+        lambda x: st.sampled_from([js_number(x), repr(x), msgspec.json.encode(x).decode()])),
+    st.builds("{}{}{}{}{}".format, st.sampled_from(["", "-"]), st.integers(0, 99),
+              st.sampled_from(["", ".5", ".050"]), st.sampled_from(["e", "E"]),
+              st.sampled_from(["5", "+5", "-7", "-07", "400"])))
+"""JSON numbers as any writer may spell them: digits, fractions, exponents, signs, ``-0``."""
+
+
 @st.composite
 def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
     """Entry lines whose text's characters are written raw or as escapes (``\\u0041``,
@@ -912,15 +926,19 @@ def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
                 content.append(("\\u%04x" if draw(st.booleans()) else "\\u%04X") % ord(char))
             else:
                 content.append(json.dumps(char, ensure_ascii=draw(st.booleans()))[1:-1])
+        numbers = ",".join(draw(st.lists(_NUMBERS, max_size=3)))
         lines.append(('{"type":"message","id":"e%d","parentId":null,'
-                      '"timestamp":"2026-03-01T10:00:00.000Z","message":{"role":"user",'
-                      '"content":"%s"}}' % (n, "".join(content))).encode())
+                      '"timestamp":"2026-03-01T10:00:00.000Z","message":{"role":"assistant",'
+                      '"content":[{"type":"text","text":"%s"},{"type":"toolCall","id":"c",'
+                      '"name":"n","arguments":{"a":[%s]}}]}}'
+                      % (n, "".join(content), numbers)).encode())
     return lines
 
 
 @settings(max_examples=1000, deadline=None)
 @given(_escaped_lines(), st.lists(st.sampled_from(["ab", "k", "a1", "ka", "b", "bak", "\u03c3",
-                                                  "b\u03c3", "ai", "i", "kib"]),
+                                                  "b\u03c3", "ai", "i", "kib", "0", "5",
+                                                  "07", "100000", "5e", "e5", "1e"]),
                                   min_size=1, max_size=2, unique=True))
 @example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
           b'"message":{"role":"user","content":"\\u212aA"}}'], ["ka"])
@@ -928,11 +946,14 @@ def _escaped_lines(draw: st.DrawFn) -> list[bytes]:
           b'"message":{"role":"user","content":"sum:\\n\xce\xa3 = 10"}}'], ["\u03c3"])
 @example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
           b'"message":{"role":"user","content":"A\xc4\xb0 b"}}'], ["b", "ai"])
+@example([b'{"type":"message","id":"e0","parentId":null,"timestamp":"2026-03-01T10:00:00.000Z",'
+          b'"message":{"role":"assistant","content":[{"type":"toolCall","id":"t","name":"n",'
+          b'"arguments":{"seconds":1e5,"ratio":1.5e-7}}]}}'], ["100000", "07"])
 def test_a_scan_of_bytes_keeps_every_line_whose_entry_holds_the_words(
         lines: list[bytes], words: list[str]) -> None:
     """The scan of bytes passes a line over only when its entry cannot hold every word, letters
-    escaped or in any case, a Kelvin sign; and the scan that first searches each chunk in one
-    pass (Hyperscan) keeps the same lines."""
+    escaped or in any case, a Kelvin sign, numbers as any writer spells them; and the scan that
+    first searches each chunk in one pass (Hyperscan) keeps the same lines."""
     from sessiontree._search import document, holds_words
     from sessiontree._search_scan import fast_lines, maybe_lines
 

@@ -186,8 +186,20 @@ class _AnyLine(_Line):
     content: Any = None
 
 
-_decoder = msgspec.json.Decoder(_Line)
-_any_decoder = msgspec.json.Decoder(_AnyLine)
+class _Float:
+    """A JSON float (a number with a fraction or an exponent) as the line writes it: search
+    holds the file's text (``1e5``, ``1.5e-7``), the bytes a scan reads, not Python's
+    ``100000.0``, ``1.5e-07``. An integer's digits are its text already (``-0`` is the word
+    ``0`` either way)."""
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+
+
+_decoder = msgspec.json.Decoder(_Line, float_hook=_Float)
+_any_decoder = msgspec.json.Decoder(_AnyLine, float_hook=_Float)
 _ROLE_OF_MESSAGE: dict[object, Role] = {
     "user": "user", "assistant": "assistant", "toolResult": "tool", "bashExecution": "tool",
     "custom": "custom", "branchSummary": "summary", "compactionSummary": "summary"}
@@ -205,16 +217,18 @@ class SearchDoc(NamedTuple):
 
 
 def _leaves(value: Any, out: list[str]) -> None:
-    """A tool call's arguments as the texts they hold (strings, numbers), in order."""
+    """A tool call's arguments as the texts they hold (strings, numbers as written), in order."""
     if isinstance(value, str):
         out.append(value)
+    elif isinstance(value, _Float):
+        out.append(value.text)
     elif isinstance(value, dict):
         for item in value.values():
             _leaves(item, out)
     elif isinstance(value, list):
         for item in value:
             _leaves(item, out)
-    elif isinstance(value, (int, float)) and not isinstance(value, bool):
+    elif isinstance(value, int) and not isinstance(value, bool):
         out.append(str(value))
 
 

@@ -63,7 +63,9 @@ __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "i
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 6
+_VERSION = 7
+"""The index's schema and words (7: a float is the words of its text as the file writes it,
+``1e-7``, no longer Python's ``1e-07``): an index of another version is built again."""
 _TAIL = 64
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 _BUSY_TIMEOUT = 30.0
