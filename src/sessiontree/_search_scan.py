@@ -164,15 +164,16 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
     """:func:`maybe_lines` for these words, the same lines, with each chunk first searched in
     one pass for the anchor in any case and in another for anything that may spell one of its
     letters although the bytes do not show it (an escape of :data:`_ALNUM_ESCAPES`, and for an
-    anchor with a ``k`` the Kelvin sign, raw or ``\\u212a``): a chunk with neither holds no
+    anchor with a ``k`` the Kelvin sign, raw or ``\\u212a``, for one with an ``i`` the capital I
+    with a dot, raw or ``\\u0130``: :data:`_OUTSIDE`): a chunk with neither holds no
     line, and one without the second needs no search for escapes. Each pass is Hyperscan's
     (the optional extra ``sessiontree[fast]``, several GB/s), where CPython takes three passes
     of about 10 instructions a byte in all (lowercase, the escapes, the anchor), so most
     chunks of a rare word are passed over at about ``grep``'s speed. None without the extra,
     with ``SESSIONTREE_HYPERSCAN=0`` (as without it, in helper processes too: they inherit the
-    environment), or for words not all ASCII (every line judged as :func:`maybe_lines` does). Hyperscan
-    failing (``hyperscan.error``: a CPU it does not support, ...) costs only time: a warning,
-    and the chunks left are scanned as without it."""
+    environment), or for words not all ASCII (every line judged as :func:`maybe_lines` does).
+    Hyperscan failing (``hyperscan.error``: a CPU it does not support, ...) costs only time: a
+    warning, and the chunks left are scanned as without it."""
     if not all(word.isascii() for word in words):
         return None
     if os.environ.get("SESSIONTREE_HYPERSCAN") == "0":
