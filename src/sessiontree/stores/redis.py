@@ -196,14 +196,14 @@ end
 """The search index's version, :data:`_RECENT_BYTES` and :func:`_newer` for the scripts that
 write the index."""
 
-# Whether the session has this version's search index (to write it as such). A session of
+# Whether the session has this version's search index (to write it as such), ``version`` its
+# ``indexed`` field (each caller has read it already, to refuse a newer one). A session of
 # version 2 (each word's postings in post alone) holds this version's with no recent part: it
 # is marked as this version, unless its docs lack a record of one of its n lines (an append of
 # 4fcba23, which skipped version 2 sessions, left them out: :meth:`RedisStore.migrate` builds
 # that session's index again).
 _INDEXED_LUA = _SEARCH_LUA + f"""
-local function current_index(meta, docs, n)
-  local version = redis.call('HGET', meta, 'indexed')
+local function current_index(meta, docs, n, version)
   if version == '2' and redis.call('STRLEN', docs) == n * {_rs.DOC.size} then
     redis.call('HSET', meta, 'indexed', SEARCH_VERSION)
     return true
@@ -300,8 +300,9 @@ elseif stored and mode == 'first' and stored ~= header then
 elseif stored and mode ~= 'first' then
   return {'exists'}
 end
+local indexed = SEARCH_VERSION  -- (a session made here is marked so below)
 if stored then  -- a later sessiontree's index would miss the lines: refused
-  local indexed = redis.call('HGET', meta, 'indexed')
+  indexed = redis.call('HGET', meta, 'indexed')
   if newer(indexed) then return {'newer', indexed} end
 end
 local function listed(modified)
@@ -354,7 +355,7 @@ for i = 0, n - 1 do
   end
 end
 local fresh = {}  -- the words new to the session
-if current_index(meta, docs, first - 1) then
+if current_index(meta, docs, first - 1, indexed) then
   redis.call('APPEND', docs, ARGV[tail + 1])
   local words = tonumber(ARGV[tail + 4])
   local sets = #KEYS > 8 + listings  -- one server: the search's keys across sessions too
@@ -544,7 +545,7 @@ local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
 at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
-local indexed = current_index(KEYS[1], KEYS[5], redis.call('LLEN', KEYS[2]))
+local indexed = current_index(KEYS[1], KEYS[5], redis.call('LLEN', KEYS[2]), version)
 if indexed then
   for i = 10, #ARGV, 4 do
     if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1]
@@ -644,7 +645,7 @@ return {'ok', {}}
 _UPGRADE = _INDEXED_LUA + """
 local indexed = redis.call('HGET', KEYS[1], 'indexed')
 if newer(indexed) then return {'newer', indexed} end
-return current_index(KEYS[1], KEYS[2], redis.call('LLEN', KEYS[3])) and 1 or 0
+return current_index(KEYS[1], KEYS[2], redis.call('LLEN', KEYS[3]), indexed) and 1 or 0
 """
 
 _LISTING_LAG_MS = 1000
