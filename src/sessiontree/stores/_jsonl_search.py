@@ -103,12 +103,14 @@ above a counter of ``_SHIFT`` bits: the index hands over the most recent matches
 stops (a query matching most entries reads a thousand rows, not all of them)."""
 
 _QUERY = f"""
-    SELECT f.session_id, f.path, f.cwd, e.offset, e.length, e.ms, e.id >> {_SHIFT}, e.size,
-        {{counts}}
-    FROM body JOIN entries e ON e.id = body.rowid JOIN files f ON f.id = e.file
+    SELECT e.file, e.offset, e.length, e.ms, e.id >> {_SHIFT}, e.size, {{counts}}
+    FROM body JOIN entries e ON e.id = body.rowid
     WHERE body MATCH :match AND e.ms >= :since AND (:role IS NULL OR e.role = :role)
-        AND (:cwd IS NULL OR f.cwd = :cwd)
+        AND (:cwd IS NULL OR e.file IN (SELECT id FROM files WHERE cwd = :cwd))
     ORDER BY body.rowid DESC"""
+"""The index's rows of a query, most recent minute first; each file's row is read once after
+(:func:`_most_recent`: a join read it for each of a thousand rows)."""
+_FILES = "SELECT id, session_id, path, cwd FROM files WHERE id IN (SELECT value FROM json_each(?))"
 
 
 class _Header(msgspec.Struct):
@@ -679,7 +681,7 @@ def search(root: str | os.PathLike[str], query: Query, *, role: str | None, sinc
     location = os.path.abspath(root)
     words = query.words()
     with _opened(location, INDEX_BUDGET) as (conn, pending):
-        rows = _most_recent(conn.execute(
+        rows = _most_recent(conn, conn.execute(
             _QUERY.format(counts=fts_counts("e.counts", len(words))),
             {**fts_query(words), "since": since, "role": role, "cwd": cwd}))
         found: dict[tuple[str, int], tuple[Bounded, int | bytes, int | None]] = {}
@@ -776,20 +778,30 @@ _ID_PLACE = operator.itemgetter(0, 3)
 _TIME = operator.itemgetter(5)
 
 
-def _most_recent(cursor: sqlite3.Cursor) -> list[Any]:
-    """The :data:`CANDIDATES` most recent rows of a query that gives them by minute, most
-    recent first, in (time, session id, place) order: every row of each minute read until
-    there are enough (within a minute the order is not the time's)."""
+def _most_recent(conn: sqlite3.Connection, cursor: sqlite3.Cursor) -> list[Any]:
+    """The :data:`CANDIDATES` most recent rows of :data:`_QUERY` (most recent minute first),
+    each with its file's session id, path and cwd in place of the file's id, in (time,
+    session id, place) order: every row of each minute read until there are enough (within a
+    minute the order is not the time's)."""
     rows = cursor.fetchmany(CANDIDATES)
     if len(rows) == CANDIDATES:
-        last = rows[-1][6]
+        last = rows[-1][4]
         while True:
             batch = cursor.fetchmany(64)
-            more = list(itertools.takewhile(lambda row: row[6] >= last, batch))
+            more = list(itertools.takewhile(lambda row: row[4] >= last, batch))
             rows += more
             if len(more) < 64:
                 break
     cursor.close()
+    if not rows:
+        return rows
+    ids, *rest = zip(*rows)  # (by columns: C loops, no Python call a row)
+    files = {row[0]: row[1:] for row in conn.execute(
+        _FILES, (msgspec.json.encode(list(set(ids))).decode(),))}
+    if len(files) < len(set(ids)):  # (rows of a file whose row is gone: left out, as a join)
+        ids, *rest = zip(*[row for row in rows if row[0] in files]) or [()] * len(rows[0])
+    sessions = list(map(files.__getitem__, ids))
+    rows = list(zip(*zip(*sessions), *rest))
     rows.sort(key=_ID_PLACE)  # (two stable sorts by C keys: no tuple made a row)
     rows.sort(key=_TIME, reverse=True)
     return rows[:CANDIDATES]
