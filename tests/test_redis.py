@@ -5,11 +5,14 @@ and copies through one server and a cluster that give back the same bytes."""
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import re
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
@@ -911,6 +914,27 @@ def test_an_import_failing_in_a_later_chunk_leaves_nothing(store: RedisStore) ->
     assert not [k for k in _all_keys(store) if session_id.encode() in k]  # the first chunks deleted
 
 
+@contextlib.contextmanager
+def _new_words(other: RedisStore, session_id: str) -> Iterator[Callable[[], None]]:
+    """A call that appends a message with a word new to the session (through ``other``, another
+    writer), so that a delete's script finds the session's words changed; the session is
+    deleted after."""
+    writers: list[Session] = []
+    words = itertools.count()
+
+    def a_new_word() -> None:
+        if not writers:
+            writers.append(Session(other.open_log(session_id)))
+        writers[0].append_message(UserMessage.of(f"fulmar{next(words)}"))
+
+    try:
+        yield a_new_word
+    finally:
+        for writer in writers:
+            writer.close()
+        other.delete(session_id)
+
+
 def test_an_import_that_cannot_delete_its_part_says_so(request: pytest.FixtureRequest) -> None:
     """When the delete of a failed import's stored part fails too (here on one server: another
     writer brings a new word before each of the delete's scripts, :data:`_TRIES` times), the
@@ -919,14 +943,8 @@ def test_an_import_that_cannot_delete_its_part_says_so(request: pytest.FixtureRe
     part left silently."""
     url = redis_store_url(request, "redis")
     header, lines, session_id = _failing_late()
-    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
-        writers: list[Session] = []
-
-        def a_new_word() -> None:
-            if not writers:
-                writers.append(Session(other.open_log(session_id)))
-            writers[0].append_message(UserMessage.of(f"fulmar{len(calls)}"))
-
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other, \
+            _new_words(other, session_id) as a_new_word:
         calls = beside_script(store, "_delete_script", a_new_word, before=True)
         with pytest.raises(ConcurrentModification, match=re.escape(
                 f"{store.session_url(session_id)}: the import failed (") + ".*dup00000.*"
@@ -935,8 +953,6 @@ def test_an_import_that_cannot_delete_its_part_says_so(request: pytest.FixtureRe
             store.import_lines(header, lines)
         assert isinstance(raised.value.__cause__, DuplicateId) and len(calls) == _TRIES
         assert session_id in store.session_ids()
-        writers[0].close()
-        other.delete(session_id)
 
 
 def test_an_interrupted_import_that_cannot_delete_its_part_stays_an_interrupt(
@@ -947,14 +963,8 @@ def test_an_interrupted_import_that_cannot_delete_its_part_stays_an_interrupt(
     errors would take for a failed write and go on."""
     url = redis_store_url(request, "redis")
     header, lines, session_id = _failing_late()
-    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other:
-        writers: list[Session] = []
-
-        def a_new_word() -> None:
-            if not writers:
-                writers.append(Session(other.open_log(session_id)))
-            writers[0].append_message(UserMessage.of(f"fulmar{len(deletes)}"))
-
+    with RedisStore.from_url(url) as store, RedisStore.from_url(url) as other, \
+            _new_words(other, session_id) as a_new_word:
         def interrupted() -> None:
             if len(imports) == 2:  # (the first two scripts stored their lines)
                 raise KeyboardInterrupt
@@ -967,8 +977,6 @@ def test_an_interrupted_import_that_cannot_delete_its_part_stays_an_interrupt(
         assert any(f"session {session_id} is left partly stored" in note
                    for note in getattr(raised.value, "__notes__", []))
         assert session_id in store.session_ids()
-        writers[0].close()
-        other.delete(session_id)
 
 
 def test_a_rebuild_refuses_a_session_a_later_version_indexed(store: RedisStore) -> None:
