@@ -240,17 +240,16 @@ def test_a_session_with_nul_answers_alike_before_and_after_a_reopen(store: Any) 
 
 def _collide_once(monkeypatch: pytest.MonkeyPatch, stored_id: str) -> list[str]:
     """The next entry id drawn is ``stored_id`` (an id the database holds), the ones after it
-    drawn as usual; the list collects every id drawn. (A database's index draws an appended
-    message's id in ``_index``, the other appends' in ``_treelog``: both are patched.)"""
-    from sessiontree import _index, _treelog
+    drawn as usual; the list collects every id drawn (a database's index draws every append's
+    ids: ``LazyIndex.new_id``)."""
+    from sessiontree import _index
 
-    draw, drawn = _treelog.new_entry_id, []
+    draw, drawn = _index.new_entry_id, []
 
     def once(taken: object) -> str:
         drawn.append(stored_id if not drawn else draw(taken))
         return drawn[-1]
 
-    monkeypatch.setattr(_treelog, "new_entry_id", once)
     monkeypatch.setattr(_index, "new_entry_id", once)
     return drawn
 

@@ -22,7 +22,7 @@ from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from ._scan import Problem, Record
-from ._time import new_entry_id
+from ._time import Either, new_entry_id
 from ._tree import TreeIndex, TreeNode, js_trim
 
 if TYPE_CHECKING:
@@ -46,7 +46,7 @@ class EntryIndex(Protocol):
     def get(self, entry_id: str) -> Record | None: ...
     def last(self) -> Record | None: ...
     def taken(self) -> Container[str]: ...
-    def new_id(self) -> str: ...
+    def new_id(self, also: Container[str] = ()) -> str: ...
     def records(self) -> list[Record]: ...
     def ids(self) -> list[str]: ...
     def path(self, leaf_id: str) -> Sequence[Record]: ...
@@ -115,9 +115,11 @@ class LazyIndex:
         """The ids known here (a subset of the stored ones: the database checks the rest)."""
         return self._full.taken() if self._full is not None else self._known
 
-    def new_id(self) -> str:
-        """An id for a new entry, not among :meth:`taken` (the database checks the rest)."""
-        return new_entry_id(self.taken())
+    def new_id(self, also: Container[str] = ()) -> str:
+        """An id for a new entry, not among :meth:`taken` nor ``also`` (the database checks
+        the rest)."""
+        taken = self.taken()
+        return new_entry_id(Either(taken, also) if also else taken)
 
     def path(self, leaf_id: str) -> Sequence[Record]:
         if self._full is not None:

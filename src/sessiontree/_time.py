@@ -7,6 +7,7 @@ import os
 import re
 import time
 import uuid
+from collections.abc import Container
 
 __all__ = ["file_stamp", "iso_now", "iso_to_ms", "ms_to_iso", "new_entry_id", "uuid7"]
 
@@ -99,6 +100,19 @@ def draw_ids() -> list[str]:
 
 def _draw_ahead() -> None:
     _drawn.extend(draw_ids())
+
+
+class Either:
+    """``x in Either(a, b)``: in either container (the ids in use, or ids a caller holds
+    meanwhile: refused, or drawn for the same append)."""
+
+    __slots__ = ("first", "second")
+
+    def __init__(self, first: Container[str], second: Container[str]) -> None:
+        self.first, self.second = first, second
+
+    def __contains__(self, item: object) -> bool:
+        return item in self.first or item in self.second
 
 
 def new_entry_id(taken: object) -> str:

@@ -18,7 +18,7 @@ import msgspec
 
 from ._columns import Columns
 from ._scan import Problem, Record, no_gc
-from ._time import iso_to_ms
+from ._time import Either, iso_to_ms
 
 if TYPE_CHECKING:
     from .entries import AnyEntry
@@ -420,9 +420,9 @@ class TreeIndex:
         """The ids in use (for drawing a new one): this index, whose ``in`` asks the columns."""
         return self
 
-    def new_id(self) -> str:
-        """An id for a new entry, in use nowhere here (:meth:`Columns.new_id`)."""
-        return self._indexed.new_id(self._pending)
+    def new_id(self, also: Container[str] = ()) -> str:
+        """An id for a new entry, in use nowhere here nor in ``also`` (:meth:`Columns.new_id`)."""
+        return self._indexed.new_id(Either(self._pending, also) if also else self._pending)
 
     def label(self, entry_id: str) -> tuple[str, str | None] | None:
         """The entry's label and the timestamp of the label entry that set it."""

@@ -35,7 +35,7 @@ from ._codec import (
 )
 from ._index import EntryIndex, LazyIndex
 from ._scan import FileRecord, Problem, Record, message_envelope
-from ._time import iso_now, new_entry_id, uuid7
+from ._time import Either, iso_now, uuid7
 from ._tree import TreeIndex
 from .entries import AnyEntry, Custom, SessionHeader
 from .errors import CorruptLine, DuplicateId, EntryNotFound, InvalidEntry
@@ -531,14 +531,12 @@ class TreeLog:
             parent, makers = plan()
             if not makers:
                 return []
-            taken = self._index.taken()
             ids: list[str] = []
             lines: list[bytes] = []
             envelopes: list[FileRecord | None] = []
             above, now = parent, iso_now()
             for make in makers:
-                entry_id = new_entry_id(_Either(taken, _Either(refused, ids))
-                                        if ids or refused else taken)
+                entry_id = self._index.new_id(Either(refused, ids) if ids or refused else ())
                 entry = make(entry_id, above, now)
                 if type(entry) is tuple:  # its line and that line's record
                     lines.append(entry[0])
@@ -655,15 +653,3 @@ def entry_maker(entry: Mapping[str, Any] | AnyEntry) -> EntryMaker:
         raise InvalidEntry(f"an entry needs a string 'type' other than 'session', got {kind!r}")
     held(entry, "", f"{kind} entry")
     return lambda i, p, t: ordered_entry(kind, i, p, t, data)
-
-
-class _Either:
-    """``x in _Either(a, b)``: in either container (the index's ids, or ids refused meanwhile)."""
-
-    __slots__ = ("first", "second")
-
-    def __init__(self, first: Container[str], second: Container[str]) -> None:
-        self.first, self.second = first, second
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.first or item in self.second
