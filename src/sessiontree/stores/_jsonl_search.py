@@ -799,7 +799,10 @@ def _most_recent(conn: sqlite3.Connection, cursor: sqlite3.Cursor) -> list[Any]:
     files = {row[0]: row[1:] for row in conn.execute(
         _FILES, (msgspec.json.encode(list(set(ids))).decode(),))}
     if len(files) < len(set(ids)):  # (rows of a file whose row is gone: left out, as a join)
-        ids, *rest = zip(*[row for row in rows if row[0] in files]) or [()] * len(rows[0])
+        rows = [row for row in rows if row[0] in files]
+        if not rows:
+            return rows
+        ids, *rest = zip(*rows)
     sessions = list(map(files.__getitem__, ids))
     rows = list(zip(*zip(*sessions), *rest))
     rows.sort(key=_ID_PLACE)  # (two stable sorts by C keys: no tuple made a row)
