@@ -1058,6 +1058,23 @@ def test_a_rebuild_sees_its_session_deleted_and_imported_again(store: RedisStore
         assert session.path_ids("e0000002") == ["e0000000", "e0000002"]
 
 
+def test_a_newer_mark_set_while_a_store_marks_its_own_is_kept(store_url: str) -> None:
+    """An empty store is marked with this code's search index version at its first write; a
+    later sessiontree's mark set between this code's read of the mark and its own is kept, and
+    the write refused (the mark is set in a script that checks it). A plain SET overwrote it."""
+    from sessiontree import UnsupportedVersion
+
+    with RedisStore.from_url(store_url) as store:
+        mark = f"{store.prefix}:search"
+        calls = beside_script(store, "_mark_search_script",
+                              lambda: store._client.set(mark, 4), before=True)
+        header = SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w")
+        with pytest.raises(UnsupportedVersion, match="search index version 4"):
+            store.create(header)
+        assert calls and store._client.get(mark) == b"4"
+        assert store.list_sessions() == []
+
+
 def test_a_newer_search_index_takes_no_append_purge_or_new_session(
         store: RedisStore, store_url: str) -> None:
     """A session a later sessiontree indexed (``indexed`` newer than this code's) refuses an

@@ -583,6 +583,17 @@ return 'ok'
 # KEYS: meta, lines. ARGV: the header line read, the number of lines read, their usage spec.
 # Keeps the totals a listing counted for a session that has none kept, if it is still the
 # session read and no line came since.
+# KEYS: the store's search version mark; ARGV: this code's version. Marks the store with it
+# unless a later version marked it meanwhile; returns the mark it leaves.
+_MARK_SEARCH = """
+local marked = redis.call('GET', KEYS[1])
+if marked and tonumber(marked) and tonumber(marked) > tonumber(ARGV[1]) then
+  return marked
+end
+redis.call('SET', KEYS[1], ARGV[1])
+return ARGV[1]
+"""
+
 _KEEP_USAGE = _USAGE_LUA + """
 if redis.call('HEXISTS', KEYS[1], USAGE[5]) == 1 or redis.call('HGET', KEYS[1], 'header') ~= ARGV[1]
     or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then
@@ -831,6 +842,7 @@ class RedisStore(StoredEntries):
         self._reindex_script = self._client.register_script(_REINDEX)
         self._upgrade_script = self._client.register_script(_UPGRADE)
         self._keep_usage_script = self._client.register_script(_KEEP_USAGE)
+        self._mark_search_script = self._client.register_script(_MARK_SEARCH)
         self._index_tree_script = self._client.register_script(_INDEX_TREE)
         self._path_script = self._client.register_script(_PATH)
         self._head_script = self._client.register_script(_HEAD)
@@ -1237,9 +1249,11 @@ class RedisStore(StoredEntries):
         if _newer(version):
             raise _newer_index(version, self.url, "Nothing was written")
         if version != _SEARCH_VERSION and not listed:
-            with self._errors(writing=True):
-                self._client.set(key, _SEARCH_VERSION)
-            version = _SEARCH_VERSION
+            with self._errors(writing=True):  # (in a script: a later version's mark set
+                version = self._mark_search_script(  # since the read is not overwritten)
+                    keys=[key], args=[_SEARCH_VERSION], client=self._client)
+            if _newer(version):
+                raise _newer_index(version, self.url, "Nothing was written")
         self._search_ready = version in _SEARCHABLE
 
     def _index(self, cwd: str, session_id: str, modified: int) -> None:
