@@ -281,8 +281,9 @@ end
 # none), line, kind, label target, label value (see _INDEX_ENTRY); then the batch's usage
 # (_usage_spec), its search records, its latest time ('': none), how many listing keys, and
 # m then m times a word and its postings (stores/_redis_search.py), then the incarnation token
-# of a session this stores ('' for an append: see _STAMP; for ``more``, the line the session's
-# last must be, '' for no check: a completion refused, 'changed', if another took its place).
+# of a session this stores ('' for an append: see _STAMP), then the line the session's last
+# must be for ``more`` ('' for no check: a completion refused, 'changed', if another took its
+# place).
 _APPEND = _INDEXED_LUA + _USAGE_LUA + _INDEX_ENTRY + """
 local meta, lines, ids, post, docs, tree, labels, recent = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
   KEYS[5], KEYS[6], KEYS[7], KEYS[8]
@@ -342,7 +343,7 @@ if not stored then
   redis.call('HSET', meta, 'header', header, 'cwd', ARGV[3], 'created', ARGV[4],
              'parent', ARGV[5], 'created_ms', ARGV[6], 'messages', 0, 'entries', 0,
              'first', '', 'name', '', 'activity', '', 'modified', tonumber(ARGV[6]) or 0,
-             'indexed', SEARCH_VERSION, 'incarnation', ARGV[#ARGV])
+             'indexed', SEARCH_VERSION, 'incarnation', ARGV[#ARGV - 1])
   if ARGV[13] == '1' then redis.call('HSET', meta, 'tree', 1) end
 end
 local indexing = redis.call('HGET', meta, 'tree') == '1'
@@ -956,7 +957,7 @@ class RedisStore(StoredEntries):
                                 path=self.url)
 
     def _run_append(self, session_id: str, args: list[Any], cwd: str, found: _rs.Batch,
-                    incarnation: str | bytes, listed: int | None = None
+                    incarnation: str, tail: bytes, listed: int | None = None
                     ) -> tuple[list[Any], bool]:
         """The append script on the session's slot (``WAIT`` after it when durable), and
         whether the listing's sorted sets need no update now: on one server the script does
@@ -977,8 +978,8 @@ class RedisStore(StoredEntries):
                 listing = self._index_keys(cwd)
                 search: list[Any] = [self._searched_key, *map(self.word_key, found.postings)]
                 return self._pipelined(self._client, [*keys, *listing, *search], [
-                    *args, len(listing), len(found.postings), *words, incarnation]), True
-            args = [*args, 0, len(found.postings), *words, incarnation]
+                    *args, len(listing), len(found.postings), *words, incarnation, tail]), True
+            args = [*args, 0, len(found.postings), *words, incarnation, tail]
             words_due, latest = self._search_due(session_id, found)
             beside = self._search_writes(session_id, words_due, latest)
             if not self.durable:
@@ -1196,12 +1197,12 @@ class RedisStore(StoredEntries):
         found = _rs.batch(lines, (seen or 0) + 1)  # (the script refuses other positions)
         args += [_usage_spec(stats, parsed), found.docs,
                  "" if found.latest is None else found.latest]
-        incarnation: str | bytes = secrets.token_hex(8) if mode in ("create", "first", "import") \
-            else last
+        incarnation = secrets.token_hex(8) if mode in ("create", "first", "import") else ""
         listed = None  # an append's new place in the listing's order, sent beside the script
         if mode == "append" and stats.activity is not None and stats.activity > 0:
             listed = math.floor(stats.activity)
-        reply, indexed = self._run_append(session_id, args, cwd, found, incarnation, listed)
+        reply, indexed = self._run_append(session_id, args, cwd, found, incarnation, last,
+                                          listed)
         where = self.session_url(session_id)
         _refuse_newer(reply, where)
         status = reply[0].decode()
