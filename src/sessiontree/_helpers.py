@@ -114,13 +114,11 @@ def answer(helper: subprocess.Popen[bytes] | None, *, partial: bool = False) -> 
     if helper is None or helper.stdout is None:
         return None
     try:
-        data = helper.stdout.read()
-        status = helper.wait()
+        data, status = helper.stdout.read(), helper.wait()
     except OSError:
-        finish(helper)
-        return None
+        data, status = None, 1
     finish(helper)
-    return data if status == 0 or partial else None
+    return data if data is not None and (status == 0 or partial) else None
 
 
 STOP_WAIT = 5.0
