@@ -632,9 +632,8 @@ for _, word in ipairs(redis.call('HKEYS', KEYS[6])) do old[#old + 1] = word end
 local sets = #KEYS > 6  -- one server
 if sets then
   local named = {}
-  for i = 6, #ARGV do
-    if i > 5 + 2 * m or i % 2 == 0 then named[ARGV[i]] = true end
-  end
+  for i = 6, 5 + 2 * m, 2 do named[ARGV[i]] = true end  -- the new words
+  for i = 6 + 2 * m, #ARGV do named[ARGV[i]] = true end  -- the words the caller read
   for _, word in ipairs(old) do
     if not named[word] then return {'changed'} end
   end
