@@ -1403,7 +1403,8 @@ def test_a_line_is_measured_again_when_its_file_is_not_as_indexed(
     """A hit's relevance takes its entry's size from the index row only while the line's file
     is the file indexed (device, inode, size, mtime): one changed after the index was brought
     up to date (here an append that the refresh did not see) has its lines' sizes counted
-    again, so rows that no longer hold them change nothing."""
+    again, so rows that no longer hold them change nothing; while it is, the rows' sizes are
+    what its scores take (rows set to 0 change them)."""
     from sessiontree.stores import _jsonl_search
 
     store = JsonlStore(root)
@@ -1412,6 +1413,10 @@ def test_a_line_is_measured_again_when_its_file_is_not_as_indexed(
     with sqlite3.connect(index_path(root)) as conn:  # rows of other lines (their bounds
         conn.execute("UPDATE entries SET size = 0")  # still above: every line can rank)
     monkeypatch.setattr(_jsonl_search, "refresh", lambda conn, root, **options: [])
+    # while the files are as indexed, the rows' sizes are what the scores take
+    for query, hits in expected.items():
+        scores = [hit["score"] for hit in _comparable(store.search(query))]
+        assert scores != [hit["score"] for hit in hits], query
     for path in root.rglob("*.jsonl"):
         with open(path, "ab") as stream:
             stream.write(b"\n")
