@@ -121,8 +121,8 @@ local redis = setmetatable({call = checked(real.call), pcall = checked(real.pcal
 def test_every_key_a_script_touches_is_declared(store: RedisStore) -> None:
     """Each script names in KEYS every key it reads or writes (a cluster refuses any other,
     and a proxy in front of one server routes by them), on one server too: appends, a
-    purge's replaced line, a rebuilt search index and tree index, a migration, searches and a
-    delete, every script run with a guard that fails on an undeclared key. On one server the
+    purge's replaced line, a rebuilt search index and tree index, a migration (a rebuild, and
+    a version 2 index marked as this version's), searches and a delete, every script run with a guard that fails on an undeclared key. On one server the
     delete and rebuild scripts took the session out of its words' and cwd's sets by names
     made in the script."""
     for name in dir(store):
@@ -141,8 +141,9 @@ def test_every_key_a_script_touches_is_declared(store: RedisStore) -> None:
     store.replace_line(session.id, first, session.raw_line(first).replace(b"south", b"north"))
     store._client.hset(store.keys(session.id)[0], "indexed", 1)  # as an earlier version left it
     store._client.hdel(store.keys(session.id)[0], "tree")
+    store._client.hset(store.keys(other.id)[0], "indexed", 2)  # (marked as version 3 holds it)
     store._client.delete(f"{store.prefix}:search")
-    assert store.migrate() == 1
+    assert store.migrate() == 2
     store.reindex_search(other.id)
     assert {hit.session_id for hit in store.search("albatross north")} == {session.id}
     with Session(store.open_log(session.id)) as reopened:
