@@ -26,7 +26,7 @@ from .. import _fs
 from ..entries import AnyEntry, SessionHeader
 from ..errors import DuplicateId, ReadOnlyStore, SessionLocked, SessionNotFound, StoreUnavailable
 from ._sql import SqlStore
-from ._sql_common import SELECT_VERSION, check_schema, dialect
+from ._sql_common import check_schema, dialect
 from .base import SessionListing
 
 if TYPE_CHECKING:
@@ -78,8 +78,8 @@ class SqliteStore(SqlStore):
                                                 check_same_thread=False, timeout=timeout)
             if not read_only:
                 try:  # a newer schema refused before the journal mode, which writes the file
-                    check_schema(conn.execute(SELECT_VERSION).fetchone()[0], self.dialect,
-                                 self.url)
+                    version = conn.execute(self.dialect["version"]).fetchone()[0]
+                    check_schema(version, self.dialect, self.url)
                 except sqlite3.OperationalError:
                     pass  # no tables yet (or busy: the setup's transaction checks again)
                 conn.execute("PRAGMA journal_mode = WAL")
