@@ -202,7 +202,11 @@ class _Destination:
 
     def __init__(self, location: str) -> None:
         self.location = location
-        self.is_folder = parse_location(location).kind == "jsonl"
+        where = parse_location(location)
+        if where.session_id is not None:
+            raise InvalidLocation(f"{location}: the destination is a store (no #SESSION_ID)")
+        self.kind = where.kind
+        self.is_folder = where.kind == "jsonl"
         self._stores: dict[str, Any] = {}
         self._ids: dict[str, set[str]] = {}
 
@@ -271,15 +275,13 @@ def copy_sessions(source: str, destination: str, *, processes: int | None = None
         UnsupportedVersion, StoreUnavailable: the database destination does not open (a newer
             schema, unreachable): raised before any session is copied, naming it.
     """
-    if parse_location(destination).session_id is not None:
-        raise InvalidLocation(f"{destination}: the destination is a store (no #SESSION_ID)")
-    sessions = _Source(source)
     target = _Destination(destination)
+    sessions = _Source(source)
     try:
         target.open()
         keys = sessions.keys()
         count = 1 if sessions.one is not None or len(keys) < PARALLEL_SESSIONS or \
-            parse_location(destination).kind == "sqlite" else min(
+            target.kind == "sqlite" else min(
                 len(keys), _helpers.processes(processes))
         if count == 1:
             outcomes = list(_copy_keys(sessions, target, keys))
