@@ -963,18 +963,14 @@ def test_a_copy_names_the_destination_file_it_could_not_write(tmp_path: Path) ->
 def test_a_copy_into_a_full_file_system_stops_at_once(tmp_path: Path) -> None:
     """A full destination (a 64 KiB tmpfs) stops the copy with the system's error: no later
     session could be written either (it was one failure a session, the same each time)."""
-    import subprocess
+    from sessiontree.testing.fulldisk import DiskUnavailable, small_disk
 
-    full = tmp_path / "full"
-    full.mkdir()
-    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(full)],
-                      capture_output=True).returncode != 0:
-        pytest.skip("mounting a small tmpfs needs root")
+    generate_folder(tmp_path / "from", 40, seed=6, min_entries=40, max_entries=60)
     try:
-        generate_folder(tmp_path / "from", 40, seed=6, min_entries=40, max_entries=60)
-        with pytest.raises(OSError) as raised:
-            copy_sessions(str(tmp_path / "from"), str(full))
-        assert raised.value.errno == errno.ENOSPC
-        assert not isinstance(raised.value, CopyIncomplete)
-    finally:
-        subprocess.run(["umount", str(full)], check=True)
+        with small_disk(tmp_path / "full", 64 << 10) as full:
+            with pytest.raises(OSError) as raised:
+                copy_sessions(str(tmp_path / "from"), str(full))
+    except DiskUnavailable as exc:
+        pytest.skip(str(exc))
+    assert raised.value.errno == errno.ENOSPC
+    assert not isinstance(raised.value, CopyIncomplete)
