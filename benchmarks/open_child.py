@@ -103,7 +103,8 @@ def measure_open(path: str, phase: str, repeat: int) -> dict[str, Any]:
     ``today`` (``index=False``: the scan every open did before the index), ``helper`` (a cold
     scan with ``processes=4``, helpers when a CPU is free), ``warm`` (the index of the unchanged
     file), ``grown`` (the index, and the lines appended since), ``append`` (as ``grown``, then
-    the first append: ``first_append_ms``; it adds a line to the file)."""
+    the first append: ``first_append_ms``; it adds a line to the file). ``repeat`` 0: no
+    reopens."""
     from sessiontree import Session
 
     options: dict[str, Any] = {"today": {"index": False},
@@ -136,9 +137,10 @@ def measure_open(path: str, phase: str, repeat: int) -> dict[str, Any]:
         with Session.open(path, **options) as again:
             again.build_context()
         runs.append((time.perf_counter() - begin) * 1000)
-    import statistics
+    if runs:
+        import statistics
 
-    out["reopen_ms"] = {"first": runs[0], "median": statistics.median(runs), "min": min(runs)}
+        out["reopen_ms"] = {"first": runs[0], "median": statistics.median(runs), "min": min(runs)}
     return out
 
 

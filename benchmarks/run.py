@@ -19,13 +19,15 @@ The ``core`` suite:
    another program would, reopens, 1,000 appends, the agent loop.
 3. Measures sessiontree on a copy of the same file, each open in a new Python process
    (``benchmarks/open_child.py``, which imports nothing of the harness before its peak is read,
-   so each peak RSS is that open's own, like pi's: both read VmHWM): the first open (no index: it scans and writes the
-   index), the open without the index (``index=False``, what every open did before it), the
-   cold open with helper processes allowed, the reopen of the unchanged file (from the index),
-   then the reopen after 100 lines another program appended (three times). Then, in one more
-   process on another copy, the rest in pi's order: open, build_context, tree, path, reopens,
-   the foreign lines, reopens, 1,000 appends (no fsync) and the agent loop. The cache folder
-   is a new temporary one for the run (``SESSIONTREE_CACHE_DIR``), so first opens are cold.
+   so each peak RSS is that open's own, like pi's: both read VmHWM): the open without the
+   index (``index=False``, what every open did before it) and the cold open (no index yet: it
+   scans and writes the index, in a new cache folder each time), taking turns, five times each
+   (three at 1m), their medians compared; the cold open with helper processes allowed, the
+   reopen of the unchanged file (from the index), then the reopen after 100 lines another
+   program appended (three times). Then, in one more process on another copy, the rest in pi's
+   order: open, build_context, tree, path, reopens, the foreign lines, reopens, 1,000 appends
+   (no fsync) and the agent loop. The cache folders are new temporary ones of the run
+   (``SESSIONTREE_CACHE_DIR``), so first opens are cold.
 4. Prints one table: every figure beside pi 1.5.2's and pi 0.73.1's with the ratios (pi ÷
    sessiontree, in bold below 1.0), a check column (our digests equal each pi's from this run;
    the appends persisted) and the targets. Rows include the agent loop (1,000 rounds of append +
@@ -98,6 +100,8 @@ APPEND_SIZES = {"10k", "100k"}  # appends at least as fast as pi 1.5.2 (mean and
 APPENDS = 1000
 LOOP_ROUNDS = 1000
 GROWN_RUNS = 3            # new processes reopening the grown file: their peaks must agree
+OPEN_RUNS = 5             # new processes each opening cold and without the index: the medians
+LIGHT_OPEN_RUNS = 3       # the same at 1m (seconds an open)
 TARGET_SIZE = "100k"
 TARGET_WARM = 30.0        # reopen of the unchanged file + context, × faster than pi 1.5.2
 TARGET_GROWN = 25.0       # the same after 100 foreign lines
@@ -317,17 +321,18 @@ CACHE = tempfile.mkdtemp(prefix="sessiontree-bench-cache-")
 lands in the user's cache (removed at exit)."""
 
 
-def _env() -> dict[str, str]:
+def _env(cache: str = CACHE) -> dict[str, str]:
     env = {name: value for name, value in os.environ.items()
            if name not in ("SESSIONTREE_PROCESSES", "SESSIONTREE_INDEX")}  # the library's defaults
-    return {**env, "SESSIONTREE_CACHE_DIR": CACHE,
+    return {**env, "SESSIONTREE_CACHE_DIR": cache,
             "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
                                                         os.environ.get("PYTHONPATH")]))}
 
 
-def _child(arguments: list[str], what: str, script: Path = Path(__file__)) -> dict[str, Any]:
+def _child(arguments: list[str], what: str, script: Path = Path(__file__),
+           cache: str = CACHE) -> dict[str, Any]:
     done = subprocess.run([sys.executable, str(script), *arguments], capture_output=True,
-                          text=True, env=_env(), check=False)
+                          text=True, env=_env(cache), check=False)
     if done.returncode != 0:
         raise SystemExit(f"the sessiontree measurement failed ({what}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)  # type: ignore[no-any-return]
@@ -349,23 +354,47 @@ def _flush(path: Path) -> None:
         os.close(fd)
 
 
-def run_opens(path: Path, repeat: int) -> dict[str, Any]:
-    """The opens of one copy of ``path``, each in a new process: without the index, cold (no
-    index yet: it writes one), cold with helpers allowed, warm, and grown by 100 foreign lines
-    (``GROWN_RUNS`` times)."""
+def _medians(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """One phase's figures over its processes: the median times, the highest peak (the memory
+    target applies to every open), the count, and a context digest only if all agree."""
+    contexts = {run["context"] for run in runs}
+    return {**runs[0], "load_ms": statistics.median(run["load_ms"] for run in runs),
+            "open_context_ms": statistics.median(run["open_context_ms"] for run in runs),
+            "peak_mib": max(run["peak_mib"] for run in runs), "runs": len(runs),
+            "context": contexts.pop() if len(contexts) == 1 else "the opens' contexts differ"}
+
+
+def run_opens(path: Path, repeat: int, runs: int) -> dict[str, Any]:
+    """The opens of one copy of ``path``, each in a new process: ``runs`` without the index and
+    as many cold (no index yet: it writes one, in a new cache folder each time), taking turns
+    so that a change of the machine's load weighs on both alike; then cold with helpers
+    allowed, warm, and grown by 100 foreign lines (``GROWN_RUNS`` times), on the index the last
+    cold open wrote."""
     opens: dict[str, Any] = {}
+    today: list[dict[str, Any]] = []
+    cold: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(dir=DATA) as scratch:
         copy = Path(scratch) / path.name
         shutil.copyfile(path, copy)
         _flush(copy)
-        # the open without the index first, so the cold open it is compared with is not the
-        # first read of the copy either
-        for phase in ("today", "cold", "helper", "warm"):
+        cache = ""
+        for _ in range(runs):
+            # the open without the index first, so the first cold open is not the first read
+            # of the copy either
+            today.append(_child([str(copy), "today", "0"], f"open of {copy.name} without the "
+                                "index", OPEN_CHILD))
+            if cache:
+                shutil.rmtree(cache)
+            cache = tempfile.mkdtemp(dir=CACHE)
+            cold.append(_child([str(copy), "cold", "0"], f"cold open of {copy.name}", OPEN_CHILD,
+                               cache))
+        opens["today"], opens["cold"] = _medians(today), _medians(cold)
+        for phase in ("helper", "warm"):
             opens[phase] = _child([str(copy), phase, str(repeat)], f"{phase} open of {copy.name}",
-                                  OPEN_CHILD)
+                                  OPEN_CHILD, cache)
         append_foreign(copy, last_id(copy))
         opens["grown"] = [_child([str(copy), "grown", str(repeat)], f"grown open of {copy.name}",
-                                 OPEN_CHILD) for _ in range(GROWN_RUNS)]
+                                 OPEN_CHILD, cache) for _ in range(GROWN_RUNS)]
         opens["bytes"] = path.stat().st_size
         opens["grown_bytes"] = copy.stat().st_size  # (with the foreign lines)
     return opens
@@ -517,11 +546,12 @@ def _peak_rows(size: str, opens: dict[str, Any], pi_peaks: tuple[float | None, f
     share = worst / pi15 if pi15 else None
     target = (f"highest {worst:.0f} MiB = {share:.2f} of pi 1.5.2's; target ≤ {TARGET_MEMORY:g}: "
               f"{_met(share, TARGET_MEMORY, above=False)}") if share is not None else ""
+    highest = f"highest of {opens['cold']['runs']} processes"
     table = [
         row(size, "**peak RSS**, cold open + build_context (scans, writes the index)",
-            peaks["cold"], *pi_peaks, "MiB", target),
+            peaks["cold"], *pi_peaks, "MiB", f"{target}; {highest}" if target else highest),
         row(size, "peak RSS, open + build_context without the index", peaks["today"], *pi_peaks,
-            "MiB", ""),
+            "MiB", highest),
         row(size, "peak RSS, open + build_context with helpers allowed (`processes=4`; with "
             "the helper's)", peaks["helper"], *pi_peaks, "MiB",
             f"a helper ran: its peak {helper['helper_peak_mib']:.0f} MiB" if helped
@@ -545,12 +575,13 @@ def _open_rows(size: str, opens: dict[str, Any], pi_open_ctx: tuple[float | None
     pi15 = pi_open_ctx[0]
     cold_vs_today = cold["load_ms"] / today["load_ms"]
     table = [
-        row(size, "open, first (no index yet: scans, writes the index)", cold["load_ms"],
+        row(size, "open, cold (no index yet: scans, writes the index; median)", cold["load_ms"],
             *pi_load, "ms", f"{cold['entries']:,} entries; {cold_vs_today:.2f}× the time of "
-            "the open without the index (below)"),
-        row(size, "open without the index (`index=False`: every open before the index)",
+            f"the open without the index (below); medians of {cold['runs']} new processes each, "
+            "taking turns, each cold one with a new cache folder"),
+        row(size, "open without the index (`index=False`: every open before the index; median)",
             today["load_ms"], *pi_load, "ms", ""),
-        row(size, "**open + build_context, cold** (no index)", cold["open_context_ms"],
+        row(size, "**open + build_context, cold** (no index; median)", cold["open_context_ms"],
             *pi_open_ctx, "ms", f"target ≥ {TARGET_COLD:g}× pi 1.5.2: "
             f"{_met(pi15 / cold['open_context_ms'], TARGET_COLD)}" if target and pi15 else ""),
         row(size, "**reopen + build_context, unchanged file** (index; a new process)",
@@ -572,7 +603,8 @@ def _open_rows(size: str, opens: dict[str, Any], pi_open_ctx: tuple[float | None
                    f"({_met(pi15 / grown['open_context_ms'], TARGET_GROWN)}, target ≥ {TARGET_GROWN:g}×)",
                    f"cold open + context {pi15 / cold['open_context_ms']:.1f}× "
                    f"({_met(pi15 / cold['open_context_ms'], TARGET_COLD)}, target ≥ {TARGET_COLD:g}×)",
-                   f"cold open {cold_vs_today:.2f}× the time of the open without the index"]
+                   f"cold open {cold_vs_today:.2f}× the time of the open without the index "
+                   f"(medians of {cold['runs']})"]
     return table, targets
 
 
@@ -878,7 +910,8 @@ def core(args: argparse.Namespace, parser: argparse.ArgumentParser, suites: set[
             print(f"{path.name}: pi {version} …", file=sys.stderr, flush=True)
             pis[version] = run_pi(path, dist, args.repeat, size)
         print(f"{path.name}: sessiontree …", file=sys.stderr, flush=True)
-        opens = run_opens(path, args.repeat)
+        opens = run_opens(path, args.repeat,
+                          LIGHT_OPEN_RUNS if size in LIGHT_SIZES else OPEN_RUNS)
         ours = run_ours(path, args.repeat, size) if size not in LIGHT_SIZES else {}
         lines, ok, file_targets = rows(size, ours, opens, pis)
         table += lines
