@@ -1424,6 +1424,38 @@ def test_a_line_is_measured_again_when_its_file_is_not_as_indexed(
         assert _comparable(store.search(query)) == hits, query
 
 
+def test_a_hits_relevance_for_words_is_its_index_rows_while_its_file_is_as_indexed(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """For a query of words alone an index row's bound is the relevance itself, so while a
+    line's file is the file indexed its hit takes the row's (counts raised in the rows raise
+    the scores) and only its snippet's spans are looked for; a phrase's relevance is still
+    the matcher's (the rows only bound it), and a file changed since it was indexed has its
+    lines judged whole again."""
+    from sessiontree.stores import _jsonl_search
+
+    store = JsonlStore(root)
+    queries = ("error", "heartbeat interval", '"close handshake"')
+    expected = {query: _comparable(store.search(query, limit=500)) for query in queries}
+    assert all(expected.values())
+    with sqlite3.connect(index_path(root)) as conn:
+        conn.execute("""UPDATE entries SET counts = '{"error": 9999, "heartbeat": 9999}'""")
+    monkeypatch.setattr(_jsonl_search, "refresh", lambda conn, root, **options: [])
+    for query in queries[:2]:
+        hits = _comparable(store.search(query, limit=500))
+        old = {hit["entry_id"]: hit for hit in expected[query]}
+        assert sorted(old) == sorted(hit["entry_id"] for hit in hits), query
+        for hit in hits:  # (the same snippets: only the scores come from the rows)
+            assert hit["score"] > old[hit["entry_id"]]["score"]
+            assert (hit["snippet"], hit["marks"]) == (old[hit["entry_id"]]["snippet"],
+                                                      old[hit["entry_id"]]["marks"])
+    assert _comparable(store.search(queries[2], limit=500)) == expected[queries[2]]
+    for path in root.rglob("*.jsonl"):
+        with open(path, "ab") as stream:
+            stream.write(b"\n")
+    for query, hits in expected.items():
+        assert _comparable(store.search(query, limit=500)) == hits, query
+
+
 def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:
     """The index names files relative to its folder: the same folder through a link is not
     indexed again (a different root string once made every file look gone and new)."""
@@ -1504,6 +1536,33 @@ def test_the_matcher_finds_the_spans_and_relevance_of_letter_by_letter_matching(
     assert judged is not None
     assert judged[0] == score(len(spans), len(text.split()))
     assert _snippet(text, judged[1]) == _snippet(text, spans)
+
+
+_FILLERS = st.tuples(st.text(st.sampled_from(_ODD), max_size=12), st.integers(0, 700),
+                     st.sampled_from([" ", "b", "\u00e9", ".", "a ", "\u212a"]))
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.lists(_FILLERS, max_size=8),
+       st.lists(st.sampled_from(["a", "ae", "e", "1", "k", "ea1"]), min_size=1, max_size=3))
+@example([("a", 1000, " "), ("a", 0, " ")], ["a"])  # (the first span at the prefix's end)
+@example([("", 600, "b"), (" a", 40, " "), ("a", 0, " ")], ["a"])  # (a span past the first
+@example([("", 637, "b"), (" ab a", 0, " ")], ["a"])  # prefix, a word cut by its end)
+@example([("\u0130a", 0, " ")], ["a"])  # (a letter lowercased to two: judged whole)
+def test_a_snippet_found_in_the_texts_start_is_the_whole_texts(
+        pieces: list[tuple[str, int, str]], terms: list[str]) -> None:
+    """When an index row gives a hit's relevance, its snippet's spans are looked for in a
+    prefix of its text that grows until they are all in it: the same snippet as the whole
+    text judged, wherever the spans are (at a prefix's end, after long fillers)."""
+    from sessiontree._search import _Matcher, _snippet
+
+    text = "".join(head + filler * count for head, count, filler in pieces)
+    matcher = _Matcher(parse_query(" ".join(terms)))
+    judged, shown = matcher.judge(text), matcher.shown(text)
+    if "\u0130" in text:
+        assert shown is None
+    elif judged is not None:  # (else no index row holds every word: never asked)
+        assert shown is not None and _snippet(text, shown) == _snippet(text, judged[1])
 
 
 @settings(max_examples=1000, deadline=None)

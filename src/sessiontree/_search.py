@@ -345,7 +345,9 @@ class Candidate(NamedTuple):
     line: bytes
     size: int | None = None
     """The size of its text (:func:`score`'s) when an index row holds it for this very
-    line (its file unchanged since it was indexed): not counted again (``None``: counted)."""
+    line (its file unchanged since it was indexed): not counted again (``None``: counted).
+    For a query of words alone the row's bound is then the relevance itself, and only the
+    spans its snippet shows are looked for (:meth:`_Matcher.shown`)."""
 
 
 class SearchHit(msgspec.Struct, frozen=True):
@@ -464,6 +466,33 @@ class _Matcher:
         found.sort()
         relevance = score(len(found), _pieces(text, data) if size is None else size)
         return relevance, found if ascii_only else _char_spans(data, found)
+
+    def shown(self, text: str) -> list[tuple[int, int]] | None:
+        """The spans of the terms in what a snippet at the first shows (:func:`_snippet`),
+        for a query of ASCII words when the relevance is known (an index row's, exact): the
+        text lowercased and searched from its start, a longer prefix each time, until the
+        first span and the snippet after it are in it (a word most entries hold is nearly
+        always near the start of a long tool output). A word cut by a prefix's end may be
+        taken for a whole one, but it ends past what the snippet of any span before it shows
+        (:func:`_snippet` skips it), and were it the first the prefix would grow. ``None``:
+        no term in the text, or a capital dotted I in it (lowercased to two characters: the
+        relevance the index gives may then be above the matcher's, so the text is judged
+        whole)."""
+        if self.words is None or "\u0130" in text:
+            return None
+        end = 4 * _SNIPPET
+        while True:
+            whole = end >= len(text)
+            low = text[:end].lower()  # (as long as the prefix: no letter lowercases to two)
+            padded = f" {low} "
+            spans = sorted((a, b) for pattern in self.patterns for a, b in (
+                m.span() for m in pattern.finditer(low))
+                if not padded[a].isalnum() and not padded[b + 1].isalnum())
+            if whole:
+                return spans or None
+            if spans and end > max(0, spans[0][0] - _SNIPPET // 3) + _SNIPPET:
+                return spans
+            end *= 4
 
 
 def _char_start(data: bytes, end: int) -> int:
@@ -639,16 +668,21 @@ def row_bounds(query: Query, counts: Sequence[list[int] | int | str], sizes: Seq
 _Scored = tuple[float, int, str, int, Candidate, SearchDoc, list[tuple[int, int]]]
 
 
-def _judged(candidate: Candidate, matcher: _Matcher, role: str | None,
-            since: int) -> _Scored | None:
-    """A candidate's rank key (best first) with what its hit shows; ``None``: no match."""
+def _judged(candidate: Candidate, matcher: _Matcher, role: str | None, since: int,
+            known: float | None = None) -> _Scored | None:
+    """A candidate's rank key (best first) with what its hit shows; ``None``: no match.
+    ``known``: its relevance, exact, from its index row (then only its snippet's spans are
+    looked for, :meth:`_Matcher.shown`)."""
     doc = document(candidate.line)
     if doc is None or (role is not None and doc.role != role) or doc.ms < since:
         return None
-    judged = matcher.judge(doc.text, candidate.size)
-    if judged is None:
-        return None
-    relevance, spans = judged
+    if known is not None and (shown := matcher.shown(doc.text)) is not None:
+        relevance, spans = known, shown
+    else:
+        judged = matcher.judge(doc.text, candidate.size)
+        if judged is None:
+            return None
+        relevance, spans = judged
     return (-relevance, -doc.ms, candidate.session_id, candidate.place, candidate, doc, spans)
 
 
@@ -731,6 +765,7 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
     order = sorted(rows, key=_PLACE)  # (two stable sorts by C keys: no tuple made a row)
     order.sort(key=_BOUND_TIME, reverse=True)
     matcher = _Matcher(query)
+    exact = all(len(term) == 1 for term in query.terms)  # (the bound is the relevance)
     scored: list[_Scored] = []
     at, step = 0, max(limit, 1)
     while at < len(order) and limit > 0:
@@ -742,8 +777,10 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
                 break
         batch = order[at:at + step]
         at, step = at + len(batch), step * 2
+        known = {(row.session_id, row.place): row.bound for row in batch} if exact else {}
         for candidate in read(batch):
-            judged = _judged(candidate, matcher, role, since)
+            judged = _judged(candidate, matcher, role, since, None if candidate.size is None
+                             else known.get((candidate.session_id, candidate.place)))
             if judged is not None:
                 scored.append(judged)
     return _hits(scored, limit, on_branch)
