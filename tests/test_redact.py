@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 
 from sessiontree import EntryNotFound, InvalidEntry, Session, UserMessage, list_sessions
-from sessiontree._json import loads
+from sessiontree._json import dumps, loads
 from sessiontree.cli import cli
 from sessiontree.redact import PurgeError, context_edit, purge, redact
 from sessiontree.search import search_sessions
@@ -178,3 +178,62 @@ def test_purge_needs_an_edit_and_the_command_does_both(tmp_path: Path, pi15: Pi)
     assert SECRET.encode() not in Path(path).read_bytes().split(b"\n")[1]
     done = CliRunner().invoke(cli, ["redact", path, ids["next"], "--with", "x", "--omit"])
     assert done.exit_code == 2 and "not both" in done.output
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres", "redis", "redis-cluster"],
+                         indirect=True)
+def test_a_replaced_label_line_moves_the_stored_label_with_it(backend: Backend) -> None:
+    """A store's label lookup (the SQL label column, Redis's labels hash) follows a replaced
+    ``label`` entry's line: a new text, a new target (both targets), a label cleared, and an
+    earlier label entry, which the later one still overrides. Each time the lookup agrees with
+    the labels read from the lines. A line that is not an entry, or that changes the entry's
+    id, parent or type, is refused (InvalidEntry), nothing written. The lookup kept the label
+    the line had when it was appended."""
+    session = backend.create()
+    a = session.append_message(user("first"))
+    b = session.append_message(user("second"))
+    earlier, later, other = (session.set_label(a, "one"), session.set_label(a, "two"),
+                             session.set_label(b, "bee"))
+    store, sid = backend.store, session.id
+    session.close()
+
+    def relabel(entry: str, **fields: Any) -> None:
+        with reopen(session) as now:
+            value = loads(now.raw_line(entry))
+        value.update(fields)
+        store.replace_line(sid, entry, dumps({k: v for k, v in value.items() if v is not None}))
+
+    def labels() -> dict[str, str | None]:
+        with reopen(session) as now:
+            stored = {e: now._log.label(e) for e in (a, b)}  # the store's lookup
+            held = {e: now.labels().get(e) for e in (a, b)}  # the tree's, from the records
+            lines = [loads(line) for line in stored_lines(now)]
+        last = {e: [x for x in lines if x["type"] == "label" and x["targetId"] == e][-1:]
+                for e in (a, b)}
+        assert stored == held == {e: (x[0]["label"], x[0]["timestamp"]) if x and x[0].get("label")
+                                  else None for e, x in last.items()}
+        return {e: found[0] if found else None for e, found in stored.items()}
+
+    assert labels() == {a: "two", b: "bee"}
+    relabel(later, label="deux", timestamp="2031-01-01T00:00:00.000Z")
+    assert labels() == {a: "deux", b: "bee"}
+    relabel(earlier, label="un")  # overridden by the later one still
+    assert labels() == {a: "deux", b: "bee"}
+    relabel(other, targetId=a, label="moved")  # the last label entry of a now, none for b
+    assert labels() == {a: "moved", b: None}
+    relabel(other, label=None)  # clears a's label
+    assert labels() == {a: None, b: None}
+    relabel(other, targetId=b, label="back")
+    assert labels() == {a: "deux", b: "back"}
+    with reopen(session) as now:
+        before = stored_lines(now)
+        line = now.raw_line(later)
+    for bad in (b"not json", line.replace(later.encode(), b"zzzzzzzz"),
+                line.replace(b'"type":"label"', b'"type":"custom"'),
+                line.replace(f'"parentId":"{earlier}"'.encode(), f'"parentId":"{a}"'.encode())):
+        assert bad != line
+        with pytest.raises(InvalidEntry):
+            store.replace_line(sid, later, bad)
+    with reopen(session) as now:
+        assert stored_lines(now) == before
+    assert labels() == {a: "deux", b: "back"}

@@ -1116,3 +1116,36 @@ def test_a_newer_search_index_takes_no_append_purge_or_new_session(
                 write()
     assert store._client.get(mark) == b"4"
     assert [row.id for row in store.list_sessions()] == [session.id]
+
+
+def test_a_replaced_label_line_keeps_a_label_written_meanwhile(store: RedisStore,
+                                                               store_url: str) -> None:
+    """A label entry's line replaced while another writer labels the same entry (an append
+    between the replacement's read and its script) or replaces another label line of it goes
+    round again: the labels hash ends as the lines leave it. The script set the label the
+    lines it read gave, over the later one."""
+    with Session.create(cwd="/w", store=store) as session:
+        target = session.append_message(UserMessage.of("the albatross"))
+        first = session.set_label(target, "one")
+        second = session.set_label(target, "two")
+    labels = store.tree_keys(session.id)[1]
+    script = store._replace_script
+    with RedisStore.from_url(store_url) as other, Session(other.open_log(session.id)) as writer:
+        for meanwhile in (lambda: writer.set_label(target, "three"),
+                          lambda: other.replace_line(session.id, second, writer.raw_line(
+                              second).replace(b'"two"', b'"deux"'))):
+            calls = beside_script(store, "_replace_script",
+                                  lambda: len(calls) == 1 and meanwhile(), before=True)
+            with Session(store.open_log(session.id)) as now:
+                line = now.raw_line(first)
+            store.replace_line(session.id, first, line.replace(b'"one"', b'"un"'))
+            store._replace_script = script
+            assert len(calls) == 2
+            with Session(store.open_log(session.id)) as now:
+                assert _json_label(store._client.hget(labels, target)) == \
+                    now.labels()[target][0] == "three"
+
+
+def _json_label(value: bytes | None) -> str | None:
+    """The label a labels hash value holds (``[label, timestamp]``)."""
+    return None if value is None else msgspec.json.decode(value)[0]

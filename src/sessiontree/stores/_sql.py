@@ -58,6 +58,7 @@ from ._sql_common import (
     check_schema,
     check_session_id,
     counted_listing,
+    envelope_columns,
     envelopes,
     insert_search_flow,
     listing_from_row,
@@ -71,7 +72,7 @@ from ._sql_common import (
     write_flow,
 )
 from ._path import ChunkedPath
-from .base import LoadResult, LogHead, SessionListing
+from .base import LoadResult, LogHead, SessionListing, check_replacement
 
 __all__ = ["LazyPath", "SqlLog", "SqlStore", "drive", "run_step"]
 
@@ -262,12 +263,16 @@ class SqlStore(StoredEntries, ABC):
                 conn.execute(self.dialect[name], params)
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
-        """Replace the stored line of one entry (same id and parent: the tree is unchanged),
-        recount the session's listing row and build its search rows again, in one transaction; then :meth:`_scrub`, so that
-        the database keeps no copy of the old line where it can help it.
+        """Replace the stored line of one entry (same id, parent, type and role: the tree is
+        unchanged), with its envelope columns (a label entry's label and target: the label
+        lookup follows), recount the session's listing row and build its search rows again,
+        in one transaction; then :meth:`_scrub`, so that the database keeps no copy of the old
+        line where it can help it.
 
         Raises:
             SessionNotFound: no such session or entry.
+            InvalidEntry: ``line`` is not an entry, or changes its id, parent, type or role
+                (:func:`~.base.check_replacement`); nothing was written.
         """
         self._writable()
         check_session_id(session_id)
@@ -277,11 +282,14 @@ class SqlStore(StoredEntries, ABC):
             row = conn.execute(d["lock"], params).fetchone()
             if row is None:
                 raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
-            changed = conn.execute(d["replace_line"], {**params, "id": d.key(entry_id, entry_id),
-                                                       "line": line})
-            if changed.rowcount != 1:
+            key = {**params, "id": d.key(entry_id, entry_id)}
+            old = conn.execute(d["entry_line"], key).fetchone()
+            if old is None:
                 raise SessionNotFound(f"no entry {entry_id} in session {session_id}",
                                       path=self.url)
+            record = check_replacement(entry_id, bytes(old[0]), line,
+                                       self.session_url(session_id))
+            conn.execute(d["replace_line"], {**key, **envelope_columns(record, d), "line": line})
             state = SessionState.from_row(row)
             state.stats = ListingStats()
             listed_usage((bytes(found) for (found,) in conn.execute(

@@ -67,6 +67,7 @@ __all__ = [
     "check_session_id",
     "dialect",
     "counted_listing",
+    "envelope_columns",
     "listing_from_row",
     "lock_flow",
     "migrate_flow",
@@ -232,6 +233,8 @@ SELECT_VERSION = "SELECT COALESCE(MAX(v), 0) FROM sessiontree_migrations"
 INSERT_VERSION = "INSERT INTO sessiontree_migrations (v) VALUES (:v)"
 
 ENTRY_COLUMNS = "seq, segment, id, parent_id, type, timestamp, role, custom_type, target_id, label, name"
+_ENVELOPE_COLUMNS = ENTRY_COLUMNS.split(", ")[4:]
+"""The columns an entry's envelope fills beside its ids (:func:`envelope_columns`)."""
 _AGGREGATES = "depth, last_compaction, last_thinking, last_model"
 _ENVELOPE = ", ".join(f"e.{c}" for c in ENTRY_COLUMNS.split(", "))
 _USAGE_COLUMNS = "usage_input, usage_output, usage_cache_read, usage_cache_write, usage_cost"
@@ -318,7 +321,12 @@ _STATEMENTS = {
     "ids": "SELECT session_id FROM sessiontree_sessions ORDER BY session_id",
     "delete_entries": "DELETE FROM sessiontree_entries WHERE session_id = :sid",
     "delete_session": "DELETE FROM sessiontree_sessions WHERE session_id = :sid",
-    "replace_line": "UPDATE sessiontree_entries SET line = :line WHERE session_id = :sid AND id = :id",
+    "entry_line": "SELECT line FROM sessiontree_entries WHERE session_id = :sid AND id = :id",
+    # the line and every envelope column read from it (type and role do not change: see
+    # base.check_replacement), so a label entry's label and target follow its line
+    "replace_line": "UPDATE sessiontree_entries SET line = :line, "
+                    f"{', '.join(f'{c} = :{c}' for c in _ENVELOPE_COLUMNS)} "
+                    "WHERE session_id = :sid AND id = :id",
     "notify": "SELECT pg_notify('sessiontree', :sid)",
 }
 
@@ -673,7 +681,6 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
             database cannot hold.
     """
     rows: list[NewRow] = []
-    text = d.text
     tails: dict[int, int] = {}  # segment -> seq of its newest entry, for segments touched here
     placed: dict[str, tuple[int, int, ParentInfo]] = {}  # id -> seq, segment, aggregates
     later = {rec.id for rec in records}
@@ -708,20 +715,28 @@ def plan_rows(state: SessionState, lines: Sequence[bytes], records: Sequence[Rec
             if counted is not None:
                 state.stats.add((counted,))
         rec.line = seq + 1
-        given = (rec.type, rec.timestamp, rec.role, rec.custom_type, rec.target_id, rec.label,
-                 rec.name)
-        held = tuple(map(text, given))
-        kind, stamp, role, custom, target, label, name = held
+        columns = envelope_columns(rec, d)
         row = {
             "sid": state.session_id, "seq": seq, "segment": segment,
-            "id": d.key(rec.id, rec.id), "parent_id": d.key(rec.parent_id, rec.id),
-            "type": kind, "timestamp": stamp, "role": role, "custom_type": custom,
-            "target_id": target, "label": label, "name": name, "line": line, "depth": mine.depth,
-            "last_compaction": mine.last_compaction, "last_thinking": mine.last_thinking,
-            "last_model": mine.last_model}
-        rows.append(NewRow(row, rec if held == given else record_from_row(
+            "id": d.key(rec.id, rec.id), "parent_id": d.key(rec.parent_id, rec.id), **columns,
+            "line": line, "depth": mine.depth, "last_compaction": mine.last_compaction,
+            "last_thinking": mine.last_thinking, "last_model": mine.last_model}
+        held = tuple(columns.values())
+        rows.append(NewRow(row, rec if held == _envelope_values(rec) else record_from_row(
             (seq, segment, rec.id, rec.parent_id, *held))))
     return rows
+
+
+def _envelope_values(rec: Record) -> tuple[str | None, ...]:
+    """An entry's envelope fields, in the order of :data:`_ENVELOPE_COLUMNS`."""
+    return (rec.type, rec.timestamp, rec.role, rec.custom_type, rec.target_id, rec.label,
+            rec.name)
+
+
+def envelope_columns(rec: Record, d: Dialect) -> dict[str, str | None]:
+    """An entry's envelope columns (type, time, role, custom type, label target, label, name)
+    as the database's text holds them (:meth:`Dialect.text`)."""
+    return dict(zip(_ENVELOPE_COLUMNS, map(d.text, _envelope_values(rec))))
 
 
 # -- the transactions, as steps a sync or an async driver runs -----------------------------------

@@ -24,9 +24,9 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol, TypeGuard, Union, runt
 
 import msgspec
 
-from .._scan import FileRecord, Problem, Record
+from .._scan import FileRecord, Problem, Record, envelope
 from ..entries import AnyEntry, SessionHeader
-from ..errors import InvalidLocation
+from ..errors import InvalidEntry, InvalidLocation
 from ..usage import UsageTotals
 
 if TYPE_CHECKING:
@@ -47,6 +47,7 @@ __all__ = [
     "SessionLog",
     "Store",
     "check_new_session_id",
+    "check_replacement",
     "check_session_id",
     "has_lines",
     "has_logs",
@@ -325,3 +326,26 @@ def check_session_id(session_id: object) -> str:
         raise InvalidLocation(f"not a valid session id: {session_id!r} (letters, digits, '.', '_' "
                               "and '-', at most 128, starting with a letter or digit)")
     return session_id
+
+
+def check_replacement(entry_id: str, old: bytes, new: bytes, where: str) -> Record:
+    """The envelope of ``new``, the line replacing entry ``entry_id``'s line ``old`` (a purge,
+    a repair): it must keep what the tree and its indexes hold of the entry (id, parent, type,
+    message role: depths and the path's model source), so that only the line and the fields
+    read from it (a label, a name, a time) change.
+
+    Raises:
+        InvalidEntry: ``new`` is not an entry line, or changes one of those.
+    """
+    before, after = envelope(old), envelope(new)
+    if after is None:
+        raise InvalidEntry(f"the line replacing entry {entry_id}'s is not an entry; nothing "
+                           "was written", path=where, entry_id=entry_id)
+    kept = ("id", "parent_id", "type", "role")
+    changed = [name for name in kept if before is None or getattr(before, name) != getattr(
+        after, name)]
+    if changed:
+        raise InvalidEntry(f"the line replacing entry {entry_id}'s changes its "
+                           f"{', '.join(changed)}; nothing was written", path=where,
+                           entry_id=entry_id)
+    return after

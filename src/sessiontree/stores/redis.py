@@ -22,7 +22,8 @@ Keys, with ``P`` the store's key prefix (one per application; ``sessiontree`` by
   :meth:`RedisStore.migrate` builds the index again);
 * ``P:{ID}:tree`` and ``P:{ID}:labels``, hashes: the tree index (position to parent position,
   segment, depth and the path's last compaction, thinking level change and model source
-  depths; entry id to its current label), written by the append script; the meta hash's
+  depths; entry id to its current label), written by the append script (a label entry's
+  targets' labels by :meth:`RedisStore.replace_line`'s too); the meta hash's
   ``tree`` field marks a session that has it, which then opens as a :class:`RedisTreeLog`
   (head, paths and entries read as asked for), else as a :class:`RedisLog` (every line read:
   sessions stored before it, until :meth:`RedisStore.migrate`);
@@ -136,7 +137,14 @@ from ..usage import UsageTotals
 from ._address import redacted, take_option
 from . import _redis_search as _rs
 from ._path import ChunkedPath
-from .base import LoadResult, LogBehind, LogHead, SessionListing, check_session_id
+from .base import (
+    LoadResult,
+    LogBehind,
+    LogHead,
+    SessionListing,
+    check_replacement,
+    check_session_id,
+)
 
 __all__ = ["MigrationWarning", "RedisLog", "RedisStore", "RedisTreeLog", "cluster_seeds"]
 
@@ -525,20 +533,24 @@ for i = n + 4, #KEYS do redis.call('SREM', KEYS[i], sid) end
 return {cwd, {}}
 """
 
-# KEYS: meta, lines, ids, post, docs, recent, then on one server the searched sessions' sorted
-# set and the set of each word below, in order (on a cluster they are in other slots: the caller
-# writes them after). ARGV: entry id, its line as read, the new line, the listing's first
-# message as read, the new one, the number of lines read, the usage spec of them all (the line
-# replaced), the new line's search record, its time ('': no text), then for each word of the old
-# or the new line: the word, its postings and their recent part as read ('': none) and the
-# postings they become ('': none; all in ``post``). Replaces
+# KEYS: meta, lines, ids, post, docs, recent, labels, then on one server the searched sessions'
+# sorted set and the set of each word below, in order (on a cluster they are in other slots:
+# the caller writes them after). ARGV: entry id, its line as read, the new line, the listing's
+# first message as read, the new one, the number of lines read, the usage spec of them all (the
+# line replaced), the new line's search record, its time ('': no text), the session's _STAMP
+# read before the lines, k, then k times a label target and its label value from the lines
+# read with the new one (see _INDEX_ENTRY: the targets of a label entry's old and new line),
+# then for each word of the old or the new line: the word, its postings and their recent part
+# as read ('': none) and the postings they become ('': none; all in ``post``). Replaces
 # the line in place if it is still the one read, and its search postings if they are still the
 # ones read (on one server the session leaves the sets of the words it no longer holds and
-# joins the others'), and keeps the totals counted again (if no line came since: else they are
-# left to the next listing to count); returns 'ok', 'gone' (no session), 'missing' (no such
-# entry), 'changed' (the line changed), 'moved' (postings changed: read them again) or
-# {'newer', version} (a later sessiontree's index, which would keep the old line's words).
-_REPLACE = _INDEXED_LUA + _USAGE_LUA + """
+# joins the others'), its targets' labels (a session with a tree index) if the session still
+# holds the lines read (a line since, or another replaced, may label them), and keeps the
+# totals counted again (if no line came since: else they are left to the next listing to
+# count); returns 'ok', 'gone' (no session), 'missing' (no such entry), 'changed' (the line
+# changed), 'moved' (postings or lines changed: read them again) or {'newer', version} (a later
+# sessiontree's index, which would keep the old line's words).
+_REPLACE = _INDEXED_LUA + _USAGE_LUA + _STAMP + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
 local version = redis.call('HGET', KEYS[1], 'indexed')
 if newer(version) then return {'newer', version} end
@@ -546,18 +558,24 @@ local at = redis.call('HGET', KEYS[3], ARGV[1])
 if not at then return 'missing' end
 at = tonumber(at)
 if redis.call('LINDEX', KEYS[2], at - 1) ~= ARGV[2] then return 'changed' end
+local labelled = tonumber(ARGV[11])
+if labelled > 0 and (redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[6])
+    or stamp(KEYS[1]) ~= ARGV[10]) then
+  return 'moved'
+end
+local edits = 12 + 2 * labelled
 local indexed = current_index(KEYS[1], KEYS[5], redis.call('LLEN', KEYS[2]), version)
 if indexed then
-  for i = 10, #ARGV, 4 do
+  for i = edits, #ARGV, 4 do
     if (redis.call('HGET', KEYS[4], ARGV[i]) or '') ~= ARGV[i + 1]
         or (redis.call('HGET', KEYS[6], ARGV[i]) or '') ~= ARGV[i + 2] then
       return 'moved'
     end
   end
   local sid = string.match(KEYS[1], '{([^}]*)}')
-  local sets = #KEYS > 6  -- one server
-  for i = 10, #ARGV, 4 do
-    local set = KEYS[8 + (i - 10) / 4]
+  local sets = #KEYS > 7  -- one server
+  for i = edits, #ARGV, 4 do
+    local set = KEYS[9 + (i - edits) / 4]
     redis.call('HDEL', KEYS[6], ARGV[i])
     if ARGV[i + 3] == '' then
       redis.call('HDEL', KEYS[4], ARGV[i])
@@ -567,8 +585,17 @@ if indexed then
       if sets then redis.call('SADD', set, sid) end
     end
   end
-  if sets and ARGV[9] ~= '' then redis.call('ZADD', KEYS[7], 'GT', ARGV[9], sid) end
+  if sets and ARGV[9] ~= '' then redis.call('ZADD', KEYS[8], 'GT', ARGV[9], sid) end
   redis.call('SETRANGE', KEYS[5], (at - 1) * string.len(ARGV[8]), ARGV[8])
+end
+if labelled > 0 and redis.call('HGET', KEYS[1], 'tree') == '1' then
+  for i = 12, edits - 1, 2 do
+    if ARGV[i + 1] ~= '' then
+      redis.call('HSET', KEYS[7], ARGV[i], ARGV[i + 1])
+    else
+      redis.call('HDEL', KEYS[7], ARGV[i])
+    end
+  end
 end
 redis.call('LSET', KEYS[2], at - 1, ARGV[3])
 redis.call('HINCRBY', KEYS[1], 'replaced', 1)
@@ -1658,17 +1685,21 @@ class RedisStore(StoredEntries):
             raise error from failure
 
     def replace_line(self, session_id: str, entry_id: str, line: bytes) -> None:
-        """Replace the stored line of one entry (same id and parent: the tree is unchanged),
-        its search postings and record and the listing's first message, in one script on the
-        session's slot, if the line is still the one read (what a purge calls), where the
-        session also leaves the sets of the words it no longer holds and joins its new words'
-        on one server (on a cluster, where they are in other slots, after the script: a writer
-        that dies in between leaves them to :meth:`reindex_search`).
+        """Replace the stored line of one entry (same id, parent, type and role: the tree is
+        unchanged), its search postings and record, the listing's first message and, for a
+        label entry, the labels of its old and new target (as the lines leave them), in one
+        script on the session's slot, if the line is still the one read (what a purge calls),
+        where the session also leaves the sets of the words it no longer holds and joins its
+        new words' on one server (on a cluster, where they are in other slots, after the
+        script: a writer that dies in between leaves them to :meth:`reindex_search`).
 
         Raises:
             SessionNotFound: no such session or entry.
+            InvalidEntry: ``line`` is not an entry, or changes its id, parent, type or role
+                (:func:`~.base.check_replacement`); nothing was written.
             ConcurrentModification: the line changed meanwhile, or appends changed the
-                postings each time it read them (:data:`_TRIES`); nothing was written.
+                postings (a label entry's: the lines) each time it read them
+                (:data:`_TRIES`); nothing was written.
         """
         self._writable()
         check_session_id(session_id)
@@ -1678,15 +1709,19 @@ class RedisStore(StoredEntries):
         recent = self._recent_key(session_id)
         where = self.session_url(session_id)
         for _ in range(_TRIES):  # again when an append changed the postings read
-            first, position = self._query(lambda pipe: (pipe.hget(meta, "first"),
-                                                        pipe.hget(ids, entry_id)))
+            first, position, stamp = self._query(lambda pipe: (
+                pipe.hget(meta, "first"), pipe.hget(ids, entry_id),
+                pipe.hmget(meta, _STAMP_FIELDS)))
             if first is None or position is None:
                 raise SessionNotFound(f"no entry {entry_id} in session {session_id}", path=where)
             at = int(position)
             with self._errors():
                 lines = self._client.lrange(lines_key, 0, -1)
             old = lines[at - 1]
+            new = check_replacement(entry_id, old, line, where)
             lines[at - 1] = line
+            labels = _labels(lines, {_tree_fields(record)[1] for record in (
+                _envelopes([old])[0], new)} - {b""})
             stats = ListingStats()
             parsed = [found for found in map(listing_line, lines) if found is not None]
             stats.add(parsed)
@@ -1702,7 +1737,8 @@ class RedisStore(StoredEntries):
                     postings[at] = counts[word]
                 edits += [_text(word), value or b"", tail or b"", _rs.encode(postings)]
             latest = _rs.batch([line], at).latest
-            keys: list[Any] = [meta, lines_key, ids, post, docs, recent]
+            keys: list[Any] = [meta, lines_key, ids, post, docs, recent,
+                               self.tree_keys(session_id)[1]]
             if not self.cluster:
                 keys += [self._searched_key, *map(self.word_key, words)]
             with self._errors(writing=True):
@@ -1710,7 +1746,8 @@ class RedisStore(StoredEntries):
                     keys=keys,
                     args=[_text(entry_id), old, line, first, _text(stats.first), len(lines),
                           _usage_spec(stats, parsed), record, "" if latest is None else latest,
-                          *edits],
+                          _stamp(stamp), len(labels),
+                          *(item for pair in labels.items() for item in pair), *edits],
                     client=self._client)
             _refuse_newer(reply, where)
             status = reply.decode()
@@ -1995,6 +2032,19 @@ def _tree_fields(record: Record) -> tuple[str, bytes, bytes]:
         return code, b"", b""
     value = _json.dumps([record.label, record.timestamp]) if record.label else b""
     return code, _text(record.target_id), value
+
+
+def _labels(lines: Sequence[bytes], targets: set[bytes]) -> dict[bytes, bytes]:
+    """The label value (:func:`_tree_fields`: ``b""`` for none) of each of ``targets`` that
+    ``lines`` leave it: the last label entry's for it."""
+    if not targets:
+        return {}
+    found = dict.fromkeys(sorted(targets), b"")
+    for record in _envelopes(lines):
+        _, target, value = _tree_fields(record)
+        if target in found:
+            found[target] = value
+    return found
 
 
 @functools.lru_cache(maxsize=256)
