@@ -1149,3 +1149,38 @@ def test_a_replaced_label_line_keeps_a_label_written_meanwhile(store: RedisStore
 def _json_label(value: bytes | None) -> str | None:
     """The label a labels hash value holds (``[label, timestamp]``)."""
     return None if value is None else msgspec.json.decode(value)[0]
+
+
+def test_a_delete_or_a_tree_rebuild_refuses_a_session_a_later_version_indexed(
+        store: RedisStore) -> None:
+    """A session whose search index a later sessiontree wrote (``indexed`` newer than this
+    code's) is neither deleted nor given a tree index (``index_tree``, which ``migrate`` runs
+    for a session whose ``tree`` mark is not this version's): UnsupportedVersion naming the
+    session and both versions, every key left as it was (the scripts check ``indexed``, as
+    the append, purge and rebuild scripts do). The delete removed the keys this code knows,
+    leaving any other of the later version's; the rebuild overwrote its tree index."""
+    from sessiontree import UnsupportedVersion
+
+    with Session.create(cwd="/w", store=store) as session:
+        session.append_message(UserMessage.of("the albatross"))
+    meta, tree = store.keys(session.id)[0], store.tree_keys(session.id)[0]
+    store._client.hset(meta, mapping={"indexed": 4, "tree": 2})
+    store._client.hset(tree, "1", "a later version's tree index")
+    keys = [*store.session_keys(session.id), *store._index_keys("/w"), store._searched_key,
+            store.word_key("albatross")]
+
+    def contents() -> list[object]:
+        read = {b"hash": store._client.hgetall, b"list": lambda key: store._client.lrange(
+            key, 0, -1), b"string": store._client.get, b"none": lambda key: None,
+            b"set": store._client.smembers, b"zset": lambda key: store._client.zrange(
+                key, 0, -1, withscores=True)}
+        return [read[store._client.type(key)](key) for key in keys]
+
+    before = contents()
+    said = re.escape(f"{store.session_url(session.id)}: search index version 4, newer than "
+                     "this sessiontree knows (3)")
+    for write in (lambda: store.delete(session.id), lambda: store.index_tree(session.id)):
+        with pytest.raises(UnsupportedVersion, match=said):
+            write()
+        assert contents() == before
+    assert [row.id for row in store.list_sessions()] == [session.id]

@@ -425,9 +425,12 @@ end
 # KEYS: meta, lines, ids, tree, labels. ARGV: n, then for each stored line in order: parent id,
 # kind, label target, label value, then the session's _STAMP read before the lines. Builds
 # the tree index of a session stored before it had one, if it is still the session read with
-# n lines; returns 'ok', 'gone' or 'changed'.
-_INDEX_TREE = _INDEX_ENTRY + _STAMP + """
+# n lines; returns 'ok', 'gone', 'changed' or {'newer', version} (a later sessiontree's search
+# index, whose tree index may be another: nothing written).
+_INDEX_TREE = _SEARCH_LUA + _INDEX_ENTRY + _STAMP + """
 if not redis.call('HGET', KEYS[1], 'header') then return 'gone' end
+local indexed = redis.call('HGET', KEYS[1], 'indexed')
+if newer(indexed) then return {'newer', indexed} end
 local n = tonumber(ARGV[1])
 if redis.call('LLEN', KEYS[2]) ~= n or stamp(KEYS[1]) ~= ARGV[#ARGV] then return 'changed' end
 redis.call('DEL', KEYS[4], KEYS[5])
@@ -505,12 +508,16 @@ return out
 # the searched ones, and the set of each word of ARGV (on a cluster these are in other slots).
 # ARGV: on one server the session's cwd and its words, as the caller read them (a script
 # names every key it touches, so the caller reads them first; the script checks that they are
-# still the session's). Returns the session's cwd and the words whose sets the caller must
-# still take it out of (all on a cluster, none on one server), 'changed' (one server: the cwd
-# or the words are not those read: read them again) or false when there is no session.
-_DELETE = """
+# still the session's). Returns {'ok', the session's cwd, the words whose sets the caller must
+# still take it out of (all on a cluster, none on one server)}, 'changed' (one server: the cwd
+# or the words are not those read: read them again), false when there is no session, or
+# {'newer', version} (a later sessiontree's index, whose keys this code may not all know:
+# nothing deleted).
+_DELETE = _SEARCH_LUA + """
 local cwd = redis.call('HGET', KEYS[1], 'cwd')
 if not cwd then return false end
+local indexed = redis.call('HGET', KEYS[1], 'indexed')
+if newer(indexed) then return {'newer', indexed} end
 local words, held = {}, {}
 for _, hash in ipairs({KEYS[4], KEYS[6]}) do
   for _, word in ipairs(redis.call('HKEYS', hash)) do
@@ -519,7 +526,7 @@ for _, hash in ipairs({KEYS[4], KEYS[6]}) do
 end
 if #ARGV == 0 then
   redis.call('DEL', unpack(KEYS))
-  return {cwd, words}
+  return {'ok', cwd, words}
 end
 if cwd ~= ARGV[1] or #words ~= #ARGV - 1 then return 'changed' end
 for i = 2, #ARGV do
@@ -530,7 +537,7 @@ local n = #KEYS - #ARGV - 2  -- the session's own keys
 redis.call('DEL', unpack(KEYS, 1, n))
 for i = n + 1, n + 3 do redis.call('ZREM', KEYS[i], sid) end
 for i = n + 4, #KEYS do redis.call('SREM', KEYS[i], sid) end
-return {cwd, {}}
+return {'ok', cwd, {}}
 """
 
 # KEYS: meta, lines, ids, post, docs, recent, labels, then on one server the searched sessions'
@@ -1388,6 +1395,8 @@ class RedisStore(StoredEntries):
             ConcurrentModification: on one server, the session's words or cwd changed between
                 the read of them and the script each time (other writers bringing new words,
                 :data:`_TRIES` tries); nothing was deleted, try again.
+            UnsupportedVersion: a later sessiontree wrote the session's search index (checked
+                by the script: it may have keys this code does not know); nothing was deleted.
         """
         self._writable()
         check_session_id(session_id)
@@ -1402,10 +1411,11 @@ class RedisStore(StoredEntries):
             raise _kept_changing("it was deleted", self.session_url(session_id))
         if found is None:
             raise SessionNotFound(f"no session {session_id} in this store", path=self.url)
+        _refuse_newer(found, self.session_url(session_id))
         self._listed.pop(session_id, None)
         self._searched.pop(session_id, None)
         if self.cluster:
-            cwd, words = found
+            _, cwd, words = found
             self._send([(key, ("ZREM", key, session_id)) for key in [
                 *self._index_keys(cwd.decode("utf-8", "surrogatepass")), self._searched_key]]
                 + [(key, ("SREM", key, session_id)) for key in (
@@ -1573,6 +1583,8 @@ class RedisStore(StoredEntries):
         Raises:
             SessionNotFound: no such session.
             ConcurrentModification: appends kept coming while it was built (:data:`_TRIES`).
+            UnsupportedVersion: a later sessiontree wrote the session's search index (checked
+                by the script: its tree index may be another); nothing was written.
         """
         self._writable()
         meta, lines_key, ids = self.keys(check_session_id(session_id))
@@ -1591,9 +1603,11 @@ class RedisStore(StoredEntries):
                 args += [_text(record.parent_id or ""), *_tree_fields(record)]
             args.append(_stamp(stamp))
             with self._errors(writing=True):
-                status = self._index_tree_script(
+                reply = self._index_tree_script(
                     keys=[meta, lines_key, ids, *self.tree_keys(session_id)], args=args,
-                    client=self._client).decode()
+                    client=self._client)
+            _refuse_newer(reply, self.session_url(session_id))
+            status = reply.decode()
             if status == "gone":
                 raise SessionNotFound(f"no session {session_id} in this store",
                                       path=self.url)
