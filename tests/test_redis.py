@@ -594,9 +594,11 @@ def _calls(store: RedisStore, command: str) -> int:
 def test_a_store_asks_for_the_search_version_until_it_knows_it(
         request: pytest.FixtureRequest) -> None:
     """A store asks whether every session has this version's search index (a ``GET``) until
-    it knows: once it is marked, neither creates nor searches ask again; in a store holding
-    sessions stored before it, creates ask once (only ``migrate`` marks it) and searches ask
-    each time (another process may migrate it) until they find it migrated."""
+    it knows: once it is marked, neither creates nor searches ask again (on one server each new
+    session's append script reads the mark itself: a ``GET`` in the script, no round trip); in
+    a store holding sessions stored before it, creates ask once (only ``migrate`` marks it)
+    and searches ask each time (another process may migrate it) until they find it
+    migrated."""
     url = redis_store_url(request, "redis")
     with RedisStore.from_url(url) as store:
         store._client.config_resetstat()
@@ -604,20 +606,20 @@ def test_a_store_asks_for_the_search_version_until_it_knows_it(
             with Session.create(cwd="/w", store=store) as session:
                 session.append_message(UserMessage.of("the albatross"))
         assert len(store.search("albatross")) == len(store.search("albatross")) == 3
-        assert _calls(store, "get") == 2  # (the read, and the marking script's own)
+        assert _calls(store, "get") == 2 + 3  # (the read, the marking script's, the appends')
     with RedisStore.from_url(url) as store:
         store._client.delete(f"{store.prefix}:search")  # as a store before the index left it
         store._client.config_resetstat()
         for _ in range(3):
             store.create(SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w"))
-        assert _calls(store, "get") == 1
+        assert _calls(store, "get") == 1 + 3
         for _ in range(2):
             with pytest.raises(InvalidLocation, match="migrate"):
                 store.search("albatross")
-        assert _calls(store, "get") == 3
+        assert _calls(store, "get") == 6
         store.migrate()  # (which reads the mark once: a newer one is refused)
         assert len(store.search("albatross")) == len(store.search("albatross")) == 3
-        assert _calls(store, "get") == 4
+        assert _calls(store, "get") == 7
 
 
 def test_the_first_session_of_an_empty_store_marks_its_search_version(
@@ -1184,3 +1186,36 @@ def test_a_delete_or_a_tree_rebuild_refuses_a_session_a_later_version_indexed(
             write()
         assert contents() == before
     assert [row.id for row in store.list_sessions()] == [session.id]
+
+
+def test_a_store_that_saw_its_version_refuses_a_new_session_once_a_later_one_marked_it(
+        store: RedisStore) -> None:
+    """A store object that knows the store's search version (its first session marked it)
+    refuses a new session, created, stored by its first append or imported, once a later
+    sessiontree marked the store newer: UnsupportedVersion naming the store and both versions,
+    nothing written, the mark kept (on one server the append script reads the mark; on a
+    cluster, where it is in another slot, each new session reads it first). The store kept the
+    version it saw first and wrote the sessions as that version's."""
+    from sessiontree import UnsupportedVersion
+
+    with Session.create(cwd="/w", store=store) as first:
+        first.append_message(UserMessage.of("the albatross"))
+    mark = f"{store.prefix}:search"
+    store._client.set(mark, 4)
+    said = re.escape(f"{store.url}: search index version 4, newer than this sessiontree "
+                     "knows (3)")
+
+    def header() -> SessionHeader:
+        return SessionHeader(id=uuid7(), timestamp=iso_now(), cwd="/w")
+
+    def first_append() -> None:
+        with Session.create(cwd="/w", store=store) as session:
+            session.append_message(UserMessage.of("a petrel"))
+
+    for write in (lambda: store.create(header()), first_append,
+                  lambda: store.import_lines(dumps(header()), [])):
+        with pytest.raises(UnsupportedVersion, match=said):
+            write()
+    assert store._client.get(mark) == b"4"
+    assert store.session_ids() == [first.id]
+    assert [key for key in _all_keys(store) if b"{" in key and first.id.encode() not in key] == []

@@ -280,8 +280,9 @@ end
 
 # KEYS: meta, lines, ids, post, docs, tree, labels, recent, then on one server the listing's sorted
 # sets and the search's (searched, then each word's set, in the order of the words below: the
-# session joins those of the words new to it; on a cluster they are in other slots: updated
-# beside the script). ARGV: mode (create | first | append | import | more: an import's
+# session joins those of the words new to it) and the store's search version mark, which a new
+# session's script reads (on a cluster they are in other slots: updated beside the script, the
+# mark read before it by RedisStore._mark_search_version). ARGV: mode (create | first | append | import | more: an import's
 # later chunk, parents not checked), header line, cwd, created, parent, created ms, message
 # count, first message, activity, name set (0/1), name, the number of lines the writer has
 # read ('': no check), whether a new session's tree can be indexed (1/0: an import whose
@@ -313,6 +314,9 @@ local indexed = SEARCH_VERSION  -- (a session made here is marked so below)
 if stored then  -- a later sessiontree's index would miss the lines: refused
   indexed = redis.call('HGET', meta, 'indexed')
   if newer(indexed) then return {'newer', indexed} end
+elseif #KEYS > 8 + listings then  -- one server: a new session of a store a later one marked
+  local marked = redis.call('GET', KEYS[#KEYS])
+  if newer(marked) then return {'marked', marked} end
 end
 local function listed(modified)
   for i = 9, 8 + listings do redis.call('ZADD', KEYS[i], 'GT', modified, sid) end
@@ -1009,7 +1013,8 @@ class RedisStore(StoredEntries):
         with self._errors(writing=True):
             if not self.cluster:
                 listing = self._index_keys(cwd)
-                search: list[Any] = [self._searched_key, *map(self.word_key, found.postings)]
+                search: list[Any] = [self._searched_key, *map(self.word_key, found.postings),
+                                     self._search_version_key]
                 return self._pipelined(self._client, [*keys, *listing, *search], [
                     *args, len(listing), len(found.postings), *words, incarnation, tail]), True
             args = [*args, 0, len(found.postings), *words, incarnation, tail]
@@ -1239,6 +1244,8 @@ class RedisStore(StoredEntries):
         where = self.session_url(session_id)
         _refuse_newer(reply, where)
         status = reply[0].decode()
+        if status == "marked":
+            raise _newer_index(reply[1], self.url, "Nothing was written")
         if status == "behind":
             raise _Behind(reply[1] or None, reply[2])
         if status == "gone":
@@ -1274,8 +1281,11 @@ class RedisStore(StoredEntries):
         """Mark the store as one whose sessions all have this version's search index when it
         has no session yet, whatever an earlier version marked it (a store holding sessions
         without is marked by :meth:`migrate`); refuse a store a later version marked (this
-        code would store sessions without its index)."""
-        if self._search_ready is not None:
+        code would store sessions without its index). Once the mark is known, on one server
+        the append script checks it for each new session (no round trip); on a cluster, where
+        it is in another slot, it is read for each new session, before anything is written
+        (a mark set between that read and the script is not seen)."""
+        if self._search_ready is not None and not self.cluster:
             return
         key = self._search_version_key
         version, listed = self._query(lambda pipe: (pipe.get(key),
