@@ -18,9 +18,10 @@ import pytest
 from click.testing import CliRunner
 
 from sessiontree import Session, SessionHeader, UserMessage
-from sessiontree._json import loads
+from sessiontree._json import dumps, loads
 from sessiontree.cli import cli
-from sessiontree.errors import CopyIncomplete, CopyRefused, InvalidLocation, ReadOnlyStore, SessionNotFound
+from sessiontree.errors import (CopyIncomplete, CopyRefused, CorruptHeader, InvalidLocation,
+                               ReadOnlyStore, SessionNotFound)
 from sessiontree.stores.jsonl import default_session_dir, list_sessions
 from sessiontree.stores.sqlite import SqliteStore
 from sessiontree.stores.url import open_store, parse_location
@@ -974,3 +975,85 @@ def test_a_copy_into_a_full_file_system_stops_at_once(tmp_path: Path) -> None:
         pytest.skip(str(exc))
     assert raised.value.errno == errno.ENOSPC
     assert not isinstance(raised.value, CopyIncomplete)
+
+
+def test_a_folder_copy_opens_each_session_file_once(tmp_path: Path) -> None:
+    """A folder's file is read once: its listing check and its import are of the same bytes
+    (the copy opened each file four times: the listing, the header, the scan, the raw bytes)."""
+    import sys
+
+    made = generate_folder(tmp_path / "from", 3, seed=8, min_entries=5, max_entries=30)
+    source = str(tmp_path / "from")
+    opened: list[str] = []
+    counting = [True]
+
+    def count(event: str, args: tuple[Any, ...]) -> None:
+        if counting[0] and event == "open" and isinstance(args[0], str) and \
+                args[0].startswith(source) and args[0].endswith(".jsonl"):
+            opened.append(args[0])
+
+    sys.addaudithook(count)  # (a hook cannot be removed: it stops counting below)
+    try:
+        result = copy_sessions(source, sqlite_url(tmp_path / "to.db"))
+    finally:
+        counting[0] = False
+    assert sorted(result.copied) == sorted(one.session_id for one in made)
+    assert sorted(opened) == sorted(one.path for one in made)
+
+
+def test_a_copy_names_a_file_with_a_line_it_would_not_keep(tmp_path: Path) -> None:
+    """A second session header line (pi ignores it, so it is no entry) was left out of the
+    copy silently, so the file did not come back byte for byte; now the file is named. An empty
+    file copied alone is refused as no session (it was a ValueError)."""
+    made = generate_folder(tmp_path / "from", 2, seed=3, min_entries=3, max_entries=8)
+    doubled = Path(made[0].path)
+    header = doubled.read_bytes().split(b"\n")[0]
+    with open(doubled, "ab") as stream:
+        stream.write(header + b"\n")
+    with pytest.raises(CopyIncomplete) as raised:
+        copy_sessions(str(tmp_path / "from"), sqlite_url(tmp_path / "to.db"))
+    result = raised.value.result
+    assert result.copied == [made[1].session_id]
+    [failure] = result.failed
+    assert failure.source == str(doubled) and "second session header" in failure.reason
+    empty = tmp_path / "empty.jsonl"
+    empty.write_bytes(b"")
+    with pytest.raises(CorruptHeader, match="no line is a session header"):
+        copy_sessions(str(empty), sqlite_url(tmp_path / "to.db"))
+
+
+def test_a_file_replaced_while_it_is_copied_is_read_as_one_version(tmp_path: Path) -> None:
+    """A file replaced again and again (by rename, as repair, migrate and editors do) while a
+    copy reads it gives one version's header and lines, never one's header with the other's
+    lines (two opens, one for the scan and one for the bytes, could see two files: 51 mixes in
+    277 reads)."""
+    import subprocess
+    import sys
+
+    from sessiontree.stores.jsonl import read_exact_lines
+
+    [one] = generate_folder(tmp_path / "a", 1, seed=1, min_entries=300, max_entries=300,
+                            cwds=("/one",))
+    [two] = generate_folder(tmp_path / "b", 1, seed=2, min_entries=300, max_entries=300,
+                            cwds=("/two",))
+    first = Path(one.path).read_bytes()
+    other_header = loads(Path(two.path).read_bytes().split(b"\n")[0])
+    other_header["id"] = one.session_id  # the same session, other content
+    second = dumps(other_header) + b"\n" + Path(two.path).read_bytes().split(b"\n", 1)[1]
+    (tmp_path / "1").write_bytes(first)
+    (tmp_path / "2").write_bytes(second)
+    path = tmp_path / "s.jsonl"
+    path.write_bytes(first)
+    swapper = subprocess.Popen([sys.executable, "-c", (
+        "import itertools, os, sys\n"
+        "folder, target = sys.argv[1:]\n"
+        "for i in itertools.count():\n"
+        "    os.link(os.path.join(folder, '12'[i % 2]), os.path.join(folder, 't'))\n"
+        "    os.replace(os.path.join(folder, 't'), target)\n"), str(tmp_path), str(path)])
+    try:
+        for _ in range(150):
+            header, lines = read_exact_lines(path)
+            assert b"\n".join([header, *lines]) + b"\n" in (first, second)
+    finally:
+        swapper.kill()
+        swapper.wait()

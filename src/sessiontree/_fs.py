@@ -26,7 +26,7 @@ from .errors import (
 
 __all__ = [
     "atomic_write", "file_kind", "fsync_dir", "is_regular", "lock", "make_private_dirs",
-    "open_regular", "read_settled",
+    "open_regular", "read_settled", "read_unchanged",
     "remove_stale_temps", "rewrite_following", "unlock", "write_new",
 ]
 
@@ -312,6 +312,27 @@ def read_settled(fd: int, *, settle: float = SETTLE) -> bytes:
     is appending is waited for up to ``settle`` seconds; then it is read as it is)."""
     data = _whole_lines_after(fd, 0, settle)
     return data if data is not None else _pread_all(fd, 0, os.fstat(fd).st_size)
+
+
+UNCHANGED_TRIES = 3
+"""Reads :func:`read_unchanged` makes of a file that keeps changing before it gives up."""
+
+
+def read_unchanged(fd: int) -> tuple[bytes, os.stat_result] | None:
+    """The whole file of ``fd`` as it was at one moment, and its status then: read between two
+    ``fstat`` calls that agree (size and modification time) on the size read, so that bytes
+    of two versions (a file rewritten in place while read) are never taken for one; read again
+    when it changed meanwhile (an agent appended), ``None`` when it changed during each of
+    :data:`UNCHANGED_TRIES` reads. (Not the change time: a link made or removed, which leaves
+    the bytes as they are, changes it.)"""
+    for _ in range(UNCHANGED_TRIES):
+        before = os.fstat(fd)
+        data = _pread_all(fd, 0, before.st_size)
+        after = os.fstat(fd)
+        if len(data) == after.st_size == before.st_size and \
+                after.st_mtime_ns == before.st_mtime_ns:
+            return data, after
+    return None
 
 
 def rewrite_following(path: str, fd: int, seen: int, data: bytes | Sequence[bytes | memoryview],

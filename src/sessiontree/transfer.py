@@ -18,6 +18,11 @@ Invariants:
   changed meanwhile (a live agent appended) is other content. Elsewhere (one transaction, a
   rename: never cut) such a prefix is a real session: other content. One with other content
   is never touched, and nothing at the destination is ever deleted.
+* A session file is read once (:func:`~sessiontree.stores.jsonl.session_bytes`): its listing
+  check, its lines' check and its import are of the same bytes, one version of the file (one
+  replaced meanwhile is never one's header with another's lines; one that changed during each
+  of three reads is named). Every line is imported: a line that is no entry (a second session
+  header, which pi ignores) has the file refused, as bad lines have.
 * Nothing is skipped silently: a folder's every ``*.jsonl`` file (its project folders' too: a
   folder may be pi's sessions root) is copied, found already there, or named in
   ``CopyResult.failed`` with the reason (a file that is no session, one a copy would not
@@ -165,16 +170,20 @@ class _Source:
 
 
 def _file_item(path: str, folder: str, *, listed: bool) -> _Item:
-    """A session file; ``listed``: one of a folder, copied only if ``ls --all`` lists it."""
+    """A session file; ``listed``: one of a folder, copied only if ``ls --all`` lists it, the
+    listing checked on the bytes imported (the file read once: one version of it)."""
     def read() -> tuple[bytes, list[bytes]]:
-        from .stores._jsonl_listing import checked_listing
-        from .stores.jsonl import read_exact_lines
+        from .stores._jsonl_listing import listing_of
+        from .stores.jsonl import exact_lines, read_exact_lines, session_bytes
 
-        if listed and checked_listing(path) is None:  # (unreadable: OSError, the reason)
+        if not listed:
+            header, lines = read_exact_lines(path)
+            return header, list(lines)
+        data, st = session_bytes(path)  # (unreadable: OSError, the reason)
+        if listing_of(data, path, st) is None:
             raise CorruptHeader("not a session file: its first line is not a session header "
                                 "(pi does not list it either)", path=path)
-        header, lines = read_exact_lines(path)
-        return header, list(lines)
+        return exact_lines(data, path)
 
     return _Item(path, read, folder)
 

@@ -35,8 +35,9 @@ from .._listing import (ListingLine, ListingStats, ListingWarning, cwd_matches, 
 from ..errors import InvalidLocation
 from .base import SessionListing
 
-__all__ = ["INDEX_NAME", "checked_listing", "list_folder", "list_root", "most_recent_session",
-           "project_folders", "read_listing", "session_files", "session_stamps"]
+__all__ = ["INDEX_NAME", "checked_listing", "list_folder", "list_root", "listing_of",
+           "most_recent_session", "project_folders", "read_listing", "session_files",
+           "session_stamps"]
 
 INDEX_NAME = ".sessiontree-index"
 _INDEX_VERSION = 4
@@ -78,6 +79,14 @@ def checked_listing(path: str | os.PathLike[str], st: os.stat_result | None = No
         data = _read_all(fd, st.st_size)
     finally:
         os.close(fd)
+    return listing_of(data, location, st, as_pi=as_pi)
+
+
+def listing_of(data: bytes, location: str, st: os.stat_result, *,
+               as_pi: bool = True) -> SessionListing | None:
+    """:func:`read_listing` of a file's bytes already read (``location``, its absolute path,
+    and ``st``, its status, are the row's), so that a copy checks and imports the same
+    bytes."""
     raw = _LINE_END.split(data) if b"\r" in data else data.split(b"\n")
     lines = _clean_lines(raw)
     if lines is None:  # odd lines: each on its own, skipped where pi skips them

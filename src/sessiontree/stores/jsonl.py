@@ -12,6 +12,7 @@ Invariants:
 from __future__ import annotations
 
 import errno
+import io
 import os
 import re
 import stat
@@ -26,7 +27,7 @@ from .._scan import FileRecord, Problem, Record, Scanner, iter_lines, read_at, r
 from .._split_scan import scan_file
 from .._time import file_stamp, iso_now
 from .._treelog import LoadWarning, StoredEntries, TreeLog, current_branch
-from ..entries import CURRENT_VERSION, AnyEntry, SessionHeader
+from ..entries import AnyEntry, SessionHeader
 from ..errors import (
     ConcurrentModification,
     CopyRefused,
@@ -756,9 +757,7 @@ def open_file(path: str | os.PathLike[str], *, durable: bool = False, lock_timeo
         check_version(header, path)  # a newer or an odd version: refused, nothing written
         if needs_migration(header):
             if not migrate or read_only:
-                raise UnsupportedVersion(
-                    f"format version {header.get('version', 1)} needs migrating: run "
-                    f"'sessiontree migrate {os.fspath(path)}'", path=path)
+                raise _unmigrated(header, path)
             result = migrate_file(os.fspath(path), strict=strict)
             if result.skipped and warn:
                 warnings.warn(LoadWarning(
@@ -807,28 +806,93 @@ def _peek_header(log: JsonlFile) -> dict[str, Any] | None:
     return None
 
 
+def _unmigrated(header: dict[str, Any], path: str | os.PathLike[str]) -> UnsupportedVersion:
+    """The refusal of a file of an old format version where it is not migrated."""
+    return UnsupportedVersion(f"format version {header.get('version', 1)} needs migrating: run "
+                              f"'sessiontree migrate {os.fspath(path)}'", path=path)
+
+
 def read_exact_lines(path: str | os.PathLike[str]) -> tuple[bytes, Iterator[bytes]]:
-    """The header line and the entry lines of a session file, exact bytes; refuses a file that
-    would not come back byte for byte from them (see :meth:`JsonlStore.export_lines`)."""
-    with TreeLog(open_file(path, migrate=False, warn=False), warn=False) as session:
-        if session.problems:
-            first = session.problems[0]
-            raise CopyRefused(f"{len(session.problems)} problem(s), first: line {first.line} "
-                              f"{first.kind}: {first.reason}; run 'sessiontree repair' first",
-                              path=path)
-        with open(path, "rb") as stream:
-            raw = stream.read()
-        if raw.startswith(b"\xef\xbb\xbf") or b"\r\n" in raw or b"\n\n" in raw or \
-                (raw and not raw.endswith(b"\n")):
-            raise CopyRefused("the file has a byte order mark, CRLF line endings, blank lines or "
-                              "no final newline, which a copy would not keep; run "
-                              "'sessiontree repair' first", path=path)
-        header = raw[:raw.index(b"\n")]
-        version = session.header.version
-        if isinstance(version, int) and version < CURRENT_VERSION:
-            raise CopyRefused("an old format version: run 'sessiontree migrate' first", path=path)
-        lines = [session.raw_line(i) for i in session.ids()]
+    """The header line and the entry lines of a session file, exact bytes, the file read once
+    (:func:`session_bytes`, :func:`exact_lines`).
+
+    Raises:
+        SessionNotFound: no such file.
+        CopyRefused, CorruptHeader, UnsupportedVersion: see :func:`exact_lines`.
+    """
+    try:
+        data, _ = session_bytes(path)
+    except FileNotFoundError:
+        raise SessionNotFound("no such session file", path=path) from None
+    header, lines = exact_lines(data, path)
     return header, iter(lines)
+
+
+def session_bytes(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
+    """A session file's bytes as they were at one moment, and its status then
+    (:func:`sessiontree._fs.read_unchanged`): what a copy both checks and imports.
+
+    Raises:
+        OSError: it cannot be read.
+        InvalidLocation: it is no regular file (a FIFO, a device: nothing was read).
+        CopyRefused: it changed while it was read, each time.
+    """
+    fd = _fs.open_regular(path)
+    try:
+        read = _fs.read_unchanged(fd)
+    finally:
+        os.close(fd)
+    if read is None:
+        raise CopyRefused(f"the file changed while it was read ({_fs.UNCHANGED_TRIES} times); "
+                          "copy it again once it is not being written", path=path)
+    return read
+
+
+def exact_lines(data: bytes, path: str | os.PathLike[str]) -> tuple[bytes, list[bytes]]:
+    """The header line and the entry lines of a session file's bytes ``data`` (slices of
+    them; ``path`` names the file in errors); refuses a file that would not come back byte for
+    byte from them (see :meth:`JsonlStore.export_lines`).
+
+    Raises:
+        CorruptHeader: no line is a session header (an empty file included).
+        UnsupportedVersion: a newer, odd or old format version.
+        CopyRefused: what the session's tree reports (corrupt or torn lines, duplicate ids,
+            parent cycles), a byte order mark, CRLF line endings, blank lines, no final
+            newline, or a line that is no entry (a second session header, which pi ignores).
+    """
+    from .._tree import TreeIndex
+    from ..migrate import check_version, needs_migration
+
+    columns = Columns()
+    scanner = Scanner(os.fspath(path), columns)
+    scanner.scan(io.BytesIO(data))
+    scanner.finish()
+    if scanner.header is None:
+        raise CorruptHeader("no line is a session header (the file is empty or blank)",
+                            path=path)
+    check_version(scanner.header, path)
+    if needs_migration(scanner.header):
+        raise _unmigrated(scanner.header, path)
+    problems = list(scanner.problems)
+    TreeIndex(columns, problems)  # (adds the tree's problems: duplicate ids, cycles)
+    if problems:
+        first = min(problems, key=lambda p: (p.line, p.kind))
+        raise CopyRefused(f"{len(problems)} problem(s), first: line {first.line} "
+                          f"{first.kind}: {first.reason}; run 'sessiontree repair' first",
+                          path=path)
+    lines = data.split(b"\n")
+    unterminated = lines.pop()  # (what follows the last newline)
+    if unterminated or b"" in lines or data.startswith(b"\xef\xbb\xbf") or \
+            (b"\r" in data and b"\r\n" in data):  # (a byte is found faster than two)
+        raise CopyRefused("the file has a byte order mark, CRLF line endings, blank lines or "
+                          "no final newline, which a copy would not keep; run "
+                          "'sessiontree repair' first", path=path)
+    header = lines.pop(0)
+    if len(lines) != len(columns):
+        raise CopyRefused("a line that is no entry (a second session header, which pi "
+                          "ignores, or blanks), which a copy would not keep; run "
+                          "'sessiontree repair' first", path=path)
+    return header, lines
 
 
 def glob_escape(text: str) -> str:
