@@ -1,9 +1,12 @@
 """Helper processes (``sessiontree._helpers``) run isolated: nothing from the folder they start
-in, nor from ``PYTHONPATH``, is imported by them; an interrupted caller stops them together."""
+in, nor from ``PYTHONPATH``, is imported by them; an interrupted caller stops them together;
+what a helper says on its standard error reaches its caller."""
 
 from __future__ import annotations
 
 import signal
+import threading
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -82,3 +85,65 @@ def test_an_interrupted_caller_asks_every_helper_to_stop_at_once(
     assert len(started) == 2 and None not in started
     assert finished[0] == tuple(started)  # all asked to stop together, first
     assert all(helper.returncode is not None for helper in started)
+
+
+def _answered(monkeypatch: pytest.MonkeyPatch, code: str) -> tuple[bytes | None, list[str]]:
+    """What a helper running ``code`` answers, and the warnings its caller is given."""
+    monkeypatch.setattr(_helpers, "_RUN", code)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        data = _helpers.answer(_helpers.start("some.module:function", "argument"))
+    return data, [str(warning.message) for warning in caught
+                  if issubclass(warning.category, RuntimeWarning)]
+
+
+def test_a_helpers_warning_reaches_its_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warning in a helper that answers (Hyperscan failed, the pure path used) is the
+    caller's warning too; a helper that says nothing gives none."""
+    data, said = _answered(monkeypatch, (
+        "import sys, warnings; warnings.warn('Hyperscan failed (no AVX2): scanning without "
+        "it', RuntimeWarning); sys.stdout.write('done')"))
+    assert data == b"done"
+    [message] = said
+    assert message.startswith("a helper process (some.module:function): ")
+    assert "RuntimeWarning: Hyperscan failed (no AVX2): scanning without it" in message
+    assert _answered(monkeypatch, "import sys; sys.stdout.write('done')") == (b"done", [])
+
+
+def test_a_helpers_error_reaches_its_caller(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper that fails with an error: its caller is told ``None`` (it does the work) and
+    warned with the error's traceback and the exit status; a long one by its end."""
+    data, [message] = _answered(monkeypatch, "import sys; print('x' * 9000, file=sys.stderr); "
+                                             "raise MemoryError('out of memory here')")
+    assert data is None
+    assert message.startswith("a helper process (some.module:function) failed (exit status "
+                              "1; its work is done here): ...xxx")
+    assert message.endswith("MemoryError: out of memory here")
+    assert len(message) < _helpers.SAID_SHOWN + 200
+
+
+def test_a_helper_saying_much_on_both_outputs_never_waits_for_its_caller(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A helper writing far more than a pipe holds to its standard error, then to its
+    standard output (read by its caller after), ends and is heard: nothing waits forever."""
+    monkeypatch.setattr(_helpers, "_RUN", "import sys; sys.stderr.write('e' * (4 << 20)); "
+                                          "sys.stdout.write('o' * (4 << 20))")
+    helper = _helpers.start("some.module:function")
+    result: list[object] = []
+
+    def run() -> None:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            result.append(_helpers.answer(helper))
+        result.append([str(warning.message) for warning in caught])
+
+    waiting = threading.Thread(target=run, daemon=True)
+    waiting.start()
+    waiting.join(60)
+    if waiting.is_alive():
+        _helpers.finish(helper)  # (ends the wait: the test fails, not hangs)
+        waiting.join()
+        pytest.fail("the caller and its helper waited for each other")
+    data, [message] = result
+    assert data == b"o" * (4 << 20)
+    assert message.endswith("e" * 100)

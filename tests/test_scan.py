@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 import os
+import warnings
 from pathlib import Path
 
 import pytest
@@ -143,14 +144,20 @@ def test_a_file_scanned_in_parts_by_helper_processes_is_the_whole_scan(
 
 def test_a_helper_that_fails_costs_only_time(tmp_path: Path,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    """A helper that dies (or answers garbage) has its part scanned by the session's process."""
+    """A helper that dies (or answers garbage) has its part scanned by the session's process;
+    one that dies says so (a warning)."""
     data = ODD * 3
     whole = _scanned_whole(data, tmp_path, 1, monkeypatch)
     for code in ("import sys; sys.exit(3)", "import sys; sys.stdout.write('garbage')"):
         monkeypatch.setattr(_helpers, "_RUN", code)
         MERGED.clear()
-        assert _scanned_whole(data, tmp_path, 3, monkeypatch) == whole, code
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert _scanned_whole(data, tmp_path, 3, monkeypatch) == whole, code
         assert not MERGED
+        assert {str(warning.message) for warning in caught} == (
+            {"a helper process (sessiontree._split_scan:_helper) failed (exit status 3; its "
+             "work is done here)"} if "exit" in code else set())
 
 
 def test_a_session_starts_scan_helpers_only_when_asked(tmp_path: Path,

@@ -1223,6 +1223,29 @@ def test_a_scan_shared_with_helper_processes_finds_what_one_process_finds(
         assert _comparable(store.search(query, **options)) == expected[query, str(options)]
 
 
+def test_a_scan_helpers_warning_reaches_the_search(
+        root: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What a scan's helper process warns (Hyperscan failed there, its share scanned without
+    it) is a warning of the search that started it, which still gives the hits of one
+    process; the helper's standard error went nowhere."""
+    from sessiontree import _helpers
+    from sessiontree.stores import _jsonl_search
+
+    monkeypatch.setattr(_jsonl_search, "INDEX_BUDGET", 0.0)
+    monkeypatch.setattr(_jsonl_search, "INDEX_BYTES", 0)
+    monkeypatch.delenv("SESSIONTREE_PROCESSES", raising=False)
+    expected = _comparable(JsonlStore(root).search("handshake"))
+    monkeypatch.setattr(_jsonl_search, "PARALLEL_SCAN_BYTES", 1)
+    monkeypatch.setattr(_jsonl_search, "HELPER_START", 0)
+    monkeypatch.setattr(_helpers, "processes", lambda requested=None: 2)
+    monkeypatch.setattr(_helpers, "_RUN", "import warnings; warnings.warn('Hyperscan failed "
+                        "(test): scanning without it (exact, slower)', RuntimeWarning); " +
+                        _helpers._RUN)
+    with pytest.warns(RuntimeWarning, match=r"a helper process \(sessiontree\.stores\."
+                      r"_jsonl_search:_scan_share\): .*Hyperscan failed \(test\)"):
+        assert _comparable(JsonlStore(root).search("handshake")) == expected
+
+
 def test_a_session_file_whose_name_is_not_utf8_is_searched_like_any_other(
         root: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A ``*.jsonl`` name that is not UTF-8 (``os.listdir`` gives its bytes as surrogates; the

@@ -937,7 +937,9 @@ def test_a_copy_helper_meeting_a_newer_schema_answers_no_session(
     helper = _helpers.start("sessiontree.transfer:_copy_share", str(tmp_path / "from"), target,
                             *(one.path for one in made))
     assert helper is not None
-    answer = _helpers.answer(helper, partial=True)
+    with pytest.warns(RuntimeWarning, match=r"(?s)_copy_share\) failed \(exit status 1; .*"
+                      r"UnsupportedVersion: .*schema version 8, newer than this sessiontree"):
+        answer = _helpers.answer(helper, partial=True)  # (its error said: the caller's)
     assert answer is not None and _unframed(answer) == []
     assert helper.returncode != 0
 

@@ -10,6 +10,10 @@ decodes the answer.
 Invariants:
 * A helper that cannot start, fails, or answers something unreadable costs only time: its
   caller is told ``None`` and does the work itself.
+* What a helper says on its standard error (a warning, as Hyperscan's failure; its traceback
+  when it fails) reaches its caller: a :class:`RuntimeWarning` in the caller, with the exit
+  status when it failed (:func:`answer`). It is written to a temporary file, not a pipe: a
+  helper that writes much there never waits for its caller, which reads its answer first.
 * No helper is started unless the caller asked for more than one process: the ``processes``
   argument of the call, else ``SESSIONTREE_PROCESSES``, else what the program set in
   :data:`default_processes` (the command-line tool: 4), else 1. A library in a server never
@@ -31,6 +35,7 @@ from __future__ import annotations
 
 import os
 import sys
+import warnings
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TypeVar
 
@@ -97,14 +102,20 @@ def start(function: str, *arguments: str) -> subprocess.Popen[bytes] | None:
     data = b"".join(os.fsencode(argument) + b"\0" for argument in arguments)
     if data.count(b"\0") != len(arguments):  # a NUL in an argument: the caller does the work
         return None
+    said = None
     try:
+        said = tempfile.TemporaryFile()
         with tempfile.TemporaryFile() as given:
             given.write(data)
             given.seek(0)
-            return subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE,
-                                    stderr=subprocess.DEVNULL, close_fds=True)
+            helper = subprocess.Popen(command, stdin=given, stdout=subprocess.PIPE,
+                                      stderr=said, close_fds=True)
     except OSError:
+        if said is not None:
+            said.close()
         return None
+    helper.stderr = said  # (read by answer, closed by finish)
+    return helper
 
 
 def answer(helper: subprocess.Popen[bytes] | None, *, partial: bool = False) -> bytes | None:
@@ -117,8 +128,31 @@ def answer(helper: subprocess.Popen[bytes] | None, *, partial: bool = False) -> 
         data, status = helper.stdout.read(), helper.wait()
     except OSError:
         data, status = None, 1
+    said = _said(helper)
     finish(helper)
+    if said or status:
+        function = helper.args[-1] if isinstance(helper.args, list) else "?"
+        failed = f" failed (exit status {status}; its work is done here)" if status else ""
+        warnings.warn(f"a helper process ({function}){failed}" + (f": {said}" if said else ""),
+                      RuntimeWarning, stacklevel=2)
     return data if data is not None and (status == 0 or partial) else None
+
+
+SAID_SHOWN = 4000
+"""Characters of a helper's standard error its caller's warning shows at most (the last ones:
+a traceback ends with its error)."""
+
+
+def _said(helper: subprocess.Popen[bytes]) -> str:
+    """What the helper wrote to its standard error (its last :data:`SAID_SHOWN` characters)."""
+    if helper.stderr is None:
+        return ""
+    try:
+        helper.stderr.seek(0)
+        text = helper.stderr.read().decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    return text if len(text) <= SAID_SHOWN else "..." + text[-SAID_SHOWN:]
 
 
 STOP_WAIT = 5.0
@@ -143,8 +177,9 @@ def finish(*helpers: subprocess.Popen[bytes] | None) -> None:
             helper.kill()
             helper.wait()
     for ended in helpers:
-        if ended is not None and ended.stdout is not None:
-            ended.stdout.close()
+        for stream in (ended.stdout, ended.stderr) if ended is not None else ():
+            if stream is not None:
+                stream.close()
 
 
 def shared(function: str, shares: Sequence[_Share], arguments: Callable[[_Share], list[str]],

@@ -659,12 +659,17 @@ def _scan_share(task: str, *items: str) -> None:
     """A helper process: the most recent candidates of its share of the files, as
     MessagePack (``task``: the words, role, since and cwd; ``items``: each file's path, then
     the rest of its :class:`Pending`). A hit in a file whose name is not UTF-8 cannot be
-    answered (MessagePack's text is UTF-8): the helper fails and its caller scans the share."""
+    answered (MessagePack's text is UTF-8): the helper answers nothing, which its caller cannot
+    read, and scans the share itself (an expected case: no error said)."""
     words, role, since, cwd = msgspec.json.decode(task)
     share = [Pending(path, *msgspec.json.decode(rest))
              for path, rest in zip(items[::2], items[1::2])]
-    _helpers.reply(_found_encoder.encode(_scan_files(share, words, role=role, since=since,
-                                                     cwd=cwd)))
+    try:
+        answer = _found_encoder.encode(_scan_files(share, words, role=role, since=since,
+                                                   cwd=cwd))
+    except UnicodeEncodeError:
+        return
+    _helpers.reply(answer)
 
 
 _task_encoder = msgspec.json.Encoder()
