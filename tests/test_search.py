@@ -81,8 +81,10 @@ def handmade(folder: Path) -> Path:
     compacted = _entry(entries, "compaction", fixed, summary="The flaky websocket test was a "
                        "reconnect race; fixed by awaiting the close handshake.",
                        firstKeptEntryId=fixed, tokensBefore=5000)
-    # combining marks (decomposed letters): a word ends at one, in every backend
-    message(compacted, "user", "Noted for the cafe\u0301 wiki: na\u0308ive a\u0307b checks.")
+    # combining marks (decomposed letters): a word ends at one, in every backend; a capital I
+    # with a dot is a letter (its str.lower is "i" and a combining dot)
+    message(compacted, "user", "Noted for the cafe\u0301 wiki: na\u0308ive a\u0307b checks. "
+            "Took a TAX\u0130 to \u0130stanbul.")
     header = {"type": "session", "version": 3, "id": "0195a000-0000-7000-8000-00000000feed",
               "timestamp": "2026-03-01T09:59:00.000Z", "cwd": PROJECT}
     folder.mkdir(parents=True, exist_ok=True)
@@ -113,6 +115,8 @@ QUERIES: list[tuple[str, dict[str, Any]]] = [
     ("websocket fix", {"role": "label"}),
     ("wörds ÜNÏCÖDÉ", {}),
     ("cafe wiki", {}),  # "cafe\u0301": a combining mark ends a word
+    ("TAX\u0130", {}),  # a capital I with a dot: the word as written ("taxi" is another)
+    ('"tax\u0130 to \u0130STANBUL"', {}),
     ('"ive a"', {}),
     ("error", {}),
     ("error", {"cwd": "/srv/app", "limit": 7}),
@@ -156,6 +160,25 @@ def test_every_backend_gives_the_same_hits(root: Path, tmp_path: Path, fresh_pos
     finally:
         for store in stores.values():
             store.close()
+
+
+def test_a_word_with_a_capital_i_with_a_dot_is_found_as_written(root: Path) -> None:
+    """``TAX\u0130`` (U+0130, whose ``str.lower`` is ``i`` and a combining dot, which ends a
+    word) is the word ``tax\u0130`` in a query as in a text: found, marked whole, in any case;
+    it is not the word ``taxi`` (nor ``taxi`` + a combining dot, the lowercase spelled out:
+    ``taxi`` then a mark)."""
+    from sessiontree._search import lowered, tokens
+
+    assert tokens("TAX\u0130S \u0130stanbul") == ["tax\u0130s", "\u0130stanbul"]
+    assert parse_query("TAX\u0130").words() == ["tax\u0130"]
+    assert lowered("\u0391\u03a3\u0130 \u0391\u03a3") == "\u03b1\u03c3\u0130 \u03b1\u03c2"
+    store = JsonlStore(root)
+    for query in ("TAX\u0130", "tax\u0130", "\u0130STANBUL", '"tax\u0130 to \u0130stanbul"'):
+        [hit] = store.search(query)
+        assert hit.entry_id == "e009" and [hit.snippet[a:b] for a, b in hit.marks] in (
+            [["TAX\u0130"], ["\u0130stanbul"], ["TAX\u0130 to \u0130stanbul"]]), query
+    assert not store.search("taxi", cwd=PROJECT) and not store.search("stanbul", cwd=PROJECT)
+    assert not store.search("TAXI\u0307", cwd=PROJECT)
 
 
 def test_what_a_hit_says(root: Path) -> None:
@@ -334,7 +357,7 @@ def test_the_index_is_never_trusted_over_the_files(root: Path) -> None:
         conn.execute("PRAGMA user_version = 4")
     assert _comparable(store.search("websocket")) == expected
     with sqlite3.connect(index_path(root)) as conn:  # built again, with the counts
-        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION == 7
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == _VERSION
         assert conn.execute("SELECT count(*) FROM entries WHERE counts IS NOT NULL"
                             ).fetchone()[0]
 
@@ -482,8 +505,69 @@ def test_sqlite_search_rows_of_version_6_are_built_again(root: Path, tmp_path: P
         assert store.schema_version() == 6 and not store.search("cafe wiki")
     expected = _comparable(JsonlStore(root).search("cafe wiki"))
     with SqliteStore.open(db) as store:
-        assert store.schema_version() == len(store.dialect.migrations) == 7
+        assert store.schema_version() == len(store.dialect.migrations)
         assert expected and _comparable(store.search("cafe wiki")) == expected
+
+
+def _words_before_8(text: str) -> list[str]:
+    """An entry's words as the folder index before version 8 and the databases before schema
+    version 8 held them: ``str.lower``'s, a capital I with a dot an ``i`` ending a word."""
+    import re
+
+    return sorted(set(re.findall(r"[^\W_]+", text.lower())))
+
+
+def test_indexes_holding_the_words_of_before_a_capital_i_with_a_dot_are_built_again(
+        root: Path, tmp_path: Path, fresh_postgres_url: str) -> None:
+    """An index whose rows hold ``taxi`` for ``TAX\u0130`` (the folder's of version 7, a
+    database's of schema version 7) would never hand that entry to a search for the word as
+    written: the folder's is built again, a database's rows are built by its migration."""
+    import psycopg
+
+    from sessiontree._search import document
+
+    expected = _comparable(JsonlStore(root).search("TAX\u0130"))
+    assert expected
+    with sqlite3.connect(index_path(root)) as conn:
+        rows = conn.execute("SELECT e.id, e.offset, e.length, f.path FROM entries e JOIN files f "
+                            "ON f.id = e.file").fetchall()
+        for row_id, offset, length, path in rows:
+            with open(root / path, "rb") as stream:
+                stream.seek(offset)
+                text = document(stream.read(length)).text
+            conn.execute("UPDATE body SET text = ? WHERE rowid = ?",
+                         (" ".join(_words_before_8(text)), row_id))
+        conn.execute("PRAGMA user_version = 7")
+    assert _comparable(JsonlStore(root).search("TAX\u0130")) == expected
+
+    db = tmp_path / "v7.db"
+    copy_sessions(str(root), f"sqlite:///{db}")
+    copy_sessions(f"sqlite:///{db}", fresh_postgres_url)
+    with sqlite3.connect(db) as conn:  # the rows as schema version 7 wrote them
+        conn.execute("DELETE FROM sessiontree_migrations WHERE v >= 8")
+        for key, line in conn.execute(
+                "SELECT k.id, e.line FROM sessiontree_search_keys k JOIN sessiontree_entries e "
+                "USING (session_id, seq)").fetchall():
+            conn.execute("UPDATE sessiontree_search SET body = ? WHERE rowid = ?",
+                         (" ".join(_words_before_8(document(bytes(line)).text)), key))
+    schema = fresh_postgres_url.rpartition("schema=")[2]
+    with psycopg.connect(fresh_postgres_url.rpartition("?")[0], autocommit=True) as conn:
+        conn.execute(f'SET search_path TO "{schema}"')
+        conn.execute("DELETE FROM sessiontree_migrations WHERE v >= 8")
+        for session_id, seq, line in conn.execute(
+                "SELECT s.session_id, s.seq, e.line FROM sessiontree_search s JOIN "
+                "sessiontree_entries e USING (session_id, seq)").fetchall():
+            conn.execute("UPDATE sessiontree_search SET words = %s WHERE session_id = %s AND "
+                         "seq = %s", (_words_before_8(document(bytes(line)).text), session_id,
+                                      seq))
+    with SqliteStore.open(db, read_only=True) as store:  # (not migrated: the words of before)
+        assert store.schema_version() == 7 and not store.search("TAX\u0130")
+    with SqliteStore.open(db) as store:
+        assert store.schema_version() == len(store.dialect.migrations) == 8
+        assert _comparable(store.search("TAX\u0130")) == expected
+    with PostgresStore.from_url(fresh_postgres_url) as store:
+        assert store.schema_version() == 8
+        assert _comparable(store.search("TAX\u0130")) == expected
 
 
 def test_database_indexes_follow_appends_deletes_and_purges(tmp_path: Path,
@@ -1005,22 +1089,24 @@ def test_only_an_escape_that_spells_a_letter_or_digit_makes_a_read_scanned(
 
 
 def test_the_characters_the_scan_of_bytes_allows_for_are_all_there() -> None:
-    """Of every character, those whose lowercase holds an ASCII letter or digit are ASCII's
-    and those of ``_OUTSIDE`` (each for its letter), and only the capital sigma lowercases by
-    its neighbours (``maybe_lines`` keeps a line holding one)."""
+    """Of every character, those whose lowercase for search holds an ASCII letter or digit are
+    ASCII's and those of ``_OUTSIDE`` (each for its letter: not the capital I with a dot, kept
+    whole), and only the capital sigma lowercases by its neighbours (``maybe_lines`` keeps a
+    line holding one)."""
     import unicodedata
 
+    from sessiontree._search import lowered
     from sessiontree._search_scan import _OUTSIDE
 
     outside, by_neighbours = {}, []
     for char in map(chr, range(0x80, 0x110000)):
-        low = char.lower()
+        low = lowered(char)
         if low == char:
             continue
         ascii_letters = [c for c in low if c.isascii() and c.isalnum()]
         if ascii_letters:
             outside[ord(ascii_letters[0])] = char
-        if ("A" + char).lower()[1:] != low:
+        if lowered("A" + char)[1:] != low:
             by_neighbours.append(unicodedata.name(char))
     assert outside == _OUTSIDE
     assert by_neighbours == ["GREEK CAPITAL LETTER SIGMA"]
@@ -1507,16 +1593,15 @@ def test_a_candidate_holds_every_word_among_its_words(text: str, words: list[str
 @given(st.text(st.sampled_from(list("abAB _-.1\u0130K\u00e9\u0307\u212a\u03c3\u03a3\u03c2")), max_size=30),
        st.lists(st.sampled_from(["a", "ab", "b", "1", "\u00e9", "i", "k", "\u03c3", "\u03c2", "ab1",
                                  '"a b"', '"ab a"', '"i k"']), min_size=1, max_size=3))
-@example("\u0130A_A", ["a"])  # (the matcher sees one "a" after the whole "\u0130", the words two)
+@example("\u0130A_A", ["a"])  # (one "a": "\u0130a" is a word, in the index as for the matcher)
 @example("a a b", ["a"])  # (words held more than once: few of the texts drawn are candidates)
 @example("ab a-AB.a ab", ['"ab a"', "b"])
 @example("\u03c3 \u03c2 \u03a3a \u03a3", ["\u03c3"])
 def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms: list[str]) -> None:
     """What a database or a folder's index keeps of an entry (its size, its words' counts)
     bounds the relevance the matcher gives it (so reading lines in the order of their bounds
-    finds the best hits first), and is that relevance for a query of words alone (when no
-    letter lowercases to more than one: the matcher keeps such a letter, "\u0130", whole where
-    the words split it)."""
+    finds the best hits first), and is that relevance for a query of words alone (a capital I
+    with a dot too: the index's words keep it a letter, as the matcher does)."""
     from sessiontree._search import _patterns, _spans, bounds, entry_terms, holds_words, score
 
     query = parse_query(" ".join(terms))
@@ -1528,7 +1613,7 @@ def test_an_entry_ranks_no_higher_than_its_index_row_bounds_it(text: str, terms:
     spans = _spans(text, _patterns(query))
     if spans is not None:
         assert score(len(spans), len(text.split())) <= highest
-        if all(len(term) == 1 for term in query.terms) and len(text.lower()) == len(text):
+        if all(len(term) == 1 for term in query.terms):
             assert score(len(spans), size) == highest
 
 

@@ -581,8 +581,8 @@ def _connected(driver: str, url: str) -> Iterator[Any]:
 @pytest.mark.parametrize("driver", ["sqlite", "postgres"])
 def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path: Path,
                                                           request: pytest.FixtureRequest) -> None:
-    """``migrate URL`` runs the migrations the first writable open would run (SQLite's 7
-    builds every search row again: minutes on a large store, while other processes wait), and
+    """``migrate URL`` runs the migrations the first writable open would run (7 and 8
+    build every search row again: minutes on a large store, while other processes wait), and
     says so; a current store is left as it is. A newer store, a read-only URL, a session's URL
     and a missing SQLite file are refused, nothing migrated or created."""
     url = sqlite_url(tmp_path / "s.db") if driver == "sqlite" else \
@@ -605,17 +605,17 @@ def test_migrate_runs_the_schema_migrations_a_store_lacks(driver: str, tmp_path:
         assert store.schema_version() == 6
         assert len(store.search("albatross")) == (driver == "postgres")
     code, out, err = run("migrate", url)
-    assert code == 0 and "migrating the schema from version 6 to 7" in err
-    assert out.endswith(": schema migrated from version 6 to 7\n")
+    assert code == 0 and "migrating the schema from version 6 to 8" in err
+    assert out.endswith(": schema migrated from version 6 to 8\n")
     with open_store(url, read_only=True) as store:
-        assert store.schema_version() == 7 and len(store.search("albatross")) == 1
+        assert store.schema_version() == 8 and len(store.search("albatross")) == 1
     code, out, _ = run("migrate", url)
-    assert code == 0 and out.endswith(": schema version 7, the current one; nothing to do\n")
+    assert code == 0 and out.endswith(": schema version 8, the current one; nothing to do\n")
     with _connected(driver, url) as conn:  # as a later sessiontree would leave it
-        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (8)")
+        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (9)")
     code, out, err = run("migrate", url)
     assert code == 1 and not out
-    assert ": schema version 8, newer than this sessiontree knows (7)" in err
+    assert ": schema version 9, newer than this sessiontree knows (8)" in err
     if driver == "sqlite":
         missing = tmp_path / "missing.db"
         code, _, err = run("migrate", sqlite_url(missing))
@@ -870,7 +870,7 @@ def test_a_copy_into_a_newer_schema_stops_once_naming_the_destination(
     target = _copy_target(request, tmp_path, driver)
     open_store(target).close()
     with _connected(driver, target) as conn:  # as a later sessiontree would leave it
-        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (8)")
+        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (9)")
     opened: list[str] = []
     monkeypatch.setattr(transfer, "open_store", lambda url, **options: opened.append(url) or
                         open_store(url, **options))
@@ -933,12 +933,12 @@ def test_a_copy_helper_meeting_a_newer_schema_answers_no_session(
     target = _copy_target(request, tmp_path, driver)
     open_store(target).close()
     with _connected(driver, target) as conn:  # as a later sessiontree would leave it
-        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (8)")
+        conn.execute("INSERT INTO sessiontree_migrations (v) VALUES (9)")
     helper = _helpers.start("sessiontree.transfer:_copy_share", str(tmp_path / "from"), target,
                             *(one.path for one in made))
     assert helper is not None
     with pytest.warns(RuntimeWarning, match=r"(?s)_copy_share\) failed \(exit status 1; .*"
-                      r"UnsupportedVersion: .*schema version 8, newer than this sessiontree"):
+                      r"UnsupportedVersion: .*schema version 9, newer than this sessiontree"):
         answer = _helpers.answer(helper, partial=True)  # (its error said: the caller's)
     assert answer is not None and _unframed(answer) == []
     assert helper.returncode != 0

@@ -8,10 +8,11 @@ So every backend gives the same hits in the same order, and an index never decid
 (a stale one can only cost time, never a wrong hit).
 
 Invariants:
-* Words are runs of letters and digits (Unicode categories L* and N*) of the lowercased text;
-  ``"quoted words"`` must be adjacent, in order. The FTS5 indexes are given these words
-  (:func:`fts_body`), never the text, which FTS5's ``unicode61`` tokenizer splits otherwise
-  (it keeps a combining mark inside a word, where these words end).
+* Words are runs of letters and digits (Unicode categories L* and N*) of the lowercased text
+  (:func:`lowered`: a capital I with a dot stays a letter of its own), in an entry's text as
+  in a query; ``"quoted words"`` must be adjacent, in order. The FTS5 indexes are given these
+  words (:func:`fts_body`), never the text, which FTS5's ``unicode61`` tokenizer splits
+  otherwise (it keeps a combining mark inside a word, where these words end).
 * An entry matches when it holds every word and every phrase of the query, anywhere in its
   text: message text, thinking, tool calls (name and arguments), tool results, bash commands
   and output, custom messages, branch and compaction summaries, and labels.
@@ -61,6 +62,7 @@ __all__ = [
     "fts_counts",
     "fts_query",
     "holds_words",
+    "lowered",
     "parse_query",
     "rank",
     "row_counts",
@@ -86,16 +88,35 @@ class InvalidQuery(SessionTreeError, ValueError):
     """A search query with no word to look for."""
 
 
+def lowered(text: str) -> str:
+    """``text`` lowercased for search: ``str.lower``, but a capital I with a dot (U+0130) is
+    kept whole, a letter of its own. It is the one character whose lowercase is longer (``i``
+    and a combining dot, which ends a word): lowercased so, ``TAX\u0130`` would be the word
+    ``taxi``, which the text does not show, and a query for ``TAX\u0130`` would find neither
+    it nor ``TAX\u0130S``. Kept, each character's place is the same in the text and its
+    lowercase (a term's span in one is its span in the other), and a sigma beside it
+    lowercases as beside any capital."""
+    if "\u0130" not in text:
+        return text.lower()
+    low = text.replace("\u0130", "I").lower()  # (a capital as it is: the sigma's neighbour)
+    pieces: list[str] = []
+    at = 0
+    for piece in text.split("\u0130"):
+        pieces.append(low[at:at + len(piece)])
+        at += len(piece) + 1
+    return "\u0130".join(pieces)
+
+
 def tokens(text: str) -> list[str]:
-    """The words of ``text``, lowercased, in order."""
-    return _WORD.findall(text.lower())
+    """The words of ``text``, lowercased (:func:`lowered`), in order."""
+    return _WORD.findall(lowered(text))
 
 
 def holds_words(text: str, words: Iterable[str]) -> bool:
     """Whether each of ``words`` is one of the words of ``text`` (``set(words) <=
     set(tokens(text))``, without listing every word of a long text): what makes an entry an
     index's candidate (every backend's index finds these, and a scan of bytes too)."""
-    low = text.lower()
+    low = lowered(text)
     return all(_whole_word(word).search(low) for word in words)
 
 
@@ -380,9 +401,7 @@ def _patterns(query: Query) -> list[re.Pattern[str]]:
 
 def _spans(doc_text: str, patterns: list[re.Pattern[str]]) -> list[tuple[int, int]] | None:
     """The character spans of every occurrence of every term; ``None`` when one is missing."""
-    low = doc_text.lower()
-    if len(low) != len(doc_text):  # a letter whose lowercase is longer: go letter by letter
-        low = "".join(c.lower() if len(c.lower()) == 1 else c for c in doc_text)
+    low = lowered(doc_text)  # (of its length: a span in it is the span in the text)
     spans: list[tuple[int, int]] = []
     padded = f" {low} "  # (a letter before or after a match: low[a - 1], low[b] in one test)
     for pattern in patterns:
@@ -417,11 +436,9 @@ def _pieces(text: str, data: bytes) -> int:
 
 
 def _lowered_alnum(data: bytes, start: int, end: int) -> bool:
-    """Whether the character of UTF-8 ``data[start:end]``, lowercased as :func:`_spans` does,
-    is a letter or digit."""
-    char = data[start:end].decode("utf-8", "surrogatepass")
-    low = char.lower()
-    return (low if len(low) == 1 else char).isalnum()
+    """Whether the character of UTF-8 ``data[start:end]``, lowercased (:func:`lowered`), is a
+    letter or digit."""
+    return lowered(data[start:end].decode("utf-8", "surrogatepass")).isalnum()
 
 
 class _Matcher:
@@ -644,8 +661,7 @@ def bounds(query: Query) -> Callable[[Sequence[int], int], float]:
     """The highest relevance an entry can have, from how often it holds each of
     ``query.words()`` (in that order) and its size: a word occurs as often as it is counted,
     a phrase at most as often as its rarest word (for a query of words alone it is the
-    relevance itself, unless a letter of the entry lowercases to two, as "\u0130" does: the
-    matcher keeps it whole, so the bound may then be above the relevance, never below)."""
+    relevance itself: the index counts the words the matcher finds, :func:`lowered`'s)."""
     at = {word: index for index, word in enumerate(query.words())}
     terms = [[at[word] for word in term] for term in query.terms]
     if all(len(term) == 1 for term in terms):

@@ -14,13 +14,13 @@ Invariants:
   lowercased line between bytes that cannot continue a word (the letter or digit that ends
   an escape, ``\\n`` or ``\\u001b``, does not), or not each of the others in a line that
   holds it. Anything that could spell a letter or digit of a word the bytes do not show (an
-  escape of one, :data:`_ALNUM_ESCAPES`; for a word with a ``k`` or an ``i``, the Kelvin
-  sign or the capital I with a dot, raw or escaped: :data:`_OUTSIDE`) makes the line a
-  maybe: across all the bytes for the anchor, in the lines that hold it for the others. A
-  word with other characters is looked for in the decoded,
-  lowercased line; a line holding an escape or a capital sigma (whose lowercase, final or
-  not, depends on its neighbours: in the line's bytes an escape's letter, ``\\n``, may stand
-  beside it where the text has none) is a maybe.
+  escape of one, :data:`_ALNUM_ESCAPES`; for a word with a ``k``, the Kelvin sign, raw or
+  escaped: :data:`_OUTSIDE`) makes the line a maybe: across all the bytes for the anchor, in
+  the lines that hold it for the others. A word with other characters is looked for in the
+  decoded line, lowercased as search does (:func:`~sessiontree._search.lowered`); a line
+  holding an escape or a capital sigma (whose lowercase, final or not, depends on its
+  neighbours: in the line's bytes an escape's letter, ``\\n``, may stand beside it where the
+  text has none) is a maybe.
 * Lines are read whole (a region ends at its last newline); a line that does not decode is
   no candidate, as for an index.
 """
@@ -36,17 +36,16 @@ from typing import Any, NamedTuple
 
 import msgspec
 
-from ._search import _KELVIN, CANDIDATES, SearchDoc, _ms, document, holds_words
+from ._search import _KELVIN, CANDIDATES, SearchDoc, _ms, document, holds_words, lowered
 
 __all__ = ["Found", "Recent", "fast_lines", "maybe_lines"]
 
 _WORD_BYTES = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789")
-_OUTSIDE = {ord("k"): _KELVIN, ord("i"): "\u0130"}
-"""The characters outside ASCII whose lowercase holds an ASCII letter, by that letter: the
-Kelvin sign (k) and the capital I with a dot (``i`` and a combining dot, which ends a word:
-an index counts an entry holding ``TAX\u0130`` a candidate for ``taxi``, which its matcher,
-keeping the letter whole, then rejects; with only the most recent candidates kept, a scan
-must count it too)."""
+_OUTSIDE = {ord("k"): _KELVIN}
+"""The characters outside ASCII whose lowercase for search
+(:func:`~sessiontree._search.lowered`) is an ASCII letter, by that letter: the Kelvin sign
+(k). Not the capital I with a dot, which search keeps a letter of its own: ``TAX\u0130`` is
+no word ``taxi``."""
 _SIGMA = "\u03a3".encode()
 """The one character whose lowercase depends on its neighbours (``str.lower``: a final sigma
 after a cased letter that no cased letter follows)."""
@@ -98,7 +97,7 @@ def maybe_lines(data: bytes, words: Sequence[str]) -> list[tuple[int, int]]:
         if b"\\u" in line or _SIGMA in line:
             found.append((start, end))
         else:
-            text = line.decode("utf-8", "replace").lower()
+            text = lowered(line.decode("utf-8", "replace"))
             if all(word in text for word in words):
                 found.append((start, end))
         start = end + 1
@@ -123,9 +122,9 @@ def _ascii_lines(data: bytes, words: list[bytes], *,
     anchor = _anchor(words)
     others = [word for word in words if word != anchor]
     # the lines where something may spell a letter or digit of the anchor (_spelling): an
-    # escape, looked for as what they all start with (\u00; \u0 with U+0130's, \u with the
-    # Kelvin sign's: a needle of 4 bytes is found half again as fast as one of 2), and a
-    # character outside ASCII; the other words are looked for in the lines that hold the anchor
+    # escape, looked for as what they all start with (\u00; \u with the Kelvin sign's: a
+    # needle of 4 bytes is found half again as fast as one of 2), and a character outside
+    # ASCII; the other words are looked for in the lines that hold the anchor
     spelling = _spelling(anchor)
     specials: list[bytes] = []
     if escapes:
@@ -164,16 +163,15 @@ def fast_lines(words: Sequence[str]) -> Callable[[bytes], list[tuple[int, int]]]
     """:func:`maybe_lines` for these words, the same lines, with each chunk first searched in
     one pass for the anchor in any case and in another for anything that may spell one of its
     letters although the bytes do not show it (an escape of :data:`_ALNUM_ESCAPES`, and for an
-    anchor with a ``k`` the Kelvin sign, raw or ``\\u212a``, for one with an ``i`` the capital I
-    with a dot, raw or ``\\u0130``: :data:`_OUTSIDE`): a chunk with neither holds no
-    line, and one without the second needs no search for escapes. Each pass is Hyperscan's
-    (the optional extra ``sessiontree[fast]``, several GB/s), where CPython takes three passes
-    of about 10 instructions a byte in all (lowercase, the escapes, the anchor), so most
-    chunks of a rare word are passed over at about ``grep``'s speed. None without the extra,
-    with ``SESSIONTREE_HYPERSCAN=0`` (as without it, in helper processes too: they inherit the
-    environment), or for words not all ASCII (every line judged as :func:`maybe_lines` does).
-    Hyperscan failing (``hyperscan.error``: a CPU it does not support, ...) costs only time: a
-    warning, and the chunks left are scanned as without it."""
+    anchor with a ``k`` the Kelvin sign, raw or ``\\u212a``: :data:`_OUTSIDE`): a chunk with
+    neither holds no line, and one without the second needs no search for escapes. Each pass
+    is Hyperscan's (the optional extra ``sessiontree[fast]``, several GB/s), where CPython
+    takes three passes of about 10 instructions a byte in all (lowercase, the escapes, the
+    anchor), so most chunks of a rare word are passed over at about ``grep``'s speed. None
+    without the extra, with ``SESSIONTREE_HYPERSCAN=0`` (as without it, in helper processes
+    too: they inherit the environment), or for words not all ASCII (every line judged as
+    :func:`maybe_lines` does). Hyperscan failing (``hyperscan.error``: a CPU it does not
+    support, ...) costs only time: a warning, and the chunks left are scanned as without it."""
     if not all(word.isascii() for word in words):
         return None
     if os.environ.get("SESSIONTREE_HYPERSCAN") == "0":

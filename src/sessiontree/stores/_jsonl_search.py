@@ -63,9 +63,11 @@ __all__ = ["CACHE_DIR", "INDEX_BUDGET", "INDEX_BYTES", "INDEX_NAME", "build", "i
 
 CACHE_DIR = ".sessiontree-cache"
 INDEX_NAME = "search.db"
-_VERSION = 7
+_VERSION = 8
 """The index's schema and words (7: a float is the words of its text as the file writes it,
-``1e-7``, no longer Python's ``1e-07``): an index of another version is built again."""
+``1e-7``, no longer Python's ``1e-07``; 8: a capital I with a dot is a letter of its words,
+``tax\u0130``, no longer an ``i`` ending one, ``taxi``: :func:`sessiontree._search.lowered`):
+an index of another version is built again."""
 _TAIL = 64
 """Bytes before the indexed end that must be unchanged for appended bytes to be read alone."""
 _BUSY_TIMEOUT = 30.0

@@ -214,6 +214,11 @@ _MIGRATIONS: list[str | dict[str, str]] = [
     DELETE FROM sessiontree_search;
     DELETE FROM sessiontree_search_keys;
     """, "postgres": ""},
+    # v8: a capital I with a dot is a letter of the words (sessiontree._search.lowered), no
+    # longer an "i" ending one: the rows of the entries whose lines hold one, which a search
+    # for the word as written missed, are built again (migrate_flow: _DOTTED_VERSION); no
+    # other entry's words changed.
+    "",
 ]
 """Schema versions, in order: a migration's position (from 1) is its version (a script, or one
 per driver). Never edit one that shipped; append a new one."""
@@ -224,6 +229,9 @@ store of an older schema does not search."""
 _SEARCH_REBUILT = {"sqlite": 7, "postgres": _SEARCH_VERSION}
 """The last migration of each driver's search rows: after it, the rows of the entries
 already stored are built (once, however many search migrations ran)."""
+_DOTTED_VERSION = 8
+"""The migration after which the search rows of the entries holding a capital I with a dot
+are built again (their lines found by the database: :data:`_DOTTED`)."""
 USAGE_VERSION = 5
 """The migration that adds the usage columns (after it, the totals of the sessions already
 stored are counted); a read-only store on an older schema counts them from the lines."""
@@ -359,6 +367,10 @@ _SEARCH = {
         "delete_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
                          "sessiontree_search_keys WHERE session_id = :sid)",
         "delete_search_keys": "DELETE FROM sessiontree_search_keys WHERE session_id = :sid",
+        "delete_entry_search": "DELETE FROM sessiontree_search WHERE rowid IN (SELECT id FROM "
+                               "sessiontree_search_keys WHERE session_id = :sid AND seq = :seq)",
+        "delete_entry_search_keys": "DELETE FROM sessiontree_search_keys "
+                                    "WHERE session_id = :sid AND seq = :seq",
         "search": _SQLITE_SEARCH.format(counts=fts_counts("k.counts", 2)),
         "search_word": _SQLITE_SEARCH.format(counts=fts_counts("k.counts", 1)),
         "search_lines": "SELECT session_id, seq, line FROM sessiontree_entries "
@@ -371,6 +383,8 @@ _SEARCH = {
                          "CAST(:counts AS JSONB))",
         "delete_search": "DELETE FROM sessiontree_search WHERE session_id = :sid",
         "delete_search_keys": "DELETE FROM sessiontree_search WHERE session_id = :sid",
+        "delete_entry_search": "DELETE FROM sessiontree_search "
+                               "WHERE session_id = :sid AND seq = :seq",
         # on Citus every table is distributed by session_id and joined on it, so the query
         # runs on each shard as it is and only the most recent rows come back (a word most
         # entries hold walks the index by time; a rare one is looked up in the GIN index)
@@ -399,7 +413,12 @@ entry's words in PostgreSQL (one tokenizer, :mod:`sessiontree._search`'s, for ev
 each row with the entry's time, role, size and word counts, so the database hands over the
 most recent candidates and what bounds their relevance, and only the best lines are read."""
 _BACKFILL = ("SELECT session_id, seq, line FROM sessiontree_entries WHERE (session_id, seq) > "
-             "(:sid, :seq) ORDER BY session_id, seq LIMIT :limit")
+             "(:sid, :seq){dotted} ORDER BY session_id, seq LIMIT :limit")
+_DOTTED = {"sqlite": " AND (instr(line, :raw) > 0 OR instr(line, :escaped) > 0)",
+           "postgres": " AND (position(:raw IN line) > 0 OR position(:escaped IN line) > 0)"}
+"""Of the lines :data:`_BACKFILL` gives, only those holding a capital I with a dot, raw
+(``raw``: its UTF-8) or escaped (``escaped``: JSON's ``\\u0130``): :data:`_NEEDLES`."""
+_NEEDLES = {"raw": "\u0130".encode(), "escaped": b"\\u0130"}
 
 _LINES = {
     "sqlite": "SELECT seq, line FROM sessiontree_entries WHERE session_id = :sid "
@@ -469,7 +488,8 @@ def dialect(driver: Driver) -> Dialect:
     """The statements and migrations for ``sqlite`` (stdlib sqlite3) or ``postgres`` (psycopg)."""
     blob = "BLOB" if driver == "sqlite" else "BYTEA"
     lock = "" if driver == "sqlite" else " FOR UPDATE"  # SQLite locks with BEGIN IMMEDIATE
-    texts = {**_STATEMENTS, **_SEARCH[driver], "backfill": _BACKFILL,
+    texts = {**_STATEMENTS, **_SEARCH[driver], "backfill": _BACKFILL.format(dotted=""),
+             "backfill_dotted": _BACKFILL.format(dotted=_DOTTED[driver]),
              "session_lines": "SELECT seq, line FROM sessiontree_entries WHERE session_id = :sid "
                               "ORDER BY seq",
              "lines": _LINES[driver], "lock": _STATEMENTS["lock"].format(lock=lock),
@@ -787,6 +807,8 @@ def migrate_flow(d: Dialect, url: str) -> Flow[int]:
                 yield Step("analyze_search", None, "none")
         elif number == USAGE_VERSION:
             yield from _backfill_usage()
+        elif number == _DOTTED_VERSION:
+            yield from _backfill_search(d, dotted=True)
         yield Step("insert_version", {"v": number}, "none")
     return len(d.migrations)
 
@@ -850,11 +872,20 @@ def reindex_flow(session_id: str, d: Dialect) -> Flow[None]:
     yield from search_flow(session_id, [(seq, bytes(line)) for seq, line in rows], d)
 
 
-def _backfill_search(d: Dialect) -> Flow[None]:
-    """The search rows of every entry stored before the search migration, a batch at a time."""
+def _backfill_search(d: Dialect, *, dotted: bool = False) -> Flow[None]:
+    """The search rows of every entry stored before the search migration, a batch at a time
+    (``dotted``: of the entries whose lines hold a capital I with a dot, their rows before
+    deleted)."""
     after: tuple[str, int] = ("", -1)
     while True:
-        rows = yield Step("backfill", {"sid": after[0], "seq": after[1], "limit": 2000}, "all")
+        rows = yield Step("backfill_dotted" if dotted else "backfill",
+                          {"sid": after[0], "seq": after[1], "limit": 2000,
+                           **(_NEEDLES if dotted else {})}, "all")
+        if dotted and rows:
+            keys = [{"sid": session_id, "seq": seq} for session_id, seq, _ in rows]
+            yield Step("delete_entry_search", keys, "many")
+            if d.driver == "sqlite":
+                yield Step("delete_entry_search_keys", keys, "many")
         by_session: dict[str, list[tuple[int, bytes]]] = {}
         for session_id, seq, line in rows:
             by_session.setdefault(session_id, []).append((seq, bytes(line)))
