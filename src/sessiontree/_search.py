@@ -492,15 +492,13 @@ class _Matcher:
         always near the start of a long tool output). A word cut by a prefix's end may be
         taken for a whole one, but it ends past what the snippet of any span before it shows
         (:func:`_snippet` skips it), and were it the first the prefix would grow. ``None``:
-        no term in the text, or a capital dotted I in it (lowercased to two characters: the
-        relevance the index gives may then be above the matcher's, so the text is judged
-        whole)."""
-        if self.words is None or "\u0130" in text:
+        no term in the text."""
+        if self.words is None:
             return None
         end = 4 * _SNIPPET
         while True:
             whole = end >= len(text)
-            low = text[:end].lower()  # (as long as the prefix: no letter lowercases to two)
+            low = lowered(text[:end])  # (as long as the prefix)
             padded = f" {low} "
             spans = sorted((a, b) for pattern in self.patterns for a, b in (
                 m.span() for m in pattern.finditer(low))
