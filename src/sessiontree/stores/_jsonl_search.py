@@ -484,10 +484,15 @@ def _index_file(conn: sqlite3.Connection, root: str, name: str, st: _Stat,
 
 _CHUNK = 1 << 23
 """Bytes indexed at a time: what bounds a build's memory on a huge file."""
-PARALLEL_SCAN_BYTES = 128 << 20
+PARALLEL_SCAN_BYTES = 256 << 20
 """Bytes left to scan from which a search shares them with helper processes, when allowed:
-a helper starts in about 0.1 s of CPU, what a scan of some 40 MB takes (20 MB for a word
-most lines hold), so it saves time only when its half takes longer than that."""
+a helper starts in about 0.13 s, in which this process scans some 250 MB for a rare phrase
+(Hyperscan passes over most reads) but only some 40 MB for a word most lines hold. Measured
+(one process against one helper, a free CPU, the 1,000-session folder's newest files): the
+rare phrase breaks even at about 700 MB (256 MB: 200 -> 285 ms), the common word at 64-128
+MB (256 MB: 1,126 -> 955 ms; 800 MB: 2,259 -> 1,567 ms). One threshold for both (a scan
+cannot tell a word's commonness first): from here a helper costs the phrase at most its start
+(within 2x ``grep -r -F`` of the same bytes), below it up to 3x."""
 HELPER_START = 24 << 20
 """About what this process scans while a helper starts: its share is larger by this much."""
 _SCAN_CHUNK = 1 << 18
