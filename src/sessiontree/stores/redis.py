@@ -619,9 +619,6 @@ end
 return 'ok'
 """
 
-# KEYS: meta, lines. ARGV: the header line read, the number of lines read, their usage spec.
-# Keeps the totals a listing counted for a session that has none kept, if it is still the
-# session read and no line came since.
 # KEYS: the store's search version mark; ARGV: this code's version. Marks the store with it
 # unless a later version marked it meanwhile; returns the mark it leaves.
 _MARK_SEARCH = """
@@ -633,6 +630,9 @@ redis.call('SET', KEYS[1], ARGV[1])
 return ARGV[1]
 """
 
+# KEYS: meta, lines. ARGV: the header line read, the number of lines read, their usage spec.
+# Keeps the totals a listing counted for a session that has none kept, if it is still the
+# session read and no line came since.
 _KEEP_USAGE = _USAGE_LUA + """
 if redis.call('HEXISTS', KEYS[1], USAGE[5]) == 1 or redis.call('HGET', KEYS[1], 'header') ~= ARGV[1]
     or redis.call('LLEN', KEYS[2]) ~= tonumber(ARGV[2]) then
