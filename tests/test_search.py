@@ -1565,6 +1565,29 @@ def test_a_hits_relevance_for_words_is_its_index_rows_while_its_file_is_as_index
         assert _comparable(store.search(query, limit=500)) == hits, query
 
 
+def test_a_folder_index_rows_counts_are_read_as_json_reads_them(root: Path) -> None:
+    """The folder's search reads each row's count of a word as text (its key's place in the
+    JSON the index wrote), not by parsing the JSON: the same counts as ``json_extract`` for
+    every row, for words held once, many times, not at all, and outside ASCII."""
+    from sessiontree._search import fts_counts, fts_query
+    from sessiontree.stores._jsonl_search import _QUERY, _counts
+
+    JsonlStore(root).build_search_index()
+    with sqlite3.connect(index_path(root)) as conn:
+        assert conn.execute("SELECT count(*) FROM entries WHERE counts LIKE '%:1_%'"
+                            ).fetchone()[0]  # (some word held ten times or more)
+        for query in ("error", "the", "error the", "w\u00f6rds \u00fcn\u00efc\u00f6d\u00e9",
+                      "reconnect timer"):
+            words = parse_query(query).words()
+            match = {"match": fts_query(words)["match"], "since": 0, "role": None,
+                     "cwd": None}
+            parsed = conn.execute(_QUERY.format(counts=fts_counts("e.counts", len(words))),
+                                  {**fts_query(words), **match}).fetchall()
+            sql, params = _counts(words)
+            read = conn.execute(_QUERY.format(counts=sql), {**match, **params}).fetchall()
+            assert parsed and read == parsed, query
+
+
 def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:
     """The index names files relative to its folder: the same folder through a link is not
     indexed again (a different root string once made every file look gone and new)."""
