@@ -1547,7 +1547,7 @@ def test_a_hits_relevance_for_words_is_its_index_rows_while_its_file_is_as_index
     expected = {query: _comparable(store.search(query, limit=500)) for query in queries}
     assert all(expected.values())
     with sqlite3.connect(index_path(root)) as conn:
-        conn.execute("""UPDATE entries SET counts = '{"error": 9999, "heartbeat": 9999}'""")
+        conn.execute("""UPDATE entries SET counts = '{"error":9999,"heartbeat":9999}'""")
     monkeypatch.setattr(_jsonl_search, "refresh", lambda conn, root, **options: [])
     for query in queries[:2]:
         hits = _comparable(store.search(query, limit=500))
@@ -1586,6 +1586,47 @@ def test_a_folder_index_rows_counts_are_read_as_json_reads_them(root: Path) -> N
             sql, params = _counts(words)
             read = conn.execute(_QUERY.format(counts=sql), {**match, **params}).fetchall()
             assert parsed and read == parsed, query
+
+
+def _one_message_session(path: Path, text: str, session_id: str) -> None:
+    lines = [{"type": "session", "version": 3, "id": session_id, "cwd": "/w",
+              "timestamp": "2026-03-01T10:00:00.000Z"},
+             {"type": "message", "id": "m1", "parentId": None,
+              "timestamp": "2026-03-01T10:00:00.000Z",
+              "message": {"role": "user", "content": text, "timestamp": 1772359200000}}]
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(json.dumps(line, ensure_ascii=False) + "\n" for line in lines))
+
+
+@pytest.mark.parametrize(("text", "query"), [("the \u017ftop sign, foo", "stop foo"),
+                                             ("a\u19b0b foo", "a foo")])
+def test_a_folder_index_finding_more_than_the_words_gives_no_hit(
+        tmp_path: Path, text: str, query: str) -> None:
+    """FTS5 finds words these words are not (it folds a long s to an s, splits a word at some
+    letters): an entry it finds for a query of words is a hit only when the text holds every
+    word, however exact its row's relevance (there was a hit here, on the index alone)."""
+    _one_message_session(tmp_path / "s" / "p" / "a.jsonl", text,
+                         "0195a000-0000-7000-8000-0000000000a1")
+    store = JsonlStore(tmp_path / "s")
+    store.build_search_index()
+    assert store.search(query) == store.search(query) == []
+    assert store.search(query.split()[-1])  # (the entry is indexed, and found by its word)
+
+
+def test_two_files_of_one_session_id_keep_their_own_relevance(tmp_path: Path) -> None:
+    """Two copies of a session that went on differently (one id, lines at the same places)
+    each rank by their own row: a hit's relevance is the one its text gives."""
+    from sessiontree._search import _Matcher
+
+    texts = ["foo foo foo foo", "foo bar baz qux"]
+    for name, text in zip("ab", texts):
+        _one_message_session(tmp_path / "s" / "p" / f"{name}.jsonl", text,
+                             "0195a000-0000-7000-8000-0000000000b1")
+    store = JsonlStore(tmp_path / "s")
+    store.build_search_index()
+    expected = sorted(judged[0] for judged in map(_Matcher(parse_query("foo")).judge, texts)
+                      if judged is not None)
+    assert sorted(hit.score for hit in store.search("foo")) == expected
 
 
 def test_the_index_serves_the_folder_reached_by_another_path(root: Path, tmp_path: Path) -> None:
@@ -1679,6 +1720,8 @@ _FILLERS = st.tuples(st.text(st.sampled_from(_ODD), max_size=12), st.integers(0,
 @example([("a", 1000, " "), ("a", 0, " ")], ["a"])  # (the first span at the prefix's end)
 @example([("", 600, "b"), (" a", 40, " "), ("a", 0, " ")], ["a"])  # (a span past the first
 @example([("", 637, "b"), (" ab a", 0, " ")], ["a"])  # prefix, a word cut by its end)
+@example([("", 530, " "), ("", 200, "e"), (" ", 110, "e")], ["e" * 110])  # (a long word cut)
+@example([("a", 900, " "), ("e", 0, " ")], ["a", "e", "1"])  # (a term missing: no snippet)
 @example([("\u0130a \u0130", 700, "\u03a3"), ("a", 0, " ")], ["a"])  # (kept whole, sigmas)
 def test_a_snippet_found_in_the_texts_start_is_the_whole_texts(
         pieces: list[tuple[str, int, str]], terms: list[str]) -> None:
@@ -1690,8 +1733,9 @@ def test_a_snippet_found_in_the_texts_start_is_the_whole_texts(
     text = "".join(head + filler * count for head, count, filler in pieces)
     matcher = _Matcher(parse_query(" ".join(terms)))
     judged, shown = matcher.judge(text), matcher.shown(text)
-    if judged is not None:  # (else no index row holds every word: never asked)
-        assert shown is not None and _snippet(text, shown) == _snippet(text, judged[1])
+    assert (shown is None) == (judged is None)  # (every term looked for: the index's
+    if judged is not None and shown is not None:  # words are not all of these words)
+        assert _snippet(text, shown) == _snippet(text, judged[1])
 
 
 @settings(max_examples=1000, deadline=None)

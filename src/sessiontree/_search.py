@@ -487,12 +487,12 @@ class _Matcher:
     def shown(self, text: str) -> list[tuple[int, int]] | None:
         """The spans of the terms in what a snippet at the first shows (:func:`_snippet`),
         for a query of ASCII words when the relevance is known (an index row's, exact): the
-        text lowercased and searched from its start, a longer prefix each time, until the
-        first span and the snippet after it are in it (a word most entries hold is nearly
-        always near the start of a long tool output). A word cut by a prefix's end may be
-        taken for a whole one, but it ends past what the snippet of any span before it shows
-        (:func:`_snippet` skips it), and were it the first the prefix would grow. ``None``:
-        no term in the text."""
+        text lowercased and searched from its start, a longer prefix each time, until every
+        term and the snippet after the first span are in it (a word most entries hold is
+        nearly always near the start of a long tool output). Every term is looked for, not
+        the index trusted for it: FTS5 finds words these do not (it folds a long s to an s,
+        and splits a word at some letters). A span that ends where a prefix ends is left for
+        a longer prefix (the letter after it unseen). ``None``: a term is not in the text."""
         if self.words is None:
             return None
         end = 4 * _SNIPPET
@@ -500,13 +500,16 @@ class _Matcher:
             whole = end >= len(text)
             low = lowered(text[:end])  # (as long as the prefix)
             padded = f" {low} "
-            spans = sorted((a, b) for pattern in self.patterns for a, b in (
-                m.span() for m in pattern.finditer(low))
-                if not padded[a].isalnum() and not padded[b + 1].isalnum())
-            if whole:
-                return spans or None
-            if spans and end > max(0, spans[0][0] - _SNIPPET // 3) + _SNIPPET:
-                return spans
+            limit = len(low) + 1 if whole else len(low)
+            found = [[(a, b) for a, b in (m.span() for m in pattern.finditer(low))
+                      if b < limit and not padded[a].isalnum() and not padded[b + 1].isalnum()]
+                     for pattern in self.patterns]
+            if all(found):
+                spans = sorted(span for spans in found for span in spans)
+                if whole or end > max(0, spans[0][0] - _SNIPPET // 3) + _SNIPPET:
+                    return spans
+            elif whole:
+                return None
             end *= 4
 
 
@@ -791,10 +794,10 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
                 break
         batch = order[at:at + step]
         at, step = at + len(batch), step * 2
-        known = {(row.session_id, row.place): row.bound for row in batch} if exact else {}
+        known = {(row.session, row.place): row.bound for row in batch} if exact else {}
         for candidate in read(batch):
             judged = _judged(candidate, matcher, role, since, None if candidate.size is None
-                             else known.get((candidate.session_id, candidate.place)))
+                             else known.get((candidate.session, candidate.place)))
             if judged is not None:
                 scored.append(judged)
     return _hits(scored, limit, on_branch)

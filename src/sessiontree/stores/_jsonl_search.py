@@ -117,7 +117,7 @@ _FILES = "SELECT id, session_id, path, cwd FROM files WHERE id IN (SELECT value 
 def _counts(words: Sequence[str]) -> tuple[str, dict[str, str | int]]:
     """SQL for :data:`_QUERY`'s counts (as :func:`~sessiontree._search.fts_counts` gives them:
     one word's count, or ``"2,1"``) and its parameters: each word's count found as text in the
-XX
+    row's ``counts``, which this index writes itself (:func:`_insert`: compact JSON whose keys
     are words, letters and digits that JSON never escapes, so ``"word":`` is that key's place
     and nothing else's). ``json_extract`` parsed each row's JSON again: three quarters of the
     query's time for a word most entries hold."""
