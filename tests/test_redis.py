@@ -1078,6 +1078,21 @@ def test_a_newer_mark_set_while_a_store_marks_its_own_is_kept(store_url: str) ->
         assert store.list_sessions() == []
 
 
+def test_a_newer_mark_set_while_a_store_is_migrated_is_kept(store_url: str) -> None:
+    """A migration marks the store as migrated at its end in the script that keeps a later
+    sessiontree's mark set meanwhile (and says so): a plain SET downgraded it."""
+    from sessiontree import UnsupportedVersion
+
+    with RedisStore.from_url(store_url) as store:
+        Session.create(cwd="/w", store=store).append_message(UserMessage.of("the petrel"))
+        mark = f"{store.prefix}:search"
+        calls = beside_script(store, "_mark_search_script",
+                              lambda: store._client.set(mark, 4), before=True)
+        with pytest.raises(UnsupportedVersion, match="search index version 4.*mark was kept"):
+            store.migrate()
+        assert calls and store._client.get(mark) == b"4"
+
+
 def test_a_newer_search_index_takes_no_append_purge_or_new_session(
         store: RedisStore, store_url: str) -> None:
     """A session a later sessiontree indexed (``indexed`` newer than this code's) refuses an

@@ -4,6 +4,7 @@ prune and tail (``sessiontree`` commands run through click's runner, real files 
 from __future__ import annotations
 
 import errno
+import json
 import os
 import sqlite3
 import stat
@@ -1018,10 +1019,37 @@ def test_a_copy_names_a_file_with_a_line_it_would_not_keep(tmp_path: Path) -> No
     assert result.copied == [made[1].session_id]
     [failure] = result.failed
     assert failure.source == str(doubled) and "second session header" in failure.reason
+    assert f"line {doubled.read_bytes().count(bytes([10]))} is no entry" in failure.reason
+    blank = Path(made[1].path)
+    lines = blank.read_bytes().split(b"\n")
+    blank.write_bytes(b"\n".join([*lines[:2], b"", *lines[2:]]))
+    with pytest.raises(CopyRefused, match="line 3: the file has .* blank lines"):
+        copy_sessions(str(blank), sqlite_url(tmp_path / "blank.db"))
     empty = tmp_path / "empty.jsonl"
     empty.write_bytes(b"")
     with pytest.raises(CorruptHeader, match="no line is a session header"):
         copy_sessions(str(empty), sqlite_url(tmp_path / "to.db"))
+
+
+def test_a_line_nested_too_deep_leaves_its_file_out_not_the_rest(tmp_path: Path) -> None:
+    """A line pi reads but sessiontree cannot (JSON nested about a thousand levels deep) left
+    the whole folder copy stopped at its file, the sessions after it neither copied nor named;
+    now that file is named with its line and the rest are copied."""
+    made = generate_folder(tmp_path / "from", 2, seed=3, min_entries=3, max_entries=8)
+    deep = Path(made[0].path)
+    last = json.loads(deep.read_bytes().split(b"\n")[-2])
+    with open(deep, "ab") as stream:
+        stream.write(b'{"type":"custom","customType":"x","id":"deep1","parentId":"%s",'
+                     b'"timestamp":"2026-03-01T10:00:00.000Z","data":%s}\n'
+                     % (last["id"].encode(), b"[" * 5000 + b"]" * 5000))
+    lines = deep.read_bytes().count(b"\n")
+    with pytest.raises(CopyIncomplete) as raised:
+        copy_sessions(str(tmp_path / "from"), sqlite_url(tmp_path / "to.db"))
+    result = raised.value.result
+    assert result.copied == [made[1].session_id]
+    [failure] = result.failed
+    assert failure.source == str(deep) and failure.reason.startswith(f"line {lines}: ")
+    assert "nested too deep" in failure.reason
 
 
 def test_a_file_replaced_while_it_is_copied_is_read_as_one_version(tmp_path: Path) -> None:

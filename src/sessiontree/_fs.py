@@ -332,6 +332,7 @@ def read_unchanged(fd: int) -> tuple[bytes, os.stat_result] | None:
         if len(data) == after.st_size == before.st_size and \
                 after.st_mtime_ns == before.st_mtime_ns:
             return data, after
+        del data  # (not held while the next read is made: one copy of a large file at a time)
     return None
 
 

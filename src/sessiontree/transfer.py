@@ -58,6 +58,7 @@ from .errors import (
     CopyIncomplete,
     CopyRefused,
     CorruptHeader,
+    CorruptLine,
     DuplicateId,
     InvalidEntry,
     InvalidLocation,
@@ -69,8 +70,8 @@ from .stores.url import open_store, parse_location
 
 __all__ = ["ANALYZE_AFTER", "CopyFailure", "CopyResult", "copy_sessions"]
 
-_PER_SESSION = (CopyRefused, CorruptHeader, InvalidEntry, InvalidLocation, SessionNotFound,
-                UnsupportedVersion, OSError)
+_PER_SESSION = (CopyRefused, CorruptHeader, CorruptLine, InvalidEntry, InvalidLocation,
+                SessionNotFound, UnsupportedVersion, OSError)
 """What leaves one session out of a whole-store copy (the others are still copied: a file of a
 newer format version, say); anything else (the destination unreachable, read-only) stops the
 copy, as does a database destination that does not open (opened once, before any session is
@@ -437,7 +438,9 @@ def _reason(exc: BaseException) -> str:
         if exc.strerror and isinstance(exc.filename, str) and not isinstance(exc, WriteFailed):
             return f"{exc.strerror}: {exc.filename}"
         return str(exc)  # (WriteFailed's names its file)
-    return getattr(exc, "reason", None) or str(exc)
+    reason = getattr(exc, "reason", None) or str(exc)
+    lineno = getattr(exc, "lineno", None)
+    return reason if lineno is None else f"line {lineno}: {reason}"
 
 
 def _header_field(header_line: bytes, name: str) -> Any:

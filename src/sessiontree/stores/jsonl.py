@@ -849,7 +849,7 @@ def session_bytes(path: str | os.PathLike[str]) -> tuple[bytes, os.stat_result]:
 
 
 def exact_lines(data: bytes, path: str | os.PathLike[str]) -> tuple[bytes, list[bytes]]:
-    """The header line and the entry lines of a session file's bytes ``data`` (slices of
+    """The header line and the entry lines of a session file's bytes ``data`` (split from
     them; ``path`` names the file in errors); refuses a file that would not come back byte for
     byte from them (see :meth:`JsonlStore.export_lines`).
 
@@ -882,16 +882,25 @@ def exact_lines(data: bytes, path: str | os.PathLike[str]) -> tuple[bytes, list[
                           path=path)
     lines = data.split(b"\n")
     unterminated = lines.pop()  # (what follows the last newline)
-    if unterminated or b"" in lines or data.startswith(b"\xef\xbb\xbf") or \
-            (b"\r" in data and b"\r\n" in data):  # (a byte is found faster than two)
-        raise CopyRefused("the file has a byte order mark, CRLF line endings, blank lines or "
-                          "no final newline, which a copy would not keep; run "
-                          "'sessiontree repair' first", path=path)
+    odd = [1] if data.startswith(b"\xef\xbb\xbf") else []
+    if b"\r" in data and b"\r\n" in data:  # (a byte is found faster than two)
+        odd.append(data.count(b"\n", 0, data.index(b"\r\n")) + 1)
+    if b"" in lines:
+        odd.append(lines.index(b"") + 1)
+    if unterminated:
+        odd.append(len(lines) + 1)
+    if odd:
+        raise CopyRefused(f"line {min(odd)}: the file has a byte order mark, CRLF line "
+                          "endings, blank lines or no final newline, which a copy would not "
+                          "keep byte for byte; pi reads the same session without them: "
+                          "remove them, then copy again", path=path)
     header = lines.pop(0)
     if len(lines) != len(columns):
-        raise CopyRefused("a line that is no entry (a second session header, which pi "
-                          "ignores, or blanks), which a copy would not keep; run "
-                          "'sessiontree repair' first", path=path)
+        entries = set(columns.lines)
+        extra = next(number for number in range(2, len(lines) + 2) if number not in entries)
+        raise CopyRefused(f"line {extra} is no entry (a second session header, which pi "
+                          "ignores), which a copy would not keep; run 'sessiontree repair' "
+                          "first", path=path)
     return header, lines
 
 

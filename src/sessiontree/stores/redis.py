@@ -1569,8 +1569,12 @@ class RedisStore(StoredEntries):
                 f"their indexes were built ({', '.join(skipped)}): run `sessiontree migrate "
                 "URL` again (the store is marked as migrated once none is skipped)",
                 path=self.url)
-        with self._errors(writing=True):
-            self._client.set(self._search_version_key, _SEARCH_VERSION)
+        with self._errors(writing=True):  # (a later version's mark set meanwhile is kept)
+            version = self._mark_search_script(keys=[self._search_version_key],
+                                               args=[_SEARCH_VERSION], client=self._client)
+        if _newer(version):
+            raise _newer_index(version, self.url, "A later sessiontree marked the store "
+                               "while it was migrated: its mark was kept")
         self._search_ready = True
         return done
 
