@@ -399,14 +399,18 @@ def _patterns(query: Query) -> list[re.Pattern[str]]:
     return [re.compile(r"[\W_]+".join(map(re.escape, term))) for term in query.terms]
 
 
-def _spans(doc_text: str, patterns: list[re.Pattern[str]]) -> list[tuple[int, int]] | None:
-    """The character spans of every occurrence of every term; ``None`` when one is missing."""
+def _spans(doc_text: str, patterns: list[re.Pattern[str]], *, prefix: bool = False
+           ) -> list[tuple[int, int]] | None:
+    """The character spans of every occurrence of every term; ``None`` when one is missing.
+    ``prefix``: ``doc_text`` is the start of a longer text, whose letter after its end is
+    unseen: a span that ends there is left out."""
     low = lowered(doc_text)  # (of its length: a span in it is the span in the text)
     spans: list[tuple[int, int]] = []
     padded = f" {low} "  # (a letter before or after a match: low[a - 1], low[b] in one test)
+    limit = len(low) if prefix else len(low) + 1
     for pattern in patterns:
         found = [(a, b) for a, b in (m.span() for m in pattern.finditer(low))
-                 if not padded[a].isalnum() and not padded[b + 1].isalnum()]
+                 if b < limit and not padded[a].isalnum() and not padded[b + 1].isalnum()]
         if not found:
             return None
         spans.extend(found)
@@ -492,23 +496,16 @@ class _Matcher:
         nearly always near the start of a long tool output). Every term is looked for, not
         the index trusted for it: FTS5 finds words these do not (it folds a long s to an s,
         and splits a word at some letters). A span that ends where a prefix ends is left for
-        a longer prefix (the letter after it unseen). ``None``: a term is not in the text."""
-        if self.words is None:
-            return None
+        a longer prefix (the letter after it unseen). ``None``: a term is not in the text.
+        For a matcher of ASCII words (``words``) only."""
         end = 4 * _SNIPPET
         while True:
             whole = end >= len(text)
-            low = lowered(text[:end])  # (as long as the prefix)
-            padded = f" {low} "
-            limit = len(low) + 1 if whole else len(low)
-            found = [[(a, b) for a, b in (m.span() for m in pattern.finditer(low))
-                      if b < limit and not padded[a].isalnum() and not padded[b + 1].isalnum()]
-                     for pattern in self.patterns]
-            if all(found):
-                spans = sorted(span for spans in found for span in spans)
-                if whole or end > max(0, spans[0][0] - _SNIPPET // 3) + _SNIPPET:
-                    return spans
-            elif whole:
+            spans = _spans(text[:end], self.patterns, prefix=not whole)
+            if spans is not None and (
+                    whole or end > max(0, spans[0][0] - _SNIPPET // 3) + _SNIPPET):
+                return spans
+            if whole:
                 return None
             end *= 4
 
@@ -693,7 +690,10 @@ def _judged(candidate: Candidate, matcher: _Matcher, role: str | None, since: in
     doc = document(candidate.line)
     if doc is None or (role is not None and doc.role != role) or doc.ms < since:
         return None
-    if known is not None and (shown := matcher.shown(doc.text)) is not None:
+    if known is not None:
+        shown = matcher.shown(doc.text)
+        if shown is None:
+            return None
         relevance, spans = known, shown
     else:
         judged = matcher.judge(doc.text, candidate.size)
@@ -782,7 +782,7 @@ def best_first(rows: Iterable[Bounded], query: Query, read: Callable[[Sequence[B
     order = sorted(rows, key=_PLACE)  # (two stable sorts by C keys: no tuple made a row)
     order.sort(key=_BOUND_TIME, reverse=True)
     matcher = _Matcher(query)
-    exact = all(len(term) == 1 for term in query.terms)  # (the bound is the relevance)
+    exact = matcher.words is not None  # (ASCII words alone: the bound is the relevance)
     scored: list[_Scored] = []
     at, step = 0, max(limit, 1)
     while at < len(order) and limit > 0:

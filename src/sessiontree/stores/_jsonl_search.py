@@ -824,9 +824,10 @@ def _most_recent(conn: sqlite3.Connection, cursor: sqlite3.Cursor) -> list[Any]:
     if not rows:
         return rows
     ids, *rest = zip(*rows)  # (by columns: C loops, no Python call a row)
+    distinct = list(set(ids))
     files = {row[0]: row[1:] for row in conn.execute(
-        _FILES, (msgspec.json.encode(list(set(ids))).decode(),))}
-    if len(files) < len(set(ids)):  # (rows of a file whose row is gone: left out, as a join)
+        _FILES, (msgspec.json.encode(distinct).decode(),))}
+    if len(files) < len(distinct):  # (rows of a file whose row is gone: left out, as a join)
         rows = [row for row in rows if row[0] in files]
         if not rows:
             return rows

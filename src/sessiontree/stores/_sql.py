@@ -35,10 +35,9 @@ from .._search import (
     Candidate,
     SearchHit,
     best_first,
-    bounds,
     fts_query,
     parse_query,
-    row_counts,
+    row_bounds,
     since_ms,
 )
 from .._treelog import StoredEntries
@@ -425,9 +424,9 @@ class SqlStore(StoredEntries, ABC):
                     "below": min(row[6] for row in found), "limit": -1})
                 found = sorted(found, key=lambda row: (-row[2], row[0], row[1]))[:CANDIDATES]
         at = f"{self.url}#"  # (session_url's, the address worked out once)
-        highest = bounds(parsed)
-        rows = [Bounded(sid, at + sid, session_cwd, seq, ms, highest(row_counts(counts), size))
-                for sid, seq, ms, session_cwd, size, counts, *_ in found]
+        highest = row_bounds(parsed, [row[5] for row in found], [row[4] for row in found])
+        rows = [Bounded(sid, at + sid, session_cwd, seq, ms, bound)
+                for (sid, seq, ms, session_cwd, *_), bound in zip(found, highest)]
 
         def read(batch: Sequence[Bounded]) -> list[Candidate]:
             lines = {(sid, seq): bytes(line) for sid, seq, line in self._query("search_lines", {
