@@ -807,8 +807,8 @@ def migrate_flow(d: Dialect, url: str) -> Flow[int]:
                 yield Step("analyze_search", None, "none")
         elif number == USAGE_VERSION:
             yield from _backfill_usage()
-        elif number == _DOTTED_VERSION:
-            yield from _backfill_search(d, dotted=True)
+        elif number == _DOTTED_VERSION and version >= _SEARCH_REBUILT[d.driver]:
+            yield from _backfill_search(d, dotted=True)  # (else rebuilt above, as it is now)
         yield Step("insert_version", {"v": number}, "none")
     return len(d.migrations)
 

@@ -619,15 +619,13 @@ end
 return 'ok'
 """
 
-# KEYS: the store's search version mark; ARGV: this code's version. Marks the store with it
-# unless a later version marked it meanwhile; returns the mark it leaves.
-_MARK_SEARCH = """
+# KEYS: the store's search version mark. Marks the store with this code's version unless a
+# later version marked it meanwhile; returns the mark it leaves.
+_MARK_SEARCH = _SEARCH_LUA + """
 local marked = redis.call('GET', KEYS[1])
-if marked and tonumber(marked) and tonumber(marked) > tonumber(ARGV[1]) then
-  return marked
-end
-redis.call('SET', KEYS[1], ARGV[1])
-return ARGV[1]
+if newer(marked) then return marked end
+redis.call('SET', KEYS[1], SEARCH_VERSION)
+return SEARCH_VERSION
 """
 
 # KEYS: meta, lines. ARGV: the header line read, the number of lines read, their usage spec.
@@ -1295,7 +1293,7 @@ class RedisStore(StoredEntries):
         if version != _SEARCH_VERSION and not listed:
             with self._errors(writing=True):  # (in a script: a later version's mark set
                 version = self._mark_search_script(  # since the read is not overwritten)
-                    keys=[key], args=[_SEARCH_VERSION], client=self._client)
+                    keys=[key], client=self._client)
             if _newer(version):
                 raise _newer_index(version, self.url, "Nothing was written")
         self._search_ready = version in _SEARCHABLE
@@ -1571,7 +1569,7 @@ class RedisStore(StoredEntries):
                 path=self.url)
         with self._errors(writing=True):  # (a later version's mark set meanwhile is kept)
             version = self._mark_search_script(keys=[self._search_version_key],
-                                               args=[_SEARCH_VERSION], client=self._client)
+                                               client=self._client)
         if _newer(version):
             raise _newer_index(version, self.url, "A later sessiontree marked the store "
                                "while it was migrated: its mark was kept")
