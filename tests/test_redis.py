@@ -1144,13 +1144,15 @@ def test_a_replaced_label_line_keeps_a_label_written_meanwhile(store: RedisStore
     with Session.create(cwd="/w", store=store) as session:
         target = session.append_message(UserMessage.of("the albatross"))
         first = session.set_label(target, "one")
-        second = session.set_label(target, "two")
+        session.set_label(target, "two")
     labels = store.tree_keys(session.id)[1]
     script = store._replace_script
+    added: list[str] = []
     with RedisStore.from_url(store_url) as other, Session(other.open_log(session.id)) as writer:
-        for meanwhile in (lambda: writer.set_label(target, "three"),
-                          lambda: other.replace_line(session.id, second, writer.raw_line(
-                              second).replace(b'"two"', b'"deux"'))):
+        for meanwhile, label in (
+                (lambda: added.append(writer.set_label(target, "three")), "three"),
+                (lambda: other.replace_line(session.id, added[0], writer.raw_line(
+                    added[0]).replace(b'"three"', b'"trois"')), "trois")):
             calls = beside_script(store, "_replace_script",
                                   lambda: len(calls) == 1 and meanwhile(), before=True)
             with Session(store.open_log(session.id)) as now:
@@ -1158,9 +1160,9 @@ def test_a_replaced_label_line_keeps_a_label_written_meanwhile(store: RedisStore
             store.replace_line(session.id, first, line.replace(b'"one"', b'"un"'))
             store._replace_script = script
             assert len(calls) == 2
-            with Session(store.open_log(session.id)) as now:
+            with Session(store.open_log(session.id)) as now:  # (the last label line's label:
                 assert _json_label(store._client.hget(labels, target)) == \
-                    now.labels()[target][0] == "three"
+                    now.labels()[target][0] == label  # the lines read before gave "three")
 
 
 def _json_label(value: bytes | None) -> str | None:

@@ -1052,6 +1052,43 @@ def test_a_line_nested_too_deep_leaves_its_file_out_not_the_rest(tmp_path: Path)
     assert "nested too deep" in failure.reason
 
 
+def test_a_file_appended_to_while_it_is_read_is_read_again_or_named(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A copy reads a session file between two ``fstat`` calls that must agree: a file another
+    writer appends to while it is read is read again (the copy holds every line, none cut),
+    and one appended to during each of its reads is named, nothing of it copied. (The appends
+    are real writes, made from inside each read so that they fall between its two calls.)"""
+    from sessiontree import _fs
+    from sessiontree.stores.jsonl import session_bytes
+
+    made = generate_folder(tmp_path / "from", 1, seed=5, min_entries=3, max_entries=6)
+    path = Path(made[0].path)
+    last = json.loads(path.read_bytes().split(b"\n")[-2])
+    read = _fs._pread_all
+    appends: list[int] = []
+
+    def appending(fd: int, start: int, length: int) -> bytes:
+        data = read(fd, start, length)
+        if len(appends) < appends_left[0]:
+            appends.append(1)
+            with open(path, "ab") as stream:
+                stream.write(b'{"type":"label","id":"l%d","parentId":"%s","timestamp":'
+                             b'"2026-03-01T10:00:00.000Z","targetId":"%s","label":"x"}\n'
+                             % (len(appends), last["id"].encode(), last["id"].encode()))
+        return data
+
+    monkeypatch.setattr(_fs, "_pread_all", appending)
+    appends_left = [1]
+    data, status = session_bytes(path)
+    assert len(appends) == 1 and data == path.read_bytes() and status.st_size == len(data)
+    appends_left[0] = 1 + _fs.UNCHANGED_TRIES
+    with pytest.raises(CopyRefused, match="changed while it was read"):
+        copy_sessions(str(path), sqlite_url(tmp_path / "to.db"))
+    assert len(appends) == 1 + _fs.UNCHANGED_TRIES
+    with SqliteStore.open(tmp_path / "to.db") as store:
+        assert store.session_ids() == []
+
+
 def test_a_file_replaced_while_it_is_copied_is_read_as_one_version(tmp_path: Path) -> None:
     """A file replaced again and again (by rename, as repair, migrate and editors do) while a
     copy reads it gives one version's header and lines, never one's header with the other's
@@ -1080,10 +1117,15 @@ def test_a_file_replaced_while_it_is_copied_is_read_as_one_version(tmp_path: Pat
         "for i in itertools.count():\n"
         "    os.link(os.path.join(folder, '12'[i % 2]), os.path.join(folder, 't'))\n"
         "    os.replace(os.path.join(folder, 't'), target)\n"), str(tmp_path), str(path)])
+    versions: set[bytes] = set()  # (both must be read: the swapper may start late)
+    reads = 0
     try:
-        for _ in range(150):
+        while reads < 150 or len(versions) < 2:
             header, lines = read_exact_lines(path)
             assert b"\n".join([header, *lines]) + b"\n" in (first, second)
+            versions.add(header)
+            reads += 1
+            assert reads < 20_000, "the file was never replaced while it was read"
     finally:
         swapper.kill()
         swapper.wait()
